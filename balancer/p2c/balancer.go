@@ -1,0 +1,43 @@
+package p2c
+
+import (
+	"fmt"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Name is the policy's name in service configs.
+const Name = "pickwise_p2c"
+
+func init() {
+	engine.Register(engine.Spec{
+		Name:        Name,
+		ParseConfig: ParseConfig,
+		NewPolicy:   func() engine.Policy { return &policy{cfg: DefaultConfig()} },
+	})
+}
+
+// policy plugs the in-flight load metric into the engine's d-choice
+// sampler. Its fields are guarded by the engine's lock.
+type policy struct {
+	cfg *Config
+}
+
+func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
+	switch cfg := c.(type) {
+	case *Config:
+		p.cfg = cfg
+	case nil:
+		// A parent that builds us without a config gets the defaults.
+		p.cfg = DefaultConfig()
+	default:
+		return engine.Settings{}, fmt.Errorf("%s: unexpected config type %T", Name, c)
+	}
+	return engine.Settings{SlowStart: p.cfg.SlowStart, FailurePenalty: p.cfg.FailurePenalty}, nil
+}
+
+func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
+	return engine.NewLeastLoaded(snap, int(p.cfg.ChoiceCount), loadMetric(p.cfg.ActiveRequestBias))
+}

@@ -1,0 +1,78 @@
+package p2c
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Config is pickwise_p2c's service-config object.
+type Config struct {
+	serviceconfig.LoadBalancingConfig `json:"-"`
+
+	// ChoiceCount is how many distinct endpoints each pick samples. Default
+	// 2; values below 2 are rejected and values above 10 become 10 (gRFC
+	// A48).
+	ChoiceCount uint32 `json:"choiceCount"`
+	// ActiveRequestBias is the exponent of (inFlight + 1) in the cost when
+	// weights differ: 0 makes the policy weighted random, 1 (the default)
+	// weighs in-flight requests and weight equally, larger values favour
+	// the least loaded endpoint over the heaviest. Must be in [0, 100].
+	ActiveRequestBias float64 `json:"activeRequestBias"`
+	// SlowStart ramps the weight of endpoints that join or recover. Off
+	// unless present.
+	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
+	// FailurePenalty makes endpoints with recent server-side failures look
+	// more loaded. On by default; {"enabled": false} turns it off.
+	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+}
+
+// Defaults of the fields above.
+const (
+	DefaultChoiceCount       = 2
+	DefaultActiveRequestBias = 1.0
+	maxActiveRequestBias     = 100
+)
+
+// DefaultConfig returns the config used for an empty JSON object.
+func DefaultConfig() *Config {
+	return &Config{
+		ChoiceCount:       DefaultChoiceCount,
+		ActiveRequestBias: DefaultActiveRequestBias,
+		FailurePenalty:    engine.DefaultFailurePenalty(),
+	}
+}
+
+// ParseConfig reads a pickwise_p2c config: defaults first, then the user's
+// fields over them, then the rules below. Unknown fields are rejected.
+func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	cfg := DefaultConfig()
+	if trimmed := bytes.TrimSpace(js); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		if err := engine.DecodeStrict(trimmed, cfg); err != nil {
+			return nil, fmt.Errorf("%s: %v", Name, err)
+		}
+	}
+	// "If choice_count < 2, the config will be rejected." (gRFC A48)
+	if cfg.ChoiceCount < 2 {
+		return nil, fmt.Errorf("%s: choiceCount %d: must be >= 2", Name, cfg.ChoiceCount)
+	}
+	// "...a choice_count > 10 ... will set choice_count = 10." (gRFC A48)
+	cfg.ChoiceCount = min(cfg.ChoiceCount, engine.MaxChoices)
+	// Envoy requires active_request_bias >= 0. The upper bound is ours: past
+	// it (inFlight+1)^bias overflows to +Inf for modest in-flight counts and
+	// every candidate would tie.
+	if !(cfg.ActiveRequestBias >= 0) || cfg.ActiveRequestBias > maxActiveRequestBias || math.IsInf(cfg.ActiveRequestBias, 0) {
+		return nil, fmt.Errorf("%s: activeRequestBias %v: must be in [0, %d]", Name, cfg.ActiveRequestBias, maxActiveRequestBias)
+	}
+	if err := cfg.SlowStart.Validate(Name); err != nil {
+		return nil, err
+	}
+	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}

@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/endpointsharding"
+	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/resolver"
+)
+
+var logger = grpclog.Component("pickwise")
+
+// engineBalancer is the balancer.Balancer behind every policy. It owns an
+// endpointsharding child with one pickfirst per endpoint, intercepts the
+// child's aggregated state, keeps the per-endpoint state and hands the
+// policy a Snapshot of READY endpoints whenever something changes.
+type engineBalancer struct {
+	// Immutable after build.
+	name  string
+	cc    balancer.ClientConn
+	child balancer.Balancer
+	clock Clock
+	rand  Rand
+
+	// Atomic: read by every Done callback.
+	penalty atomic.Pointer[penalty]
+
+	mu          sync.Mutex // guards everything below
+	policy      Policy
+	closed      bool
+	endpoints   *resolver.EndpointMap[*Endpoint]
+	ramp        *ramp
+	everReady   bool                          // a READY picker has been published
+	children    []endpointsharding.ChildState // last states from endpointsharding
+	aggregate   balancer.State                // endpointsharding's last aggregate
+	resolverErr error                         // last resolver error, for messages
+	rampTimer   Timer
+	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
+}
+
+func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
+	b := &engineBalancer{
+		name:      s.Name,
+		cc:        cc,
+		clock:     opts.Clock,
+		rand:      opts.Rand,
+		policy:    s.NewPolicy(),
+		endpoints: resolver.NewEndpointMap[*Endpoint](),
+	}
+	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
+	return b
+}
+
+// childCC is the ClientConn endpointsharding sees: everything passes
+// through to the real ClientConn except UpdateState, which the engine turns
+// into a policy picker.
+type childCC struct {
+	balancer.ClientConn
+	b *engineBalancer
+}
+
+func (c childCC) UpdateState(s balancer.State) { c.b.updateFromChildren(s) }
+
+// UpdateClientConnState applies the config and reconciles the endpoint set.
+func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) error {
+	b.mu.Lock()
+	settings, err := b.policy.Configure(ccs.BalancerConfig)
+	if err != nil {
+		b.mu.Unlock()
+		logger.Errorf("%s: %v", b.name, err)
+		return balancer.ErrBadResolverState
+	}
+	b.ramp = newRamp(settings.SlowStart)
+	b.penalty.Store(newPenalty(settings.FailurePenalty))
+	b.resolverErr = nil
+
+	next := resolver.NewEndpointMap[*Endpoint]()
+	for _, ep := range ccs.ResolverState.Endpoints {
+		if _, dup := next.Get(ep); dup {
+			continue
+		}
+		e, ok := b.endpoints.Get(ep)
+		if !ok {
+			// Endpoints known before the first READY picker are the initial
+			// fleet: they are not cold newcomers, so they skip slow start.
+			e = newEndpoint(firstAddr(ep), &b.penalty, !b.everReady)
+		}
+		next.Set(ep, e)
+	}
+	b.endpoints = next
+	b.mu.Unlock()
+
+	// endpointsharding calls back into updateFromChildren synchronously, so
+	// the lock must not be held here.
+	return b.child.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState: pickfirst.EnableHealthListener(ccs.ResolverState),
+	})
+}
+
+// ResolverError keeps the error for the no-endpoint message and lets the
+// children decide whether to keep using their connections.
+func (b *engineBalancer) ResolverError(err error) {
+	b.mu.Lock()
+	b.resolverErr = err
+	b.mu.Unlock()
+	b.child.ResolverError(err)
+}
+
+// UpdateSubConnState is never called: every SubConn is created by a
+// pickfirst child with a StateListener.
+func (b *engineBalancer) UpdateSubConnState(sc balancer.SubConn, _ balancer.SubConnState) {
+	logger.Errorf("%s: unexpected UpdateSubConnState for %v", b.name, sc)
+}
+
+// ExitIdle wakes every child.
+func (b *engineBalancer) ExitIdle() { b.child.ExitIdle() }
+
+// Close shuts the children down and stops the slow-start timer.
+func (b *engineBalancer) Close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.rampTimer != nil {
+		b.rampTimer.Stop()
+		b.rampTimer = nil
+	}
+	b.mu.Unlock()
+	b.child.Close()
+}
+
+// updateFromChildren receives endpointsharding's aggregate state.
+func (b *engineBalancer) updateFromChildren(s balancer.State) {
+	children := endpointsharding.ChildStatesFromPicker(s.Picker)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	now := b.clock.Now()
+	for _, c := range children {
+		if e, ok := b.endpoints.Get(c.Endpoint); ok {
+			b.trackLocked(e, c.State.ConnectivityState, now)
+		}
+	}
+	b.children = children
+	b.aggregate = s
+	b.publishLocked(now)
+}
+
+// trackLocked follows one endpoint's connectivity to decide when it starts a
+// slow-start ramp: on its first READY if it joined after the initial fleet,
+// and on any READY that follows a connection failure, since a backend that
+// was down is a new, cold process. A READY after a plain reconnect (a
+// GOAWAY, an idle timeout) is the same warm process and does not ramp.
+func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now time.Time) {
+	prev := e.state
+	e.state = st
+	switch {
+	case st == connectivity.Ready && prev != connectivity.Ready:
+		cold := (!e.initial && !e.wasReady) || e.failedSinceReady
+		e.readySince = now
+		e.wasReady = true
+		e.failedSinceReady = false
+		e.rampStart = time.Time{}
+		if cold {
+			e.rampStart = now
+		}
+	case st == connectivity.TransientFailure:
+		e.failedSinceReady = true
+		e.readySince = time.Time{}
+	case st != connectivity.Ready:
+		e.readySince = time.Time{}
+	}
+}
+
+// publishLocked gives the parent a picker for the current state.
+func (b *engineBalancer) publishLocked(now time.Time) {
+	ready := make([]Ready, 0, len(b.children))
+	var rampEnd int64 // earliest end of a running ramp
+	for _, c := range b.children {
+		if c.State.ConnectivityState != connectivity.Ready {
+			continue
+		}
+		e, ok := b.endpoints.Get(c.Endpoint)
+		if !ok {
+			continue
+		}
+		w := float64(max(weight.FromEndpoint(c.Endpoint).Weight, 1))
+		r := Ready{Picker: c.State.Picker, Stats: e, Weight: w, InvWeight: 1 / w}
+		if b.ramp != nil && !e.rampStart.IsZero() {
+			start := e.rampStart.UnixNano()
+			if end := start + b.ramp.window; end > now.UnixNano() {
+				r.RampStart, r.RampEnd = start, end
+				if rampEnd == 0 || end < rampEnd {
+					rampEnd = end
+				}
+			}
+		}
+		ready = append(ready, r)
+	}
+
+	if len(ready) == 0 {
+		b.cc.UpdateState(balancer.State{
+			ConnectivityState: b.aggregate.ConnectivityState,
+			Picker:            b.noReadyPickerLocked(),
+		})
+		b.scheduleRampEndLocked(0, now)
+		return
+	}
+
+	// endpointsharding lists children in map order; a stable order makes
+	// seeded runs reproducible.
+	slices.SortFunc(ready, func(x, y Ready) int { return cmp.Compare(x.Stats.addr, y.Stats.addr) })
+	b.everReady = true
+	snap := &Snapshot{
+		Endpoints: ready,
+		Clock:     b.clock,
+		Rand:      b.rand,
+		Ramping:   rampEnd != 0,
+		ramp:      b.ramp,
+		penalty:   b.penalty.Load(),
+	}
+	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(snap)})
+	b.scheduleRampEndLocked(rampEnd, now)
+}
+
+// scheduleRampEndLocked arranges a republish when the earliest running ramp
+// ends, so that pickers stop reading the clock for endpoints at full weight.
+func (b *engineBalancer) scheduleRampEndLocked(at int64, now time.Time) {
+	if at == b.rampTimerAt {
+		return
+	}
+	if b.rampTimer != nil {
+		b.rampTimer.Stop()
+		b.rampTimer = nil
+	}
+	b.rampTimerAt = at
+	if at == 0 {
+		return
+	}
+	b.rampTimer = b.clock.AfterFunc(time.Duration(at-now.UnixNano()), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed || b.rampTimerAt != at {
+			return
+		}
+		b.rampTimer, b.rampTimerAt = nil, 0
+		b.publishLocked(b.clock.Now())
+	})
+}
+
+// noReadyPickerLocked explains why nothing can be picked.
+func (b *engineBalancer) noReadyPickerLocked() balancer.Picker {
+	if len(b.children) == 0 {
+		err := fmt.Errorf("%s: no endpoints to pick from", b.name)
+		if b.resolverErr != nil {
+			err = fmt.Errorf("%s: no endpoints to pick from: resolver error: %v", b.name, b.resolverErr)
+		}
+		return errPicker{err: err}
+	}
+	return &noReadyPicker{name: b.name, total: len(b.children), child: b.aggregate.Picker, state: b.aggregate.ConnectivityState}
+}
+
+// firstAddr names an endpoint by its first address.
+func firstAddr(ep resolver.Endpoint) string {
+	if len(ep.Addresses) == 0 {
+		return ""
+	}
+	return ep.Addresses[0].Addr
+}

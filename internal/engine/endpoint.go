@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+)
+
+// Endpoint is the state the engine keeps for one endpoint. It lives as long
+// as the endpoint is in the resolver's list, across any number of pickers,
+// so counters survive picker rebuilds. Every policy reads the same object;
+// only the engine writes it.
+type Endpoint struct {
+	// Atomic: written by Pick and Done on many goroutines.
+	inflight    atomic.Int64
+	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
+
+	// Immutable after creation.
+	addr    string
+	penalty *atomic.Pointer[penalty] // the balancer's current penalty; nil value = off
+	done    func(balancer.DoneInfo)  // built once, so Pick does not allocate
+
+	// Guarded by the balancer's mu.
+	state            connectivity.State
+	initial          bool      // present before the first READY picker: no slow start on first READY
+	wasReady         bool      // has been READY at least once
+	failedSinceReady bool      // went through TRANSIENT_FAILURE since it was last READY
+	readySince       time.Time // zero unless READY
+	rampStart        time.Time // when the current slow-start ramp began; zero if none
+}
+
+func newEndpoint(addr string, p *atomic.Pointer[penalty], initial bool) *Endpoint {
+	e := &Endpoint{addr: addr, penalty: p, initial: initial, state: connectivity.Idle}
+	e.done = e.finish
+	return e
+}
+
+// Addr is the endpoint's first address, for logs and metrics.
+func (e *Endpoint) Addr() string { return e.addr }
+
+// InFlight is the number of RPCs picked for this endpoint that have not
+// finished.
+func (e *Endpoint) InFlight() int64 { return e.inflight.Load() }
+
+// FailureRatio is the failure EWMA in [0, 1]: roughly the share of
+// server-side failures among the endpoint's recent outcomes.
+func (e *Endpoint) FailureRatio() float64 {
+	return math.Float64frombits(e.failureBits.Load())
+}
+
+// started records a picked RPC.
+func (e *Endpoint) started() { e.inflight.Add(1) }
+
+// finish is the Done callback of every RPC picked for this endpoint.
+func (e *Endpoint) finish(info balancer.DoneInfo) {
+	e.inflight.Add(-1)
+	p := e.penalty.Load()
+	if p == nil {
+		return
+	}
+	e.recordOutcome(IsServerFailure(info.Err), p.alpha)
+}
+
+// recordOutcome folds one outcome into the failure EWMA.
+func (e *Endpoint) recordOutcome(failed bool, alpha float64) {
+	x := 0.0
+	if failed {
+		x = 1
+	}
+	for {
+		old := e.failureBits.Load()
+		f := math.Float64frombits(old)
+		if f == 0 && !failed {
+			// The common case: a healthy endpoint's success writes nothing,
+			// so Done does not contend on a shared cache line.
+			return
+		}
+		if e.failureBits.CompareAndSwap(old, math.Float64bits(ewmaStep(f, x, alpha))) {
+			return
+		}
+	}
+}

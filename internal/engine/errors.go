@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+)
+
+// errPicker fails every pick with err. err must not be a status error:
+// grpc ends even wait-for-ready RPCs on a status error, while a plain error
+// lets them wait for the next picker.
+type errPicker struct{ err error }
+
+func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	return balancer.PickResult{}, p.err
+}
+
+// noReadyPicker defers to endpointsharding's picker while no endpoint is
+// READY: it queues RPCs while endpoints connect and, when they all failed,
+// names the policy in the connection error the RPC fails with.
+type noReadyPicker struct {
+	name  string
+	total int
+	state connectivity.State
+	child balancer.Picker
+}
+
+func (p *noReadyPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	res, err := p.child.Pick(info)
+	if err == nil || errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		return res, err
+	}
+	if _, isStatus := status.FromError(err); isStatus {
+		return res, err
+	}
+	return res, fmt.Errorf("%s: none of %d endpoints is READY (%v): %w", p.name, p.total, p.state, err)
+}

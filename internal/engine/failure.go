@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// IsServerFailure reports whether an RPC's outcome counts against the
+// endpoint that served it. Only outcomes the server is responsible for
+// count: a client's bad argument, a missing entity or a caller's
+// cancellation say nothing about the backend's health, and counting them
+// would let one misbehaving caller steer traffic away from healthy
+// backends.
+func IsServerFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Internal, codes.Unknown,
+		codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// FailurePenaltyConfig is the JSON "failurePenalty" object. A backend that
+// fails fast finishes its requests sooner than its healthy peers, so every
+// load signal built on in-flight counts or latency sees it as the least
+// loaded backend and sends it more traffic: the seeds' black hole. The
+// penalty makes failures expensive instead.
+//
+// Each endpoint keeps f, an exponentially weighted moving average of its
+// server-side failures (1 for a failure, 0 for a success) over roughly the
+// last Window outcomes. Its load is multiplied by
+//
+//	penalty(f) = min(maxMultiplier, 1/(1-f)^2)
+//
+// 1/(1-f) is the number of attempts one success costs; squaring it makes a
+// persistent failure dominate the in-flight advantage a fast failure buys,
+// while a lone failure on a healthy endpoint (f = 0.1 with the default
+// window) raises its cost by only 23%. A black hole reaches the maximum
+// after about 22 consecutive failures.
+//
+// A penalized endpoint sees little traffic, so it could never show that it
+// recovered. ProbePercent of the picks that involve a penalized endpoint
+// ignore penalties; the successes of those probes bring f back down.
+type FailurePenaltyConfig struct {
+	// Enabled turns the penalty on. Default true.
+	Enabled bool `json:"enabled"`
+	// Window is the number of recent outcomes the failure average mostly
+	// reflects (its smoothing factor is 1/Window). Default 10; must be
+	// >= 1; values above 10000 are clamped to 10000.
+	Window uint32 `json:"window"`
+	// MaxMultiplier caps the penalty. Default 100; must be in [1, 1e6].
+	MaxMultiplier float64 `json:"maxMultiplier"`
+	// ProbePercent is the share of picks among penalized candidates that
+	// ignore the penalty. Default 1; must be in [0, 100].
+	ProbePercent float64 `json:"probePercent"`
+}
+
+// Failure-penalty defaults; see FailurePenaltyConfig for the reasoning.
+const (
+	DefaultFailureWindow        = 10
+	DefaultFailureMaxMultiplier = 100.0
+	DefaultFailureProbePercent  = 1.0
+	maxFailureWindow            = 10000
+)
+
+// DefaultFailurePenalty returns the penalty a policy uses when its config
+// has no "failurePenalty" object.
+func DefaultFailurePenalty() FailurePenaltyConfig {
+	return FailurePenaltyConfig{
+		Enabled:       true,
+		Window:        DefaultFailureWindow,
+		MaxMultiplier: DefaultFailureMaxMultiplier,
+		ProbePercent:  DefaultFailureProbePercent,
+	}
+}
+
+// UnmarshalJSON fills the defaults before reading the fields a user set.
+func (c *FailurePenaltyConfig) UnmarshalJSON(b []byte) error {
+	type plain FailurePenaltyConfig
+	v := plain(DefaultFailurePenalty())
+	if err := DecodeStrict(b, &v); err != nil {
+		return fmt.Errorf("failurePenalty: %w", err)
+	}
+	*c = FailurePenaltyConfig(v)
+	return nil
+}
+
+// Validate rejects or clamps values; policy prefixes the message.
+func (c *FailurePenaltyConfig) Validate(policy string) error {
+	if !c.Enabled {
+		return nil
+	}
+	// A zero window would make the smoothing factor infinite.
+	if c.Window < 1 {
+		return fmt.Errorf("%s: failurePenalty.window %d: must be >= 1", policy, c.Window)
+	}
+	// Beyond ten thousand outcomes the average reacts too slowly to matter;
+	// clamp rather than reject, as gRFC A48 does for choiceCount.
+	c.Window = min(c.Window, maxFailureWindow)
+	// A multiplier below 1 would make failures attractive: the bug the
+	// penalty exists to fix.
+	if !(c.MaxMultiplier >= 1) || c.MaxMultiplier > 1e6 {
+		return fmt.Errorf("%s: failurePenalty.maxMultiplier %v: must be in [1, 1e6]", policy, c.MaxMultiplier)
+	}
+	if !(c.ProbePercent >= 0) || c.ProbePercent > 100 {
+		return fmt.Errorf("%s: failurePenalty.probePercent %v: must be in [0, 100]", policy, c.ProbePercent)
+	}
+	return nil
+}
+
+// penalty is a validated FailurePenaltyConfig in the form the pick and done
+// paths use. A nil *penalty means the penalty is off.
+type penalty struct {
+	alpha   float64 // smoothing factor of the failure EWMA
+	maxMult float64
+	// probeBelow: a probe happens when a uniform uint32 draw is below it.
+	probeBelow uint64
+}
+
+func newPenalty(c FailurePenaltyConfig) *penalty {
+	if !c.Enabled {
+		return nil
+	}
+	return &penalty{
+		alpha:      1 / float64(c.Window),
+		maxMult:    c.MaxMultiplier,
+		probeBelow: uint64(c.ProbePercent / 100 * (1 << 32)),
+	}
+}
+
+// multiplier is penalty(f) from FailurePenaltyConfig's formula.
+func (p *penalty) multiplier(f float64) float64 {
+	if f <= 0 {
+		return 1
+	}
+	s := 1 - f
+	if s*s*p.maxMult <= 1 {
+		return p.maxMult
+	}
+	return 1 / (s * s)
+}
+
+// minTrackedFailure is where the failure average snaps to zero, so a
+// recovered endpoint returns to the penalty-free fast path instead of
+// carrying a vanishing remainder forever.
+const minTrackedFailure = 1e-3
+
+// ewmaStep is one step of the failure average.
+func ewmaStep(f, x, alpha float64) float64 {
+	f += alpha * (x - f)
+	if f < minTrackedFailure {
+		return 0
+	}
+	return math.Min(f, 1)
+}

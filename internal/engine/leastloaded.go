@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"google.golang.org/grpc/balancer"
+)
+
+// LoadMetric is a policy's measure of how busy an endpoint is, before the
+// engine divides by weight (after slow start) and multiplies by the failure
+// penalty. It is read on every pick from many goroutines: it must be
+// lock-free and must not allocate.
+type LoadMetric interface {
+	Load(r *Ready) float64
+}
+
+// LeastLoaded is the engine's d-choice picker: it samples choices distinct
+// READY endpoints uniformly at random and sends the RPC to the one with the
+// lowest
+//
+//	cost = metric.Load(r) * penalty(r) / (weight(r) * slowStart(r))
+//
+// Ties go to the first draw. With d = 2 this is the power of two choices
+// (Mitzenmacher): the maximum load drops from O(log n / log log n) to
+// O(log log n) while each pick reads two counters, not n.
+type LeastLoaded struct {
+	// Immutable after construction.
+	snap    *Snapshot
+	choices int
+	metric  LoadMetric
+}
+
+// NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
+// to [2, MaxChoices].
+func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded {
+	return &LeastLoaded{snap: snap, choices: min(max(choices, 2), MaxChoices), metric: metric}
+}
+
+// Pick implements balancer.Picker.
+func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	eps := p.snap.Endpoints
+	n := len(eps)
+	if n == 1 {
+		return PickEndpoint(&eps[0], info)
+	}
+	var idx [MaxChoices]int
+	var cands []int
+	switch {
+	case n <= p.choices:
+		// Every endpoint is a candidate; start at a random one so ties do not
+		// always favour the first in the list.
+		start := reduce(uint32(p.snap.Rand.Uint64()), n)
+		for k := 0; k < n; k++ {
+			idx[k] = (start + k) % n
+		}
+		cands = idx[:n]
+	case p.choices == 2:
+		idx[0], idx[1] = samplePair(p.snap.Rand, n)
+		cands = idx[:2]
+	default:
+		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
+	}
+	return PickEndpoint(&eps[p.choose(cands)], info)
+}
+
+// choose returns the index of the cheapest candidate.
+func (p *LeastLoaded) choose(cands []int) int {
+	s := p.snap
+	var now int64 // read lazily: only a ramping candidate needs the clock
+	best, bestCost := -1, 0.0
+	rawBest, rawBestCost := -1, 0.0 // the choice without failure penalties
+	penalized := false
+	for _, i := range cands {
+		r := &s.Endpoints[i]
+		inv := r.InvWeight
+		if r.RampEnd != 0 {
+			if now == 0 {
+				now = s.Clock.Now().UnixNano()
+			}
+			inv = s.EffectiveInvWeight(r, now)
+		}
+		raw := p.metric.Load(r) * inv
+		cost := raw
+		if s.penalty != nil {
+			if m := s.penalty.multiplier(r.Stats.FailureRatio()); m != 1 {
+				cost *= m
+				penalized = true
+			}
+		}
+		if best < 0 || cost < bestCost {
+			best, bestCost = i, cost
+		}
+		if rawBest < 0 || raw < rawBestCost {
+			rawBest, rawBestCost = i, raw
+		}
+	}
+	if penalized && rawBest != best && s.penalty.probeBelow > 0 &&
+		uint64(uint32(s.Rand.Uint64())) < s.penalty.probeBelow {
+		// A probe: let a penalized endpoint show whether it recovered.
+		return rawBest
+	}
+	return best
+}

@@ -1,0 +1,5 @@
+// Package testkit holds test helpers shared by every pickwise package: a
+// fake balancer.ClientConn whose SubConns the test drives by hand, so a
+// policy's pickers can be examined without a network, and helpers to count
+// picks.
+package testkit

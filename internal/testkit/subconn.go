@@ -1,0 +1,99 @@
+package testkit
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// SubConn is a fake balancer.SubConn whose connectivity the test sets.
+type SubConn struct {
+	// Embedded to satisfy balancer.SubConn's unexported method.
+	balancer.SubConn
+
+	// Immutable after creation.
+	cc       *ClientConn
+	id       int
+	addrs    []resolver.Address
+	listener func(balancer.SubConnState)
+
+	mu       sync.Mutex
+	health   func(balancer.SubConnState)
+	connects int
+	shutdown bool
+}
+
+// Addr is the SubConn's first address.
+func (sc *SubConn) Addr() string { return sc.addrs[0].Addr }
+
+// String names the SubConn in test failures.
+func (sc *SubConn) String() string { return fmt.Sprintf("subconn-%d(%s)", sc.id, sc.Addr()) }
+
+// Connect counts connection requests; the test decides what happens next.
+func (sc *SubConn) Connect() {
+	sc.mu.Lock()
+	sc.connects++
+	sc.mu.Unlock()
+}
+
+// Connects is how many times the balancer asked to connect.
+func (sc *SubConn) Connects() int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.connects
+}
+
+// UpdateAddresses is not used by pickfirst children.
+func (sc *SubConn) UpdateAddresses([]resolver.Address) {}
+
+// GetOrBuildProducer returns no producer.
+func (sc *SubConn) GetOrBuildProducer(balancer.ProducerBuilder) (balancer.Producer, func()) {
+	return nil, func() {}
+}
+
+// RegisterHealthListener keeps the listener; UpdateState reports READY to
+// it, as grpc does when no health check is configured.
+func (sc *SubConn) RegisterHealthListener(l func(balancer.SubConnState)) {
+	sc.mu.Lock()
+	sc.health = l
+	sc.mu.Unlock()
+}
+
+// Shutdown marks the SubConn as gone and tells its listener, as grpc does.
+func (sc *SubConn) Shutdown() {
+	sc.mu.Lock()
+	already := sc.shutdown
+	sc.shutdown = true
+	sc.mu.Unlock()
+	if !already && sc.listener != nil {
+		sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Shutdown})
+	}
+}
+
+func (sc *SubConn) isShutdown() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.shutdown
+}
+
+// UpdateState delivers a connectivity change to the balancer. A READY change
+// is followed by a READY health update, once pickfirst has registered its
+// health listener.
+func (sc *SubConn) UpdateState(s balancer.SubConnState) {
+	if sc.isShutdown() {
+		return
+	}
+	sc.listener(s)
+	if s.ConnectivityState != connectivity.Ready {
+		return
+	}
+	sc.mu.Lock()
+	h := sc.health
+	sc.mu.Unlock()
+	if h != nil {
+		h(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	}
+}
