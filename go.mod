@@ -3,6 +3,7 @@ module github.com/pickwise/pickwise
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

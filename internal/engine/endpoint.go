@@ -14,9 +14,12 @@ import (
 // so counters survive picker rebuilds. Every policy reads the same object;
 // only the engine writes it.
 type Endpoint struct {
-	// Atomic: written by Pick and Done on many goroutines.
+	// Atomic: written by Pick and Done on many goroutines. They fill a cache
+	// line of their own so that picks on neighbouring endpoints, allocated
+	// next to each other, do not invalidate each other's lines.
 	inflight    atomic.Int64
 	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
+	_           [cacheLine - 16]byte
 
 	// Immutable after creation.
 	addr    string
@@ -31,6 +34,10 @@ type Endpoint struct {
 	readySince       time.Time // zero unless READY
 	rampStart        time.Time // when the current slow-start ramp began; zero if none
 }
+
+// cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
+// arm64 servers).
+const cacheLine = 64
 
 func newEndpoint(addr string, p *atomic.Pointer[penalty], initial bool) *Endpoint {
 	e := &Endpoint{addr: addr, penalty: p, initial: initial, state: connectivity.Idle}
@@ -83,3 +90,4 @@ func (e *Endpoint) recordOutcome(failed bool, alpha float64) {
 		}
 	}
 }
+

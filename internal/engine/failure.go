@@ -148,8 +148,10 @@ func (p *penalty) multiplier(f float64) float64 {
 
 // minTrackedFailure is where the failure average snaps to zero, so a
 // recovered endpoint returns to the penalty-free fast path instead of
-// carrying a vanishing remainder forever.
-const minTrackedFailure = 1e-3
+// carrying a vanishing remainder forever. At 2% the penalty is 1.04: below
+// it, the remainder would only make the endpoint lose every tie, which at
+// low traffic (all counters zero) is every pick but the probes.
+const minTrackedFailure = 0.02
 
 // ewmaStep is one step of the failure average.
 func ewmaStep(f, x, alpha float64) float64 {

@@ -62,16 +62,17 @@ func (sc *SubConn) RegisterHealthListener(l func(balancer.SubConnState)) {
 	sc.mu.Unlock()
 }
 
-// Shutdown marks the SubConn as gone and tells its listener, as grpc does.
+// Shutdown marks the SubConn as gone. Unlike grpc, it does not report
+// SHUTDOWN to the listener: grpc does so later on its own serializer, while
+// here the call would re-enter pickfirst under its lock.
 func (sc *SubConn) Shutdown() {
 	sc.mu.Lock()
-	already := sc.shutdown
 	sc.shutdown = true
 	sc.mu.Unlock()
-	if !already && sc.listener != nil {
-		sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Shutdown})
-	}
 }
+
+// IsShutdown reports whether the balancer shut the SubConn down.
+func (sc *SubConn) IsShutdown() bool { return sc.isShutdown() }
 
 func (sc *SubConn) isShutdown() bool {
 	sc.mu.Lock()

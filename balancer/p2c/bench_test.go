@@ -1,0 +1,76 @@
+package p2c_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	_ "google.golang.org/grpc/balancer/leastrequest" // the peer we measure against
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// readyPicker builds the named policy through grpc's registry, exactly as a
+// channel would, over n READY endpoints, and returns its picker.
+func readyPicker(b *testing.B, policy, cfg string, n int) (balancer.Picker, func()) {
+	b.Helper()
+	builder := balancer.Get(policy)
+	parsed, err := builder.(balancer.ConfigParser).ParseConfig(json.RawMessage(cfg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc := testkit.NewClientConn()
+	bal := builder.Build(cc, balancer.BuildOptions{})
+	as := addrs(n)
+	if err := bal.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: endpointsOf(as)},
+		BalancerConfig: parsed,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := cc.SetReady(ctx, as...); err != nil {
+		b.Fatal(err)
+	}
+	if err := cc.WaitForState(ctx, connectivity.Ready); err != nil {
+		b.Fatal(err)
+	}
+	return cc.State().Picker, bal.Close
+}
+
+// BenchmarkPick measures one pick and its Done, from many goroutines at
+// once as a busy channel does, for pickwise_p2c and grpc-go's
+// least_request_experimental in the same run.
+func BenchmarkPick(b *testing.B) {
+	policies := []struct{ name, cfg string }{
+		{p2c.Name, `{}`},
+		{"least_request_experimental", `{}`},
+	}
+	for _, pol := range policies {
+		for _, n := range []int{10, 100, 1000} {
+			b.Run(fmt.Sprintf("%s/n=%d", pol.name, n), func(b *testing.B) {
+				p, closeFn := readyPicker(b, pol.name, pol.cfg, n)
+				defer closeFn()
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						res, err := p.Pick(balancer.PickInfo{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if res.Done != nil {
+							res.Done(balancer.DoneInfo{})
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,479 @@
+package p2c_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+)
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.4f, want %.4f ± %.4f", what, got, want, tol)
+	}
+}
+
+func TestPickUniformWhenIdle(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(10)
+	h.start(as...)
+	// Every RPC finishes before the next pick, so every pair ties and the
+	// first draw wins: picks must be uniform.
+	const n = 20000
+	got, _ := h.count(n, false)
+	for _, a := range as {
+		within(t, "share of "+a, float64(got[a])/n, 0.1, 0.01)
+	}
+}
+
+func TestPickBalancesInFlight(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(10)
+	h.start(as...)
+	got, pending := h.count(1000, true)
+	defer finish(pending, nil)
+	lo, hi := math.MaxInt, 0
+	for _, a := range as {
+		lo, hi = min(lo, got[a]), max(hi, got[a])
+	}
+	// Two choices keep the gap tiny (O(log log n)); random placement of
+	// 1,000 RPCs would spread about ±30.
+	if hi-lo > 4 {
+		t.Errorf("in-flight spread %d..%d, want a gap of at most 4: %v", lo, hi, got)
+	}
+}
+
+func TestPickChoiceCountCoversAll(t *testing.T) {
+	h := newHarness(t, `{"choiceCount": 10}`)
+	as := addrs(10)
+	h.start(as...)
+	got, pending := h.count(1000, true)
+	defer finish(pending, nil)
+	for _, a := range as {
+		if got[a] != 100 {
+			t.Errorf("%s got %d in-flight RPCs, want exactly 100 when every endpoint is a candidate", a, got[a])
+		}
+	}
+}
+
+func TestPickChoiceCountThree(t *testing.T) {
+	h := newHarness(t, `{"choiceCount": 3}`)
+	as := addrs(100)
+	h.start(as...)
+	got, pending := h.count(2000, true)
+	defer finish(pending, nil)
+	for _, a := range as {
+		if got[a] < 17 || got[a] > 23 {
+			t.Errorf("%s got %d in-flight RPCs, want 20 ± 3 with three choices", a, got[a])
+		}
+	}
+}
+
+func TestPickWeights(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(4)
+	weights := []uint32{1, 2, 3, 4}
+	if err := h.update(endpoint(as[0], 1), endpoint(as[1], 2), endpoint(as[2], 3), endpoint(as[3], 4)); err != nil {
+		t.Fatal(err)
+	}
+	h.ready(as...)
+	const n = 2000
+	got, pending := h.count(n, true)
+	defer finish(pending, nil)
+	// With RPCs held open, the cost (inFlight+1)/weight equalizes, so
+	// in-flight counts follow the weights.
+	for i, a := range as {
+		within(t, fmt.Sprintf("share of weight-%d endpoint", weights[i]), float64(got[a])/n, float64(weights[i])/10, 0.02)
+	}
+}
+
+func TestPickActiveRequestBias(t *testing.T) {
+	t.Run("bias 0 is weighted random", func(t *testing.T) {
+		h := newHarness(t, `{"activeRequestBias": 0}`)
+		as := addrs(2)
+		if err := h.update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
+			t.Fatal(err)
+		}
+		h.ready(as...)
+		got, pending := h.count(300, true)
+		defer finish(pending, nil)
+		// Both endpoints are always candidates and in-flight counts are
+		// ignored, so the heavier one always wins.
+		if got[as[0]] != 0 {
+			t.Errorf("weight-1 endpoint got %d picks, want 0 with bias 0: %v", got[as[0]], got)
+		}
+	})
+	t.Run("bias 2 favours load over weight", func(t *testing.T) {
+		h := newHarness(t, `{"activeRequestBias": 2}`)
+		as := addrs(2)
+		if err := h.update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
+			t.Fatal(err)
+		}
+		h.ready(as...)
+		got, pending := h.count(1000, true)
+		defer finish(pending, nil)
+		// (a+1)^2/1 = (b+1)^2/3 at balance, so b/a tends to sqrt(3).
+		within(t, "in-flight ratio heavy/light", float64(got[as[1]])/float64(got[as[0]]), math.Sqrt(3), 0.05)
+	})
+}
+
+func TestSlowStartRamp(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10}}`)
+	as := addrs(3)
+	h.start(as[:2]...)
+
+	// The third endpoint joins after the first picker: it ramps.
+	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[2], 0)); err != nil {
+		t.Fatal(err)
+	}
+	h.ready(as[2])
+
+	share := func() float64 {
+		const n = 2100
+		got, pending := h.count(n, true)
+		finish(pending, nil)
+		return float64(got[as[2]]) / n
+	}
+	// In-flight counts equalize cost, so the newcomer's share is
+	// factor / (2 + factor).
+	within(t, "newcomer share at 0s (factor 0.1)", share(), 0.1/2.1, 0.01)
+	h.clock.Advance(5 * time.Second)
+	within(t, "newcomer share at 5s (factor 0.5)", share(), 0.5/2.5, 0.015)
+
+	updates := h.cc.Updates()
+	h.clock.Advance(5 * time.Second)
+	if h.cc.Updates() == updates {
+		t.Error("no new picker when the ramp ended")
+	}
+	if p := h.clock.Pending(); p != 0 {
+		t.Errorf("%d timers pending after the ramp ended, want 0", p)
+	}
+	within(t, "newcomer share after the window", share(), 1.0/3, 0.015)
+}
+
+func TestSlowStartAggression(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 2, "minWeightPercent": 1}}`)
+	as := addrs(2)
+	h.start(as[0])
+	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
+		t.Fatal(err)
+	}
+	h.ready(as[1])
+	h.clock.Advance(2500 * time.Millisecond)
+	const n = 3000
+	got, pending := h.count(n, true)
+	defer finish(pending, nil)
+	// factor = 0.25^(1/2) = 0.5: share 0.5/1.5.
+	within(t, "newcomer share at a quarter of the window", float64(got[as[1]])/n, 1.0/3, 0.01)
+}
+
+func TestSlowStartInitialFleetDoesNotRamp(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
+	as := addrs(4)
+	h.start(as...)
+	got, pending := h.count(400, true)
+	defer finish(pending, nil)
+	for _, a := range as {
+		within(t, "share of initial endpoint "+a, float64(got[a])/400, 0.25, 0.01)
+	}
+	if p := h.clock.Pending(); p != 0 {
+		t.Errorf("%d ramp timers pending for the initial fleet, want 0", p)
+	}
+}
+
+func TestSlowStartAfterConnectionFailure(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
+	as := addrs(2)
+	h.start(as...)
+	h.down(as[1], errors.New("connection refused"))
+	h.up(as[1])
+
+	const n = 1100
+	got, pending := h.count(n, true)
+	defer finish(pending, nil)
+	within(t, "share of the recovered endpoint", float64(got[as[1]])/n, 0.1/1.1, 0.01)
+}
+
+func TestSlowStartNotAfterGracefulReconnect(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
+	as := addrs(2)
+	h.start(as...)
+	// A GOAWAY moves a READY SubConn to IDLE and the reconnect succeeds at
+	// once: the same warm process.
+	sc := h.lose(as[1])
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	if err := h.cc.WaitForState(h.ctx, connectivity.Ready); err != nil {
+		t.Fatal(err)
+	}
+	got, pending := h.count(400, true)
+	defer finish(pending, nil)
+	within(t, "share of the reconnected endpoint", float64(got[as[1]])/400, 0.5, 0.01)
+}
+
+func TestEndpointsRemovedAndAdded(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(4)
+	h.start(as[:3]...)
+
+	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.count(1000, false)
+	if got[as[2]] != 0 {
+		t.Errorf("removed endpoint got %d picks", got[as[2]])
+	}
+	if !h.cc.SubConns()[2].IsShutdown() {
+		t.Error("removed endpoint's SubConn was not shut down")
+	}
+
+	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[3], 0)); err != nil {
+		t.Fatal(err)
+	}
+	h.ready(as[3])
+	got, _ = h.count(3000, false)
+	within(t, "share of the added endpoint", float64(got[as[3]])/3000, 1.0/3, 0.04)
+}
+
+func TestEndpointFlapping(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(3)
+	h.start(as...)
+	for round := 0; round < 5; round++ {
+		h.down(as[1], errors.New("reset"))
+		got, _ := h.count(300, false)
+		if got[as[1]] != 0 {
+			t.Fatalf("round %d: endpoint in TRANSIENT_FAILURE got %d picks", round, got[as[1]])
+		}
+		h.up(as[1])
+		got, _ = h.count(300, false)
+		if got[as[1]] == 0 {
+			t.Fatalf("round %d: endpoint back to READY got no picks", round)
+		}
+	}
+}
+
+func TestNoReadyEndpointQueues(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(2)
+	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range as {
+		sc, err := h.cc.WaitForSubConn(h.ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	}
+	if err := h.cc.WaitForState(h.ctx, connectivity.Connecting); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cc.State().Picker.Pick(balancer.PickInfo{}); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick while CONNECTING: %v, want ErrNoSubConnAvailable so RPCs queue", err)
+	}
+}
+
+func TestAllTransientFailure(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(3)
+	h.start(as...)
+	for _, a := range as {
+		h.down(a, errors.New("connection refused by "+a))
+	}
+	if err := h.cc.WaitForState(h.ctx, connectivity.TransientFailure); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.cc.State().Picker.Pick(balancer.PickInfo{})
+	if err == nil || !strings.Contains(err.Error(), "pickwise_p2c: none of 3 endpoints is READY") || !strings.Contains(err.Error(), "connection refused by") {
+		t.Fatalf("Pick error = %v, want one naming the policy and the connection error", err)
+	}
+	// A status error would end wait-for-ready RPCs instead of queueing them.
+	if _, isStatus := status.FromError(err); isStatus {
+		t.Errorf("Pick error %v is a status error; wait-for-ready RPCs would fail", err)
+	}
+}
+
+func TestEmptyEndpointList(t *testing.T) {
+	h := newHarness(t, `{}`)
+	if err := h.update(); !errors.Is(err, balancer.ErrBadResolverState) {
+		t.Errorf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
+	}
+	if err := h.cc.WaitForState(h.ctx, connectivity.TransientFailure); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.cc.State().Picker.Pick(balancer.PickInfo{})
+	if err == nil || !strings.Contains(err.Error(), "pickwise_p2c: no endpoints to pick from") {
+		t.Fatalf("Pick error = %v, want one saying the policy has no endpoints", err)
+	}
+
+	h.b.ResolverError(errors.New("dns: no such host"))
+	_, err = h.cc.State().Picker.Pick(balancer.PickInfo{})
+	if err == nil || !strings.Contains(err.Error(), "dns: no such host") {
+		t.Fatalf("Pick error after a resolver error = %v, want it to carry the resolver error", err)
+	}
+
+	// The balancer recovers when endpoints arrive.
+	as := addrs(2)
+	h.start(as...)
+	if got, _ := h.count(10, false); got[as[0]]+got[as[1]] != 10 {
+		t.Fatalf("picks after recovery: %v", got)
+	}
+}
+
+func TestDoneAfterEndpointRemoved(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(2)
+	h.start(as...)
+	_, pending := h.count(10, true)
+	if err := h.update(endpoint(as[0], 0)); err != nil {
+		t.Fatal(err)
+	}
+	finish(pending, status.Error(codes.Unavailable, "connection closed"))
+	got, _ := h.count(10, false)
+	if got[as[0]] != 10 {
+		t.Fatalf("picks after removal: %v", got)
+	}
+}
+
+// blackHoleShare runs a small closed-loop simulation over the picker: the
+// first of n endpoints fails every RPC at once, the others hold each RPC
+// until concurrency newer ones have started. It returns the failing
+// endpoint's share of picks.
+func blackHoleShare(t *testing.T, cfg string, n, concurrency, picks int) float64 {
+	h := newHarness(t, cfg)
+	as := addrs(n)
+	h.start(as...)
+	var queue []func(balancer.DoneInfo)
+	bad := 0
+	for i := 0; i < picks; i++ {
+		a, done := h.pick()
+		if a == as[0] {
+			bad++
+			done(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "dependency down")})
+			continue
+		}
+		queue = append(queue, done)
+		if len(queue) > concurrency {
+			queue[0](balancer.DoneInfo{})
+			queue = queue[1:]
+		}
+	}
+	finish(queue, nil)
+	return float64(bad) / float64(picks)
+}
+
+func TestFailurePenaltyBlackHole(t *testing.T) {
+	off := blackHoleShare(t, `{"failurePenalty": {"enabled": false}}`, 10, 30, 20000)
+	on := blackHoleShare(t, `{}`, 10, 30, 20000)
+	t.Logf("black-hole share over the picker: penalty off %.1f%%, on %.2f%%", 100*off, 100*on)
+	// The seeds: plain P2C sends about 1-(9/10)^2 = 19% to the black hole.
+	within(t, "black-hole share without the penalty", off, 0.19, 0.03)
+	if on > 0.01 {
+		t.Errorf("black-hole share with the penalty = %.2f%%, want at most 1%%", 100*on)
+	}
+}
+
+func TestFailurePenaltyIgnoresClientErrors(t *testing.T) {
+	for _, code := range []codes.Code{codes.InvalidArgument, codes.NotFound, codes.Canceled, codes.PermissionDenied, codes.FailedPrecondition} {
+		t.Run(code.String(), func(t *testing.T) {
+			h := newHarness(t, `{}`)
+			as := addrs(2)
+			h.start(as...)
+			for i := 0; i < 200; i++ {
+				a, done := h.pick()
+				var err error
+				if a == as[0] {
+					err = status.Error(code, "caller's fault")
+				}
+				done(balancer.DoneInfo{Err: err})
+			}
+			got, pending := h.count(400, true)
+			defer finish(pending, nil)
+			within(t, "share of the endpoint returning client errors", float64(got[as[0]])/400, 0.5, 0.01)
+		})
+	}
+}
+
+func TestFailurePenaltyRecovers(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(4)
+	h.start(as...)
+	failing := true
+	run := func(picks int) float64 {
+		bad := 0
+		for i := 0; i < picks; i++ {
+			a, done := h.pick()
+			var err error
+			if a == as[0] {
+				bad++
+				if failing {
+					err = status.Error(codes.Internal, "boom")
+				}
+			}
+			done(balancer.DoneInfo{Err: err})
+		}
+		return float64(bad) / float64(picks)
+	}
+	run(2000)
+	broken := run(4000)
+	if broken > 0.02 {
+		t.Errorf("share of a failing endpoint = %.2f%%, want below 2%%", 100*broken)
+	}
+	if broken == 0 {
+		t.Error("a failing endpoint got no probes at all; it could never show it recovered")
+	}
+	failing = false
+	// Probes succeed and bring the failure average down. With every RPC
+	// finishing at once all counters tie, so this is the slowest case:
+	// only probes reach the endpoint until its average snaps to zero.
+	run(40000)
+	within(t, "share after recovery", run(4000), 0.25, 0.03)
+}
+
+func TestPickAllocatesNothing(t *testing.T) {
+	cases := map[string]string{
+		"default":    `{}`,
+		"slow start": `{"slowStart": {"window": "10s"}}`,
+		"bias 1.5":   `{"activeRequestBias": 1.5, "choiceCount": 4}`,
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, cfg)
+			as := addrs(10)
+			h.start(as[:5]...)
+			if err := h.update(endpointsOf(as)...); err != nil {
+				t.Fatal(err)
+			}
+			h.ready(as[5:]...) // these ramp when slow start is on
+			// One endpoint carries a failure history so the penalty path runs.
+			for i := 0; i < 50; i++ {
+				a, done := h.pick()
+				var err error
+				if a == as[0] {
+					err = status.Error(codes.Unavailable, "x")
+				}
+				done(balancer.DoneInfo{Err: err})
+			}
+			p := h.cc.State().Picker
+			allocs := testing.AllocsPerRun(2000, func() {
+				res, err := p.Pick(balancer.PickInfo{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Done(balancer.DoneInfo{})
+			})
+			if allocs != 0 {
+				t.Errorf("Pick+Done allocates %v times per call, want 0", allocs)
+			}
+		})
+	}
+}
