@@ -61,13 +61,16 @@ func TestParseConfig(t *testing.T) {
 		{name: "slowStart minWeightPercent 101", json: `{"slowStart": {"minWeightPercent": 101}}`, wantErr: "pickwise_p2c: slowStart.minWeightPercent 101: must be in (0, 100]"},
 		{name: "slowStart unknown field", json: `{"slowStart": {"windows": "1s"}}`, wantErr: `pickwise_p2c: slowStart: unknown field "windows"`},
 		{name: "failurePenalty off", json: `{"failurePenalty": {"enabled": false}}`, want: with(func(c *p2c.Config) { c.FailurePenalty.Enabled = false })},
-		{name: "failurePenalty tuned", json: `{"failurePenalty": {"window": 50, "maxMultiplier": 10, "probePercent": 0}}`, want: with(func(c *p2c.Config) {
-			c.FailurePenalty = engine.FailurePenaltyConfig{Enabled: true, Window: 50, MaxMultiplier: 10, ProbePercent: 0}
+		{name: "failurePenalty tuned", json: `{"failurePenalty": {"window": 50, "maxMultiplier": 10, "halfLife": "30s"}}`, want: with(func(c *p2c.Config) {
+			c.FailurePenalty = engine.FailurePenaltyConfig{Enabled: true, Window: 50, MaxMultiplier: 10, HalfLife: engine.Duration(30 * time.Second)}
 		})},
 		{name: "failurePenalty window clamped", json: `{"failurePenalty": {"window": 1000000}}`, want: with(func(c *p2c.Config) { c.FailurePenalty.Window = 10000 })},
 		{name: "failurePenalty window zero", json: `{"failurePenalty": {"window": 0}}`, wantErr: "pickwise_p2c: failurePenalty.window 0: must be >= 1"},
 		{name: "failurePenalty maxMultiplier below 1", json: `{"failurePenalty": {"maxMultiplier": 0.5}}`, wantErr: "pickwise_p2c: failurePenalty.maxMultiplier 0.5: must be in [1, 1e6]"},
-		{name: "failurePenalty probePercent above 100", json: `{"failurePenalty": {"probePercent": 150}}`, wantErr: "pickwise_p2c: failurePenalty.probePercent 150: must be in [0, 100]"},
+		{name: "failurePenalty halfLife too short", json: `{"failurePenalty": {"halfLife": "10ms"}}`, wantErr: `pickwise_p2c: failurePenalty.halfLife "10ms": must be in [100ms, 1h0m0s]`},
+		{name: "failurePenalty halfLife too long", json: `{"failurePenalty": {"halfLife": "2h"}}`, wantErr: `pickwise_p2c: failurePenalty.halfLife "2h0m0s": must be in [100ms, 1h0m0s]`},
+		{name: "failurePenalty halfLife not a duration", json: `{"failurePenalty": {"halfLife": 5}}`, wantErr: `pickwise_p2c: failurePenalty: duration must be a string`},
+		{name: "failurePenalty unknown field", json: `{"failurePenalty": {"probePercent": 1}}`, wantErr: `pickwise_p2c: failurePenalty: unknown field "probePercent"`},
 		{name: "failurePenalty off skips checks", json: `{"failurePenalty": {"enabled": false, "window": 0}}`, want: with(func(c *p2c.Config) {
 			c.FailurePenalty.Enabled = false
 			c.FailurePenalty.Window = 0
@@ -89,7 +92,9 @@ func TestParseConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseConfig(%s) unexpected error: %v", tt.json, err)
 			}
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreInterfaces(struct{ serviceconfig.LoadBalancingConfig }{})); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreInterfaces(struct {
+				serviceconfig.LoadBalancingConfig
+			}{})); diff != "" {
 				t.Errorf("ParseConfig(%s) mismatch (-want +got):\n%s", tt.json, diff)
 			}
 		})

@@ -28,6 +28,6 @@
 //	  "choiceCount": 2,
 //	  "activeRequestBias": 1.0,
 //	  "slowStart": {"window": "30s", "aggression": 1.0, "minWeightPercent": 10},
-//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "probePercent": 1}
+//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
 //	}}]}
 package p2c

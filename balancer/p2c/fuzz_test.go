@@ -21,8 +21,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"activeRequestBias": 0}`, `{"activeRequestBias": 2.5}`, `{"activeRequestBias": -1}`,
 		`{"slowStart": {}}`, `{"slowStart": {"window": "1ms", "aggression": 0.01, "minWeightPercent": 0.001}}`,
 		`{"slowStart": {"window": "87600h", "aggression": 1e300, "minWeightPercent": 100}}`,
-		`{"failurePenalty": {"enabled": false}}`, `{"failurePenalty": {"window": 1, "maxMultiplier": 1e6, "probePercent": 100}}`,
-		`{"failurePenalty": {"maxMultiplier": 1, "probePercent": 0}}`, `{"choiceCount": 10, "activeRequestBias": 100}`,
+		`{"failurePenalty": {"enabled": false}}`, `{"failurePenalty": {"window": 1, "maxMultiplier": 1e6, "halfLife": "100ms"}}`,
+		`{"failurePenalty": {"maxMultiplier": 1, "halfLife": "1h"}}`, `{"choiceCount": 10, "activeRequestBias": 100}`,
 		`{"unknown": true}`, `{"choiceCount": 2}{}`, `{"slowStart": null}`, `{"failurePenalty": null}`,
 	} {
 		f.Add(seed)

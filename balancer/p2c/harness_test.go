@@ -128,8 +128,14 @@ func (h *harness) count(n int, hold bool) (map[string]int, []func(balancer.DoneI
 // finish ends held RPCs with the given outcome.
 func finish(pending []func(balancer.DoneInfo), err error) {
 	for _, d := range pending {
-		d(balancer.DoneInfo{Err: err})
+		d(outcome(err))
 	}
+}
+
+// outcome is the DoneInfo of an RPC that reached its server and ended with
+// err.
+func outcome(err error) balancer.DoneInfo {
+	return balancer.DoneInfo{Err: err, BytesSent: true, BytesReceived: true}
 }
 
 // endpointsOf makes equal-weight endpoints for addresses.

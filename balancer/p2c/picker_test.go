@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pickwise/pickwise/balancer/p2c"
+	"google.golang.org/grpc/serviceconfig"
+
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -223,6 +226,7 @@ func TestEndpointsRemovedAndAdded(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(4)
 	h.start(as[:3]...)
+	removed := h.cc.SubConnFor(as[2])
 
 	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
 		t.Fatal(err)
@@ -231,7 +235,7 @@ func TestEndpointsRemovedAndAdded(t *testing.T) {
 	if got[as[2]] != 0 {
 		t.Errorf("removed endpoint got %d picks", got[as[2]])
 	}
-	if !h.cc.SubConns()[2].IsShutdown() {
+	if !removed.IsShutdown() {
 		t.Error("removed endpoint's SubConn was not shut down")
 	}
 
@@ -358,12 +362,12 @@ func blackHoleShare(t *testing.T, cfg string, n, concurrency, picks int) float64
 		a, done := h.pick()
 		if a == as[0] {
 			bad++
-			done(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "dependency down")})
+			done(outcome(status.Error(codes.Unavailable, "dependency down")))
 			continue
 		}
 		queue = append(queue, done)
 		if len(queue) > concurrency {
-			queue[0](balancer.DoneInfo{})
+			queue[0](outcome(nil))
 			queue = queue[1:]
 		}
 	}
@@ -394,7 +398,7 @@ func TestFailurePenaltyIgnoresClientErrors(t *testing.T) {
 				if a == as[0] {
 					err = status.Error(code, "caller's fault")
 				}
-				done(balancer.DoneInfo{Err: err})
+				done(outcome(err))
 			}
 			got, pending := h.count(400, true)
 			defer finish(pending, nil)
@@ -403,40 +407,94 @@ func TestFailurePenaltyIgnoresClientErrors(t *testing.T) {
 	}
 }
 
-func TestFailurePenaltyRecovers(t *testing.T) {
-	h := newHarness(t, `{}`)
+// failingRun makes picks that finish at once; those on the first endpoint
+// fail while *failing is set. It returns that endpoint's share.
+func failingRun(h *harness, as []string, failing *bool, picks int) float64 {
+	bad := 0
+	for i := 0; i < picks; i++ {
+		a, done := h.pick()
+		var err error
+		if a == as[0] {
+			bad++
+			if *failing {
+				err = status.Error(codes.Internal, "boom")
+			}
+		}
+		done(outcome(err))
+	}
+	return float64(bad) / float64(picks)
+}
+
+func TestFailurePenaltyForgivesWithTime(t *testing.T) {
+	h := newHarness(t, `{"failurePenalty": {"halfLife": "5s"}}`)
 	as := addrs(4)
 	h.start(as...)
 	failing := true
-	run := func(picks int) float64 {
-		bad := 0
-		for i := 0; i < picks; i++ {
-			a, done := h.pick()
-			var err error
-			if a == as[0] {
-				bad++
-				if failing {
-					err = status.Error(codes.Internal, "boom")
-				}
-			}
-			done(balancer.DoneInfo{Err: err})
+	failingRun(h, as, &failing, 1000)
+	if share := failingRun(h, as, &failing, 4000); share > 0.01 {
+		t.Errorf("share of a failing endpoint = %.2f%%, want below 1%%", 100*share)
+	}
+
+	// Still broken: after a half-life it is tried again, fails at once and
+	// is shunned anew, so it never draws much traffic.
+	for i := 0; i < 6; i++ {
+		h.clock.Advance(5 * time.Second)
+		if share := failingRun(h, as, &failing, 2000); share > 0.02 {
+			t.Errorf("half-life %d: share of a still-failing endpoint = %.2f%%, want below 2%%", i, 100*share)
 		}
-		return float64(bad) / float64(picks)
 	}
-	run(2000)
-	broken := run(4000)
-	if broken > 0.02 {
-		t.Errorf("share of a failing endpoint = %.2f%%, want below 2%%", 100*broken)
-	}
-	if broken == 0 {
-		t.Error("a failing endpoint got no probes at all; it could never show it recovered")
-	}
+
+	// Recovered: with no picks at all reaching it (every pick ties and it
+	// loses ties while penalized), time alone brings it back.
 	failing = false
-	// Probes succeed and bring the failure average down. With every RPC
-	// finishing at once all counters tie, so this is the slowest case:
-	// only probes reach the endpoint until its average snaps to zero.
-	run(40000)
-	within(t, "share after recovery", run(4000), 0.25, 0.03)
+	h.clock.Advance(30 * time.Second)
+	within(t, "share after recovery", failingRun(h, as, &failing, 4000), 0.25, 0.03)
+	if p := h.clock.Pending(); p != 0 {
+		t.Errorf("%d decay timers pending once every failure was forgiven, want 0", p)
+	}
+}
+
+func TestFailuresBeforeTheServerDoNotCount(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(2)
+	h.start(as...)
+	for i := 0; i < 200; i++ {
+		a, done := h.pick()
+		if a == as[0] {
+			// A stream refused on a draining connection: nothing was sent.
+			done(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "transport is closing")})
+			continue
+		}
+		done(outcome(nil))
+	}
+	got, pending := h.count(400, true)
+	defer finish(pending, nil)
+	within(t, "share of the endpoint whose attempts never reached it", float64(got[as[0]])/400, 0.5, 0.01)
+}
+
+func TestFailurePenaltyOffForgetsFailures(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(2)
+	h.start(as...)
+	failing := true
+	failingRun(h, as, &failing, 500)
+	failing = false
+	// Turn the penalty off, then on again: the old failures are gone.
+	off, err := p2cConfig(`{"failurePenalty": {"enabled": false}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg = off
+	if err := h.update(endpointsOf(as)...); err != nil {
+		t.Fatal(err)
+	}
+	if h.cfg, err = p2cConfig(`{}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.update(endpointsOf(as)...); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "share after the penalty was reset", failingRun(h, as, &failing, 4000), 0.5, 0.03)
 }
 
 func TestPickAllocatesNothing(t *testing.T) {
@@ -461,7 +519,7 @@ func TestPickAllocatesNothing(t *testing.T) {
 				if a == as[0] {
 					err = status.Error(codes.Unavailable, "x")
 				}
-				done(balancer.DoneInfo{Err: err})
+				done(outcome(err))
 			}
 			p := h.cc.State().Picker
 			allocs := testing.AllocsPerRun(2000, func() {
@@ -476,4 +534,8 @@ func TestPickAllocatesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+func p2cConfig(js string) (serviceconfig.LoadBalancingConfig, error) {
+	return p2c.ParseConfig([]byte(js))
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/balancer"
@@ -31,8 +30,8 @@ type engineBalancer struct {
 	clock Clock
 	rand  Rand
 
-	// Atomic: read by every Done callback.
-	penalty atomic.Pointer[penalty]
+	// Shared with every endpoint's Done callback; atomic inside.
+	failures failureTracker
 
 	mu          sync.Mutex // guards everything below
 	policy      Policy
@@ -45,6 +44,7 @@ type engineBalancer struct {
 	resolverErr error                         // last resolver error, for messages
 	rampTimer   Timer
 	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
+	decayTimer  Timer // pending failure-decay tick, if any
 }
 
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
@@ -56,6 +56,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		policy:    s.NewPolicy(),
 		endpoints: resolver.NewEndpointMap[*Endpoint](),
 	}
+	b.failures.schedule = b.scheduleDecay
 	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
 	return b
 }
@@ -80,7 +81,15 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		return balancer.ErrBadResolverState
 	}
 	b.ramp = newRamp(settings.SlowStart)
-	b.penalty.Store(newPenalty(settings.FailurePenalty))
+	pen := newPenalty(settings.FailurePenalty)
+	b.failures.penalty.Store(pen)
+	if pen == nil {
+		// Forget failures seen while the penalty was on, so that turning it
+		// on again does not resurrect them.
+		for _, e := range b.endpoints.All() {
+			e.failureBits.Store(0)
+		}
+	}
 	b.resolverErr = nil
 
 	next := resolver.NewEndpointMap[*Endpoint]()
@@ -92,7 +101,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		if !ok {
 			// Endpoints known before the first READY picker are the initial
 			// fleet: they are not cold newcomers, so they skip slow start.
-			e = newEndpoint(firstAddr(ep), &b.penalty, !b.everReady)
+			e = newEndpoint(firstAddr(ep), &b.failures, !b.everReady)
 		}
 		next.Set(ep, e)
 	}
@@ -131,6 +140,10 @@ func (b *engineBalancer) Close() {
 	if b.rampTimer != nil {
 		b.rampTimer.Stop()
 		b.rampTimer = nil
+	}
+	if b.decayTimer != nil {
+		b.decayTimer.Stop()
+		b.decayTimer = nil
 	}
 	b.mu.Unlock()
 	b.child.Close()
@@ -224,9 +237,8 @@ func (b *engineBalancer) publishLocked(now time.Time) {
 		Endpoints: ready,
 		Clock:     b.clock,
 		Rand:      b.rand,
-		Ramping:   rampEnd != 0,
 		ramp:      b.ramp,
-		penalty:   b.penalty.Load(),
+		penalty:   b.failures.penalty.Load(),
 	}
 	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(snap)})
 	b.scheduleRampEndLocked(rampEnd, now)
@@ -255,6 +267,47 @@ func (b *engineBalancer) scheduleRampEndLocked(at int64, now time.Time) {
 		b.rampTimer, b.rampTimerAt = nil, 0
 		b.publishLocked(b.clock.Now())
 	})
+}
+
+// scheduleDecay arms the failure-decay timer. It runs on the Done path of
+// the first failure after a quiet period, never on a pick.
+func (b *engineBalancer) scheduleDecay() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.scheduleDecayLocked()
+}
+
+func (b *engineBalancer) scheduleDecayLocked() {
+	p := b.failures.penalty.Load()
+	if b.closed || p == nil {
+		b.failures.decaying.Store(false)
+		return
+	}
+	b.decayTimer = b.clock.AfterFunc(p.tick, b.decayTick)
+}
+
+// decayTick forgives a slice of every endpoint's failures and reschedules
+// itself while any endpoint still has some.
+func (b *engineBalancer) decayTick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.decayTimer = nil
+	b.failures.decaying.Store(false)
+	p := b.failures.penalty.Load()
+	if b.closed || p == nil {
+		return
+	}
+	pending := false
+	for _, e := range b.endpoints.All() {
+		if e.decayFailure(p.decay) > 0 {
+			pending = true
+		}
+	}
+	// A failure recorded since the flag was cleared may have scheduled a
+	// tick already; the swap lets exactly one of us do it.
+	if pending && b.failures.decaying.CompareAndSwap(false, true) {
+		b.scheduleDecayLocked()
+	}
 }
 
 // noReadyPickerLocked explains why nothing can be picked.

@@ -22,9 +22,9 @@ type Endpoint struct {
 	_           [cacheLine - 16]byte
 
 	// Immutable after creation.
-	addr    string
-	penalty *atomic.Pointer[penalty] // the balancer's current penalty; nil value = off
-	done    func(balancer.DoneInfo)  // built once, so Pick does not allocate
+	addr     string
+	failures *failureTracker         // the balancer's failure accounting
+	done     func(balancer.DoneInfo) // built once, so Pick does not allocate
 
 	// Guarded by the balancer's mu.
 	state            connectivity.State
@@ -39,8 +39,8 @@ type Endpoint struct {
 // arm64 servers).
 const cacheLine = 64
 
-func newEndpoint(addr string, p *atomic.Pointer[penalty], initial bool) *Endpoint {
-	e := &Endpoint{addr: addr, penalty: p, initial: initial, state: connectivity.Idle}
+func newEndpoint(addr string, ft *failureTracker, initial bool) *Endpoint {
+	e := &Endpoint{addr: addr, failures: ft, initial: initial, state: connectivity.Idle}
 	e.done = e.finish
 	return e
 }
@@ -64,11 +64,18 @@ func (e *Endpoint) started() { e.inflight.Add(1) }
 // finish is the Done callback of every RPC picked for this endpoint.
 func (e *Endpoint) finish(info balancer.DoneInfo) {
 	e.inflight.Add(-1)
-	p := e.penalty.Load()
+	p := e.failures.penalty.Load()
 	if p == nil {
 		return
 	}
-	e.recordOutcome(IsServerFailure(info.Err), p.alpha)
+	// An attempt that never reached the server (a stream refused on a
+	// draining connection, a deadline spent waiting for one) says nothing
+	// about the backend.
+	failed := (info.BytesSent || info.BytesReceived) && IsServerFailure(info.Err)
+	e.recordOutcome(failed, p.alpha)
+	if failed {
+		e.failures.startDecay()
+	}
 }
 
 // recordOutcome folds one outcome into the failure EWMA.
@@ -91,3 +98,39 @@ func (e *Endpoint) recordOutcome(failed bool, alpha float64) {
 	}
 }
 
+// decayFailure multiplies the failure average by factor and returns the
+// new value.
+func (e *Endpoint) decayFailure(factor float64) float64 {
+	for {
+		old := e.failureBits.Load()
+		f := math.Float64frombits(old)
+		if f == 0 {
+			return 0
+		}
+		next := f * factor
+		if next < minTrackedFailure {
+			next = 0
+		}
+		if e.failureBits.CompareAndSwap(old, math.Float64bits(next)) {
+			return next
+		}
+	}
+}
+
+// failureTracker is the balancer-wide half of failure accounting, shared by
+// all its endpoints: the current penalty and the decay timer's state.
+type failureTracker struct {
+	penalty atomic.Pointer[penalty] // nil when the penalty is off
+	// decaying is set while a decay tick is scheduled, so the Done of every
+	// failure does not schedule one of its own.
+	decaying atomic.Bool
+	// schedule arms the decay timer; set once by the balancer.
+	schedule func()
+}
+
+// startDecay makes sure a decay tick is scheduled.
+func (ft *failureTracker) startDecay() {
+	if !ft.decaying.Load() && ft.decaying.CompareAndSwap(false, true) {
+		ft.schedule()
+	}
+}

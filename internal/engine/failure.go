@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,14 +40,17 @@ func IsServerFailure(err error) bool {
 //	penalty(f) = min(maxMultiplier, 1/(1-f)^2)
 //
 // 1/(1-f) is the number of attempts one success costs; squaring it makes a
-// persistent failure dominate the in-flight advantage a fast failure buys,
+// persistent failure outweigh the in-flight advantage a fast failure buys,
 // while a lone failure on a healthy endpoint (f = 0.1 with the default
 // window) raises its cost by only 23%. A black hole reaches the maximum
 // after about 22 consecutive failures.
 //
-// A penalized endpoint sees little traffic, so it could never show that it
-// recovered. ProbePercent of the picks that involve a penalized endpoint
-// ignore penalties; the successes of those probes bring f back down.
+// A penalized endpoint sees little traffic, so it could not show that it
+// recovered if f changed only with outcomes. f therefore also halves every
+// HalfLife of wall time. A backend that still fails climbs back to the
+// maximum within a few calls; one that recovered wins picks again after a
+// half-life or two, however large the fleet. An average below 2% counts as
+// zero.
 type FailurePenaltyConfig struct {
 	// Enabled turns the penalty on. Default true.
 	Enabled bool `json:"enabled"`
@@ -56,17 +60,19 @@ type FailurePenaltyConfig struct {
 	Window uint32 `json:"window"`
 	// MaxMultiplier caps the penalty. Default 100; must be in [1, 1e6].
 	MaxMultiplier float64 `json:"maxMultiplier"`
-	// ProbePercent is the share of picks among penalized candidates that
-	// ignore the penalty. Default 1; must be in [0, 100].
-	ProbePercent float64 `json:"probePercent"`
+	// HalfLife is how fast failures are forgiven with time. Default "5s";
+	// must be in [100ms, 1h].
+	HalfLife Duration `json:"halfLife"`
 }
 
 // Failure-penalty defaults; see FailurePenaltyConfig for the reasoning.
 const (
 	DefaultFailureWindow        = 10
 	DefaultFailureMaxMultiplier = 100.0
-	DefaultFailureProbePercent  = 1.0
+	DefaultFailureHalfLife      = 5 * time.Second
 	maxFailureWindow            = 10000
+	minFailureHalfLife          = 100 * time.Millisecond
+	maxFailureHalfLife          = time.Hour
 )
 
 // DefaultFailurePenalty returns the penalty a policy uses when its config
@@ -76,7 +82,7 @@ func DefaultFailurePenalty() FailurePenaltyConfig {
 		Enabled:       true,
 		Window:        DefaultFailureWindow,
 		MaxMultiplier: DefaultFailureMaxMultiplier,
-		ProbePercent:  DefaultFailureProbePercent,
+		HalfLife:      Duration(DefaultFailureHalfLife),
 	}
 }
 
@@ -108,8 +114,10 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 	if !(c.MaxMultiplier >= 1) || c.MaxMultiplier > 1e6 {
 		return fmt.Errorf("%s: failurePenalty.maxMultiplier %v: must be in [1, 1e6]", policy, c.MaxMultiplier)
 	}
-	if !(c.ProbePercent >= 0) || c.ProbePercent > 100 {
-		return fmt.Errorf("%s: failurePenalty.probePercent %v: must be in [0, 100]", policy, c.ProbePercent)
+	// Below 100ms the decay timer would tick faster than failures can be
+	// observed; beyond an hour a recovered backend would stay shunned.
+	if time.Duration(c.HalfLife) < minFailureHalfLife || time.Duration(c.HalfLife) > maxFailureHalfLife {
+		return fmt.Errorf("%s: failurePenalty.halfLife %q: must be in [%v, %v]", policy, c.HalfLife, minFailureHalfLife, maxFailureHalfLife)
 	}
 	return nil
 }
@@ -119,18 +127,25 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 type penalty struct {
 	alpha   float64 // smoothing factor of the failure EWMA
 	maxMult float64
-	// probeBelow: a probe happens when a uniform uint32 draw is below it.
-	probeBelow uint64
+	// The decay timer runs every tick while some endpoint has failures and
+	// multiplies each average by decay.
+	tick  time.Duration
+	decay float64
 }
+
+// decayTicksPerHalfLife sets the decay timer's resolution: fine enough
+// that forgiveness looks continuous, coarse enough to cost nothing.
+const decayTicksPerHalfLife = 5
 
 func newPenalty(c FailurePenaltyConfig) *penalty {
 	if !c.Enabled {
 		return nil
 	}
 	return &penalty{
-		alpha:      1 / float64(c.Window),
-		maxMult:    c.MaxMultiplier,
-		probeBelow: uint64(c.ProbePercent / 100 * (1 << 32)),
+		alpha:   1 / float64(c.Window),
+		maxMult: c.MaxMultiplier,
+		tick:    time.Duration(c.HalfLife) / decayTicksPerHalfLife,
+		decay:   math.Exp2(-1.0 / decayTicksPerHalfLife),
 	}
 }
 
@@ -150,7 +165,7 @@ func (p *penalty) multiplier(f float64) float64 {
 // recovered endpoint returns to the penalty-free fast path instead of
 // carrying a vanishing remainder forever. At 2% the penalty is 1.04: below
 // it, the remainder would only make the endpoint lose every tie, which at
-// low traffic (all counters zero) is every pick but the probes.
+// low traffic (all counters zero) is nearly every pick.
 const minTrackedFailure = 0.02
 
 // ewmaStep is one step of the failure average.

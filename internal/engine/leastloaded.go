@@ -66,8 +66,6 @@ func (p *LeastLoaded) choose(cands []int) int {
 	s := p.snap
 	var now int64 // read lazily: only a ramping candidate needs the clock
 	best, bestCost := -1, 0.0
-	rawBest, rawBestCost := -1, 0.0 // the choice without failure penalties
-	penalized := false
 	for _, i := range cands {
 		r := &s.Endpoints[i]
 		inv := r.InvWeight
@@ -77,25 +75,13 @@ func (p *LeastLoaded) choose(cands []int) int {
 			}
 			inv = s.EffectiveInvWeight(r, now)
 		}
-		raw := p.metric.Load(r) * inv
-		cost := raw
+		cost := p.metric.Load(r) * inv
 		if s.penalty != nil {
-			if m := s.penalty.multiplier(r.Stats.FailureRatio()); m != 1 {
-				cost *= m
-				penalized = true
-			}
+			cost *= s.penalty.multiplier(r.Stats.FailureRatio())
 		}
 		if best < 0 || cost < bestCost {
 			best, bestCost = i, cost
 		}
-		if rawBest < 0 || raw < rawBestCost {
-			rawBest, rawBestCost = i, raw
-		}
-	}
-	if penalized && rawBest != best && s.penalty.probeBelow > 0 &&
-		uint64(uint32(s.Rand.Uint64())) < s.penalty.probeBelow {
-		// A probe: let a penalized endpoint show whether it recovered.
-		return rawBest
 	}
 	return best
 }

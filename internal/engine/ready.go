@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"time"
-
 	"google.golang.org/grpc/balancer"
 )
 
@@ -30,11 +28,8 @@ type Snapshot struct {
 	// Endpoints are the READY endpoints; never empty.
 	Endpoints []Ready
 	// Clock and Rand are the engine's injected time and randomness.
-	Clock Clock
-	Rand  Rand
-	// Ramping reports whether any endpoint is in slow start.
-	Ramping bool
-
+	Clock   Clock
+	Rand    Rand
 	ramp    *ramp
 	penalty *penalty
 }
@@ -46,20 +41,6 @@ func (s *Snapshot) EffectiveInvWeight(r *Ready, now int64) float64 {
 		return r.InvWeight
 	}
 	return r.InvWeight / s.ramp.factor(now-r.RampStart)
-}
-
-// SlowStartFactor is the share of its weight r gets at now, in (0, 1].
-func (s *Snapshot) SlowStartFactor(r *Ready, now time.Time) float64 {
-	return r.InvWeight / s.EffectiveInvWeight(r, now.UnixNano())
-}
-
-// PenaltyMultiplier is the failure penalty of r's endpoint right now: 1
-// when the penalty is off or the endpoint has no recent failures.
-func (s *Snapshot) PenaltyMultiplier(r *Ready) float64 {
-	if s.penalty == nil {
-		return 1
-	}
-	return s.penalty.multiplier(r.Stats.FailureRatio())
 }
 
 // PickEndpoint asks r's child for a connection and, if it has one, counts
