@@ -52,7 +52,7 @@ func BenchmarkPick(b *testing.B) {
 		{"least_request_experimental", `{}`},
 	}
 	for _, pol := range policies {
-		for _, n := range []int{10, 100, 1000} {
+		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("%s/n=%d", pol.name, n), func(b *testing.B) {
 				p, closeFn := readyPicker(b, pol.name, pol.cfg, n)
 				defer closeFn()
@@ -74,3 +74,6 @@ func BenchmarkPick(b *testing.B) {
 		}
 	}
 }
+
+// benchSizes are the fleet sizes every policy's BenchmarkPick covers.
+var benchSizes = []int{10, 100, 1000}

@@ -231,7 +231,7 @@ func TestEndToEndSlowBackend(t *testing.T) {
 	}
 }
 
-// TestEndToEndBlackHole is the seeds' black hole: one backend fails every
+// TestEndToEndBlackHole is the black-hole failure: one backend fails every
 // call at once while its peers take 20ms. Any balancer that compares
 // in-flight counts sees the failing backend as the idlest and feeds it about
 // 2/N of the calls; pickwise_p2c's failure penalty must hold it to at most

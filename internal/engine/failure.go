@@ -30,7 +30,7 @@ func IsServerFailure(err error) bool {
 // FailurePenaltyConfig is the JSON "failurePenalty" object. A backend that
 // fails fast finishes its requests sooner than its healthy peers, so every
 // load signal built on in-flight counts or latency sees it as the least
-// loaded backend and sends it more traffic: the seeds' black hole. The
+// loaded backend and sends it more traffic: a black hole. The
 // penalty makes failures expensive instead.
 //
 // Each endpoint keeps f, an exponentially weighted moving average of its

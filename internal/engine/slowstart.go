@@ -25,7 +25,8 @@ type SlowStartConfig struct {
 }
 
 // Slow-start defaults, from Envoy's SlowStartConfig (min_weight_percent 10,
-// aggression 1.0) and the window the seeds use as an example.
+// aggression 1.0); Envoy has no default window, and 30s covers a typical
+// JIT and cache warm-up.
 const (
 	DefaultSlowStartWindow           = 30 * time.Second
 	DefaultSlowStartAggression       = 1.0
