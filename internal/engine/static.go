@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// StaticPicker builds spec's picker directly over READY endpoints, one per
+// SubConn in conns, without the balancer wiring. The simulator uses it at
+// fleet sizes where building through endpointsharding costs O(n²) picker
+// rebuilds (one per endpoint turning READY). The picker is the policy's
+// real one; what it lacks is everything that follows connectivity: slow
+// start, and the time decay of failures (failures are still counted and
+// penalized). weights may be nil (all 1).
+func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []balancer.SubConn, weights []uint32, opts Options) (balancer.Picker, error) {
+	if len(conns) == 0 {
+		return nil, fmt.Errorf("%s: StaticPicker needs at least one endpoint", spec.Name)
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = SystemRand{}
+	}
+	pol := spec.NewPolicy()
+	settings, err := pol.Configure(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ft := &failureTracker{schedule: func() {}} // decaying stays set: no timer
+	ft.penalty.Store(newPenalty(settings.FailurePenalty))
+	ready := make([]Ready, len(conns))
+	for i, sc := range conns {
+		w := 1.0
+		if weights != nil && weights[i] > 0 {
+			w = float64(weights[i])
+		}
+		ready[i] = Ready{
+			Picker:    fixedPicker{res: balancer.PickResult{SubConn: sc}},
+			Stats:     newEndpoint(fmt.Sprint(i), ft, true),
+			Weight:    w,
+			InvWeight: 1 / w,
+		}
+	}
+	return pol.NewPicker(&Snapshot{
+		Endpoints: ready,
+		Clock:     opts.Clock,
+		Rand:      opts.Rand,
+		penalty:   ft.penalty.Load(),
+	}), nil
+}
+
+// fixedPicker always returns the same connection, like a READY pickfirst.
+type fixedPicker struct{ res balancer.PickResult }
+
+func (p fixedPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) { return p.res, nil }

@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Backend describes one modelled server.
+type Backend struct {
+	// Servers is how many requests it serves at once; more wait in a FIFO
+	// queue. 0 means unlimited (latency does not depend on load).
+	Servers int
+	// Service is the service-time distribution of a successful request.
+	Service Dist
+	// FailRate is the share of requests that fail; they fail after
+	// FailAfter with FailCode, without queueing (a black hole answers
+	// before doing any work).
+	FailRate  float64
+	FailAfter time.Duration
+	FailCode  codes.Code
+	// Slow multiplies the service time by Factor while From <= t < To.
+	Slow []Window
+	// ColdFor and ColdFactor model a process warming up: a request that
+	// starts at age a after the backend joined takes
+	// 1 + (ColdFactor-1)*(1-a/ColdFor) times longer, for a < ColdFor.
+	ColdFor    time.Duration
+	ColdFactor float64
+	// Weight is the endpoint weight an xDS control plane would publish
+	// (0 means none).
+	Weight uint32
+}
+
+// Window is a period of virtual time.
+type Window struct {
+	From, To time.Duration
+	Factor   float64
+}
+
+// Dist is a service-time distribution.
+type Dist struct {
+	// Median of a lognormal distribution; with Sigma 0, a constant.
+	Median time.Duration
+	Sigma  float64
+}
+
+// Sample draws one service time.
+func (d Dist) Sample(r *rand.Rand) time.Duration {
+	if d.Sigma == 0 {
+		return d.Median
+	}
+	return time.Duration(float64(d.Median) * math.Exp(d.Sigma*r.NormFloat64()))
+}
+
+// Const is a fixed service time.
+func Const(d time.Duration) Dist { return Dist{Median: d} }
+
+// LogNormal is a lognormal service time with the given median and sigma.
+func LogNormal(median time.Duration, sigma float64) Dist { return Dist{Median: median, Sigma: sigma} }
+
+// server is a Backend's runtime state.
+type server struct {
+	spec     Backend
+	id       int
+	joinedAt time.Duration
+	busy     int
+	streams  int
+	queue    []*call
+	// Accounting.
+	served    int           // requests that reached the backend
+	failed    int           // of which failed
+	busyTime  time.Duration // integral of busy servers over time
+	lastBusy  time.Duration
+	maxQueued int
+}
+
+// call is one request in flight.
+type call struct {
+	req      *Request
+	srv      *server
+	started  time.Duration // client-side start
+	deadline *event
+	finished bool
+	queued   bool
+	done     func(err error)
+}
+
+// capacity is the requests per second the backend sustains at its median
+// service time (0 when unlimited).
+func (s *server) capacity() float64 {
+	if s.spec.Servers == 0 || s.spec.Service.Median == 0 {
+		return 0
+	}
+	return float64(s.spec.Servers) / s.spec.Service.Median.Seconds()
+}
+
+// accountBusy integrates busy servers up to now, for utilization.
+func (s *server) accountBusy(now time.Duration) {
+	s.busyTime += time.Duration(s.busy) * (now - s.lastBusy)
+	s.lastBusy = now
+}
+
+// serviceTime is how long a request starting now takes.
+func (s *server) serviceTime(now time.Duration, r *rand.Rand) time.Duration {
+	d := float64(s.spec.Service.Sample(r))
+	for _, w := range s.spec.Slow {
+		if now >= w.From && now < w.To {
+			d *= w.Factor
+		}
+	}
+	if s.spec.ColdFor > 0 && s.spec.ColdFactor > 1 {
+		if age := now - s.joinedAt; age < s.spec.ColdFor {
+			d *= 1 + (s.spec.ColdFactor-1)*(1-float64(age)/float64(s.spec.ColdFor))
+		}
+	}
+	return time.Duration(d)
+}
+
+// utilization is the busy share of the backend's servers since start.
+func (s *server) utilization(now time.Duration) float64 {
+	if s.spec.Servers == 0 || now == 0 {
+		return 0
+	}
+	s.accountBusy(now)
+	return float64(s.busyTime) / float64(now) / float64(s.spec.Servers)
+}

@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Policy is one column of a scenario table: a load-balancing policy and
+// how to build it for a simulated client.
+type Policy struct {
+	// Name is the column header.
+	Name string
+	// Note is printed under the table when not empty: what about this
+	// column a reader must know (unseeded randomness, wall-clock timers).
+	Note string
+
+	newInstance func(env *env) (instance, error)
+}
+
+// instance is one client's balancer as the simulator drives it.
+type instance interface {
+	// setBackends replaces the endpoint list.
+	setBackends(ids []int) error
+	// pick chooses a backend; done reports the outcome when the request
+	// ends (nil err for success).
+	pick(req *Request) (backend int, done func(err error), err error)
+	close()
+}
+
+// env is what an instance may use: the virtual clock, a seeded source and
+// the backend specs (for weights).
+type env struct {
+	loop     *Loop
+	rand     *rand.Rand
+	seed     uint64
+	backends []Backend
+}
+
+// HashHeader is the request metadata key that carries a request's hash key
+// to grpc-go's ring_hash_experimental (its requestHashHeader option).
+const HashHeader = "x-sim-key"
+
+// GRPC is a column for the policy registered in grpc's balancer registry
+// under name, with the given JSON config. pickwise's own policies are built
+// with the simulator's virtual clock and a seeded random source; others run
+// as grpc-go ships them, and their column says that their randomness is not
+// seeded.
+func GRPC(label, name, config string) Policy {
+	p := Policy{Name: label}
+	if _, ours := engine.Lookup(name); !ours {
+		p.Note = label + ": grpc-go's own code; its random choices come from the global source, not the run's seed"
+	}
+	p.newInstance = func(e *env) (instance, error) { return newGRPCInstance(e, name, config) }
+	return p
+}
+
+// grpcInstance is a real grpc balancer over a fake ClientConn whose SubConns
+// the simulator connects instantly.
+type grpcInstance struct {
+	env     *env
+	cc      *testkit.ClientConn
+	bal     balancer.Balancer
+	cfg     serviceconfig.LoadBalancingConfig
+	handled map[*testkit.SubConn]int // connect requests already served
+	ids     map[balancer.SubConn]int
+}
+
+func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
+	builder := balancer.Get(name)
+	if builder == nil {
+		return nil, fmt.Errorf("sim: no balancer registered as %q", name)
+	}
+	in := &grpcInstance{env: e, cc: testkit.NewClientConn(), handled: map[*testkit.SubConn]int{}, ids: map[balancer.SubConn]int{}}
+	if parser, ok := builder.(balancer.ConfigParser); ok {
+		cfg, err := parser.ParseConfig(json.RawMessage(config))
+		if err != nil {
+			return nil, err
+		}
+		in.cfg = cfg
+	}
+	if spec, ours := engine.Lookup(name); ours {
+		in.bal = spec.Build(in.cc, balancer.BuildOptions{}, engine.Options{
+			Clock: e.loop.Clock(),
+			Rand:  engine.NewSeededRand(e.rand.Uint64()),
+		})
+	} else {
+		in.bal = builder.Build(in.cc, balancer.BuildOptions{})
+	}
+	return in, nil
+}
+
+func backendAddr(id int) string { return "backend-" + strconv.Itoa(id) }
+
+func (in *grpcInstance) setBackends(ids []int) error {
+	eps := make([]resolver.Endpoint, len(ids))
+	for i, id := range ids {
+		eps[i] = resolver.Endpoint{Addresses: []resolver.Address{{Addr: backendAddr(id)}}}
+		if w := in.env.backends[id].Weight; w > 0 {
+			eps[i] = weight.Set(eps[i], weight.EndpointInfo{Weight: w})
+		}
+	}
+	err := in.bal.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: eps},
+		BalancerConfig: in.cfg,
+	})
+	in.settle()
+	if len(ids) == 0 {
+		return nil // the balancer reports TRANSIENT_FAILURE; picks fail
+	}
+	return err
+}
+
+var (
+	connecting = balancer.SubConnState{ConnectivityState: connectivity.Connecting}
+	ready      = balancer.SubConnState{ConnectivityState: connectivity.Ready}
+)
+
+func (in *grpcInstance) close() { in.bal.Close() }
+
+// settle connects every SubConn the balancer asked to connect, until it
+// asks for nothing more: connection setup takes no virtual time.
+func (in *grpcInstance) settle() {
+	for changed := true; changed; {
+		changed = false
+		for _, sc := range in.cc.SubConns() {
+			if sc.IsShutdown() || sc.Connects() == in.handled[sc] {
+				continue
+			}
+			in.handled[sc] = sc.Connects()
+			sc.UpdateState(connecting)
+			sc.UpdateState(ready)
+			changed = true
+		}
+	}
+}
+
+func (in *grpcInstance) pick(req *Request) (int, func(error), error) {
+	info := balancer.PickInfo{FullMethodName: "/sim.Backend/Call", Ctx: context.Background()}
+	if req.HasKey {
+		info.Ctx = metadata.AppendToOutgoingContext(info.Ctx, HashHeader, strconv.FormatUint(req.Key, 10))
+	}
+	for attempt := 0; ; attempt++ {
+		p := in.cc.State().Picker
+		if p == nil {
+			return -1, nil, errors.New("no picker")
+		}
+		res, err := p.Pick(info)
+		if errors.Is(err, balancer.ErrNoSubConnAvailable) && attempt < 3 {
+			// grpc would block the RPC until the next picker; here the
+			// balancer's connections come up at once.
+			in.settle()
+			continue
+		}
+		if err != nil {
+			return -1, nil, err
+		}
+		id, ok := in.ids[res.SubConn]
+		if !ok {
+			id, err = strconv.Atoi(strings.TrimPrefix(res.SubConn.(*testkit.SubConn).Addr(), "backend-"))
+			if err != nil {
+				return -1, nil, err
+			}
+			in.ids[res.SubConn] = id
+		}
+		done := res.Done
+		return id, func(err error) {
+			if done != nil {
+				done(balancer.DoneInfo{Err: err, BytesSent: true, BytesReceived: true})
+			}
+		}, nil
+	}
+}

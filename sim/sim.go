@@ -1,0 +1,335 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Request is one unit of work: a unary call, or a long-lived stream.
+type Request struct {
+	// Seq numbers requests in arrival order from 0.
+	Seq int
+	// Client is the index of the balancer that places it.
+	Client int
+	// Key is the request's hash key, when HasKey.
+	Key    uint64
+	HasKey bool
+	// Stream, when positive, makes the request a stream held open this
+	// long: it is in flight at its balancer and counts against its backend
+	// for the whole lifetime, but needs no service time.
+	Stream time.Duration
+}
+
+// Change replaces the set of backends every client sees, at a given time.
+type Change struct {
+	At       time.Duration
+	Backends []int
+}
+
+// Run describes one simulation. The zero value of each field is a sensible
+// default where one exists.
+type Run struct {
+	Seed     uint64
+	Backends []Backend
+	// Initial lists the backends present at the start; nil means all.
+	Initial []int
+	// Clients is the number of independent balancers (default 1).
+	Clients int
+	// Rate is the open-loop arrival rate, requests per second (Poisson).
+	Rate float64
+	// Requests stops arrivals after that many; Duration stops them at that
+	// time. One of the two must be set; both may be.
+	Requests int
+	Duration time.Duration
+	// Deadline fails a request that has not finished after it (0: none).
+	Deadline time.Duration
+	// Key gives each request a hash key; nil means none.
+	Key func(r *rand.Rand) uint64
+	// StreamLife makes every request a stream with the returned lifetime.
+	StreamLife func(r *rand.Rand) time.Duration
+	// Changes are applied in time order.
+	Changes []Change
+	// OnDone, if set, sees every request's outcome.
+	OnDone func(now time.Duration, req *Request, backend int, latency time.Duration, err error)
+}
+
+// Result is what one policy did in one Run.
+type Result struct {
+	Policy string
+	// Picks counts requests placed on each backend.
+	Picks []int
+	// Failed counts requests that did not succeed (backend error, deadline,
+	// or no backend to pick); Total counts all requests.
+	Failed, Total int
+	// Latency holds every successful request's latency (a stream's: its
+	// first message's), sorted.
+	Latency []time.Duration
+	// Utilization is each backend's busy share of its servers over the run.
+	Utilization []float64
+	// Offered is each backend's arrival rate over its capacity (can exceed
+	// 1, where utilization cannot).
+	Offered []float64
+	// End is the virtual time the run ended.
+	End time.Duration
+}
+
+// Quantile returns the q-quantile of successful latencies (0 when none).
+func (r *Result) Quantile(q float64) time.Duration {
+	if len(r.Latency) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(r.Latency)))) - 1
+	return r.Latency[min(max(i, 0), len(r.Latency)-1)]
+}
+
+// Share is backend id's share of placed requests.
+func (r *Result) Share(id int) float64 {
+	total := 0
+	for _, n := range r.Picks {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(r.Picks[id]) / float64(total)
+}
+
+// ErrorRate is the share of requests that failed.
+func (r *Result) ErrorRate() float64 {
+	if r.Total == 0 {
+		return 0
+	}
+	return float64(r.Failed) / float64(r.Total)
+}
+
+// Execute runs the simulation with policy p. It panics on a malformed Run
+// (a programming error in a scenario) and returns an error when the policy
+// cannot be built.
+func (run Run) Execute(p Policy) (*Result, error) {
+	if run.Requests == 0 && run.Duration == 0 {
+		panic("sim: Run needs Requests or Duration")
+	}
+	if run.Rate <= 0 {
+		panic("sim: Run needs a positive Rate")
+	}
+	clients := max(run.Clients, 1)
+	s := &state{
+		run:   run,
+		loop:  &Loop{},
+		rand:  rand.New(rand.NewPCG(run.Seed, run.Seed^0x5eed)),
+		res:   &Result{Policy: p.Name, Picks: make([]int, len(run.Backends))},
+		insts: make([]instance, clients),
+	}
+	e := &env{loop: s.loop, rand: rand.New(rand.NewPCG(run.Seed+1, run.Seed^0xba1)), seed: run.Seed, backends: run.Backends}
+	initial := run.Initial
+	if initial == nil {
+		initial = make([]int, len(run.Backends))
+		for i := range initial {
+			initial[i] = i
+		}
+	}
+	s.servers = make([]*server, len(run.Backends))
+	for i, b := range run.Backends {
+		s.servers[i] = &server{spec: b, id: i}
+	}
+	for c := range s.insts {
+		in, err := p.newInstance(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if err := in.setBackends(initial); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		s.insts[c] = in
+	}
+	defer func() {
+		for _, in := range s.insts {
+			in.close()
+		}
+	}()
+
+	for _, ch := range run.Changes {
+		s.loop.At(ch.At, func() {
+			for _, id := range ch.Backends {
+				if !slices.Contains(s.present, id) {
+					s.servers[id].joinedAt = s.loop.Now()
+				}
+			}
+			s.present = slices.Clone(ch.Backends)
+			for _, in := range s.insts {
+				if err := in.setBackends(ch.Backends); err != nil {
+					s.err = err
+				}
+			}
+		})
+	}
+	s.present = slices.Clone(initial)
+	s.scheduleArrival()
+	s.loop.Run(math.MaxInt64)
+	if s.err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Name, s.err)
+	}
+
+	s.res.End = s.loop.Now()
+	slices.Sort(s.res.Latency)
+	s.res.Utilization = make([]float64, len(s.servers))
+	s.res.Offered = make([]float64, len(s.servers))
+	for i, srv := range s.servers {
+		s.res.Utilization[i] = srv.utilization(s.res.End)
+		if cap := srv.capacity(); cap > 0 && s.res.End > 0 {
+			s.res.Offered[i] = float64(srv.served) / s.res.End.Seconds() / cap
+		}
+	}
+	return s.res, nil
+}
+
+// state is one Execute's mutable state.
+type state struct {
+	run     Run
+	loop    *Loop
+	rand    *rand.Rand
+	res     *Result
+	insts   []instance
+	servers []*server
+	present []int
+	seq     int
+	err     error
+}
+
+// scheduleArrival schedules the next open-loop arrival.
+func (s *state) scheduleArrival() {
+	gap := time.Duration(s.rand.ExpFloat64() / s.run.Rate * float64(time.Second))
+	at := s.loop.Now() + gap
+	if s.run.Requests > 0 && s.seq >= s.run.Requests {
+		return
+	}
+	if s.run.Duration > 0 && at > s.run.Duration {
+		return
+	}
+	s.loop.At(at, func() {
+		s.arrive()
+		s.scheduleArrival()
+	})
+}
+
+func (s *state) arrive() {
+	req := &Request{Seq: s.seq, Client: s.seq % len(s.insts)}
+	s.seq++
+	if s.run.Key != nil {
+		req.Key, req.HasKey = s.run.Key(s.rand), true
+	}
+	if s.run.StreamLife != nil {
+		req.Stream = s.run.StreamLife(s.rand)
+	}
+	s.res.Total++
+	id, done, err := s.insts[req.Client].pick(req)
+	if err != nil {
+		s.finish(&call{req: req, started: s.loop.Now()}, -1, status.Error(codes.Unavailable, err.Error()))
+		return
+	}
+	s.res.Picks[id]++
+	c := &call{req: req, srv: s.servers[id], started: s.loop.Now(), done: done}
+	if s.run.Deadline > 0 && req.Stream == 0 {
+		c.deadline = s.loop.After(s.run.Deadline, func() { s.expire(c) })
+	}
+	s.admit(c)
+}
+
+// admit hands a call to its backend.
+func (s *state) admit(c *call) {
+	srv := c.srv
+	srv.served++
+	now := s.loop.Now()
+	if c.req.Stream > 0 {
+		srv.streams++
+		lat := srv.serviceTime(now, s.rand)
+		if srv.spec.Servers > 0 {
+			lat = time.Duration(float64(lat) * max(1, float64(srv.streams)/float64(srv.spec.Servers)))
+		}
+		s.res.Latency = append(s.res.Latency, lat)
+		s.loop.After(c.req.Stream, func() {
+			srv.streams--
+			s.finish(c, srv.id, nil)
+		})
+		return
+	}
+	if srv.spec.FailRate > 0 && s.rand.Float64() < srv.spec.FailRate {
+		srv.failed++
+		code := srv.spec.FailCode
+		if code == codes.OK {
+			code = codes.Unavailable
+		}
+		s.loop.After(srv.spec.FailAfter, func() { s.finish(c, srv.id, status.Error(code, "backend failed")) })
+		return
+	}
+	if srv.spec.Servers > 0 && srv.busy >= srv.spec.Servers {
+		c.queued = true
+		srv.queue = append(srv.queue, c)
+		srv.maxQueued = max(srv.maxQueued, len(srv.queue))
+		return
+	}
+	s.serve(c)
+}
+
+// serve starts service on a free server.
+func (s *state) serve(c *call) {
+	srv := c.srv
+	now := s.loop.Now()
+	srv.accountBusy(now)
+	srv.busy++
+	s.loop.After(srv.serviceTime(now, s.rand), func() {
+		srv.accountBusy(s.loop.Now())
+		srv.busy--
+		s.finish(c, srv.id, nil)
+		// The freed server takes the oldest call still waiting.
+		for len(srv.queue) > 0 {
+			next := srv.queue[0]
+			srv.queue = srv.queue[1:]
+			if next.finished {
+				continue // its client gave up while it waited
+			}
+			next.queued = false
+			s.serve(next)
+			break
+		}
+	})
+}
+
+// expire fails a call at its deadline, as the client does; a call still in
+// its backend's queue is dropped there, since grpc cancels it server-side.
+func (s *state) expire(c *call) {
+	if c.finished {
+		return
+	}
+	s.finish(c, c.srv.id, status.Error(codes.DeadlineExceeded, "deadline exceeded"))
+}
+
+// finish records a call's outcome once and runs the balancer's Done.
+func (s *state) finish(c *call, backend int, err error) {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	if c.deadline != nil {
+		c.deadline.cancelled = true
+	}
+	now := s.loop.Now()
+	lat := now - c.started
+	if err != nil {
+		s.res.Failed++
+	} else if c.req.Stream == 0 {
+		s.res.Latency = append(s.res.Latency, lat)
+	}
+	if c.done != nil {
+		c.done(err)
+	}
+	if s.run.OnDone != nil {
+		s.run.OnDone(now, c.req, backend, lat, err)
+	}
+}
