@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"math"
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
@@ -63,8 +64,18 @@ func (l *Loop) At(at time.Duration, fn func()) *event {
 func (l *Loop) After(d time.Duration, fn func()) *event { return l.At(l.now+d, fn) }
 
 // Run processes events in time order until none are left or the next one
-// is after until.
+// is after until, then sets the clock to until.
 func (l *Loop) Run(until time.Duration) {
+	l.drain(until)
+	if l.now < until {
+		l.now = until
+	}
+}
+
+// RunAll processes every event; the clock stops at the last one.
+func (l *Loop) RunAll() { l.drain(math.MaxInt64) }
+
+func (l *Loop) drain(until time.Duration) {
 	for len(l.events) > 0 && l.events.peek().at <= until {
 		e := heap.Pop(&l.events).(*event)
 		if e.cancelled {
@@ -73,9 +84,6 @@ func (l *Loop) Run(until time.Duration) {
 		l.now = e.at
 		e.fired = true
 		e.fn()
-	}
-	if l.now < until {
-		l.now = until
 	}
 }
 

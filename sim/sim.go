@@ -72,8 +72,8 @@ type Result struct {
 	Latency []time.Duration
 	// Utilization is each backend's busy share of its servers over the run.
 	Utilization []float64
-	// Offered is each backend's arrival rate over its capacity (can exceed
-	// 1, where utilization cannot).
+	// Offered is each backend's arrival rate, over the period requests
+	// arrived, divided by its capacity; unlike utilization it can exceed 1.
 	Offered []float64
 	// End is the virtual time the run ended.
 	End time.Duration
@@ -171,7 +171,7 @@ func (run Run) Execute(p Policy) (*Result, error) {
 	}
 	s.present = slices.Clone(initial)
 	s.scheduleArrival()
-	s.loop.Run(math.MaxInt64)
+	s.loop.RunAll()
 	if s.err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Name, s.err)
 	}
@@ -182,8 +182,8 @@ func (run Run) Execute(p Policy) (*Result, error) {
 	s.res.Offered = make([]float64, len(s.servers))
 	for i, srv := range s.servers {
 		s.res.Utilization[i] = srv.utilization(s.res.End)
-		if cap := srv.capacity(); cap > 0 && s.res.End > 0 {
-			s.res.Offered[i] = float64(srv.served) / s.res.End.Seconds() / cap
+		if cap := srv.capacity(); cap > 0 && s.lastArrival > 0 {
+			s.res.Offered[i] = float64(srv.served) / s.lastArrival.Seconds() / cap
 		}
 	}
 	return s.res, nil
@@ -200,6 +200,8 @@ type state struct {
 	present []int
 	seq     int
 	err     error
+	// lastArrival is when the last request arrived.
+	lastArrival time.Duration
 }
 
 // scheduleArrival schedules the next open-loop arrival.
@@ -219,6 +221,7 @@ func (s *state) scheduleArrival() {
 }
 
 func (s *state) arrive() {
+	s.lastArrival = s.loop.Now()
 	req := &Request{Seq: s.seq, Client: s.seq % len(s.insts)}
 	s.seq++
 	if s.run.Key != nil {
