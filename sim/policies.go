@@ -18,3 +18,14 @@ func loadAwarePolicies() []Policy {
 		GRPC("pickwise_p2c", "pickwise_p2c", `{}`),
 	}
 }
+
+// The columns shared by the hash scenarios (hot key, remap storm): plain
+// modulo hashing and grpc-go's ring hash, keyed by the request's HashHeader.
+// Later hash policies add themselves here, one entry each.
+func hashPolicies() []Policy {
+	ring := GRPC("ring_hash", "ring_hash_experimental", `{"requestHashHeader":"`+HashHeader+`","minRingSize":1024}`)
+	// Every request carries a key, so ring_hash draws no random numbers and
+	// its ring depends only on the addresses: the column is reproducible.
+	ring.Note = ""
+	return []Policy{Modulo(), ring}
+}

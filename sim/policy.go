@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
@@ -132,8 +133,10 @@ var (
 func (in *grpcInstance) close() { in.bal.Close() }
 
 // settle connects every SubConn the balancer asked to connect, until it
-// asks for nothing more: connection setup takes no virtual time.
-func (in *grpcInstance) settle() {
+// asks for nothing more: connection setup takes no virtual time. It reports
+// whether it connected any.
+func (in *grpcInstance) settle() bool {
+	connected := false
 	for changed := true; changed; {
 		changed = false
 		for _, sc := range in.cc.SubConns() {
@@ -143,9 +146,38 @@ func (in *grpcInstance) settle() {
 			in.handled[sc] = sc.Connects()
 			sc.UpdateState(connecting)
 			sc.UpdateState(ready)
-			changed = true
+			changed, connected = true, true
 		}
 	}
+	return connected
+}
+
+// awaitBalancer waits, in wall time, until the balancer asks for a
+// connection or reports a state newer than the `seen`-th. Some balancers
+// leave idle on a goroutine of their own (ring_hash's lazy children call
+// ExitIdle with go), so the work a pick caused comes after the pick
+// returned; a real RPC would block until then. It polls because a SubConn's
+// Connect, which may come last, wakes no one.
+func (in *grpcInstance) awaitBalancer(seen int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for in.cc.Updates() <= seen && !in.connectRequested() {
+		if time.Now().After(deadline) {
+			return errors.New("sim: the balancer queued a pick and never acted on it")
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return nil
+}
+
+// connectRequested reports whether a SubConn asked to connect since settle
+// last ran.
+func (in *grpcInstance) connectRequested() bool {
+	for _, sc := range in.cc.SubConns() {
+		if !sc.IsShutdown() && sc.Connects() != in.handled[sc] {
+			return true
+		}
+	}
+	return false
 }
 
 func (in *grpcInstance) pick(req *Request) (int, func(error), error) {
@@ -154,15 +186,21 @@ func (in *grpcInstance) pick(req *Request) (int, func(error), error) {
 		info.Ctx = metadata.AppendToOutgoingContext(info.Ctx, HashHeader, strconv.FormatUint(req.Key, 10))
 	}
 	for attempt := 0; ; attempt++ {
+		seen := in.cc.Updates()
 		p := in.cc.State().Picker
 		if p == nil {
 			return -1, nil, errors.New("no picker")
 		}
 		res, err := p.Pick(info)
-		if errors.Is(err, balancer.ErrNoSubConnAvailable) && attempt < 3 {
+		if errors.Is(err, balancer.ErrNoSubConnAvailable) && attempt < 8 {
 			// grpc would block the RPC until the next picker; here the
-			// balancer's connections come up at once.
-			in.settle()
+			// balancer's connections come up at once, or, when it has not
+			// asked for one yet, as soon as it does.
+			if !in.settle() {
+				if err := in.awaitBalancer(seen); err != nil {
+					return -1, nil, err
+				}
+			}
 			continue
 		}
 		if err != nil {

@@ -57,6 +57,10 @@ type Run struct {
 	Changes []Change
 	// OnDone, if set, sees every request's outcome.
 	OnDone func(now time.Duration, req *Request, backend int, latency time.Duration, err error)
+	// OnPick, if set, sees every request a policy placed, when its backend
+	// admits it. first is a stream's first-message latency, known at once
+	// (OnDone sees a stream only when it closes); it is 0 for a unary call.
+	OnPick func(now time.Duration, req *Request, backend int, first time.Duration)
 }
 
 // Result is what one policy did in one Run.
@@ -256,11 +260,17 @@ func (s *state) admit(c *call) {
 			lat = time.Duration(float64(lat) * max(1, float64(srv.streams)/float64(srv.spec.Servers)))
 		}
 		s.res.Latency = append(s.res.Latency, lat)
+		if s.run.OnPick != nil {
+			s.run.OnPick(now, c.req, srv.id, lat)
+		}
 		s.loop.After(c.req.Stream, func() {
 			srv.streams--
 			s.finish(c, srv.id, nil)
 		})
 		return
+	}
+	if s.run.OnPick != nil {
+		s.run.OnPick(now, c.req, srv.id, 0)
 	}
 	if srv.spec.FailRate > 0 && s.rand.Float64() < srv.spec.FailRate {
 		srv.failed++

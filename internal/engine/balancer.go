@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -37,11 +35,14 @@ type engineBalancer struct {
 	policy      Policy
 	closed      bool
 	endpoints   *resolver.EndpointMap[*Endpoint]
+	byAddr      map[string]*Endpoint // single-address endpoints: a lookup without EndpointMap's key allocation
+	order       []*Endpoint          // endpoints in resolver order, duplicates removed
 	ramp        *ramp
-	everReady   bool                          // a READY picker has been published
-	children    []endpointsharding.ChildState // last states from endpointsharding
-	aggregate   balancer.State                // endpointsharding's last aggregate
-	resolverErr error                         // last resolver error, for messages
+	everReady   bool           // a READY picker has been published
+	gen         uint64         // counts updates from endpointsharding
+	children    int            // endpoints endpointsharding reported last
+	aggregate   balancer.State // endpointsharding's last aggregate
+	resolverErr error          // last resolver error, for messages
 	rampTimer   Timer
 	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
 	decayTimer  Timer // pending failure-decay tick, if any
@@ -93,6 +94,8 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.resolverErr = nil
 
 	next := resolver.NewEndpointMap[*Endpoint]()
+	b.byAddr = make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
+	b.order = b.order[:0]
 	for _, ep := range ccs.ResolverState.Endpoints {
 		if _, dup := next.Get(ep); dup {
 			continue
@@ -104,6 +107,10 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			e = newEndpoint(firstAddr(ep), &b.failures, !b.everReady)
 		}
 		next.Set(ep, e)
+		if len(ep.Addresses) == 1 {
+			b.byAddr[ep.Addresses[0].Addr] = e
+		}
+		b.order = append(b.order, e)
 	}
 	b.endpoints = next
 	b.mu.Unlock()
@@ -158,14 +165,32 @@ func (b *engineBalancer) updateFromChildren(s balancer.State) {
 		return
 	}
 	now := b.clock.Now()
+	b.gen++
 	for _, c := range children {
-		if e, ok := b.endpoints.Get(c.Endpoint); ok {
-			b.trackLocked(e, c.State.ConnectivityState, now)
+		e := b.lookupLocked(c.Endpoint)
+		if e == nil {
+			continue
 		}
+		b.trackLocked(e, c.State.ConnectivityState, now)
+		e.picker = c.State.Picker
+		e.weight = float64(max(weight.FromEndpoint(c.Endpoint).Weight, 1))
+		e.gen = b.gen
 	}
-	b.children = children
+	b.children = len(children)
 	b.aggregate = s
 	b.publishLocked(now)
+}
+
+// lookupLocked finds the engine's state for an endpoint endpointsharding
+// reports. Every update reports every endpoint, so this runs n times per
+// update; the address map keeps it free of allocations for the common
+// single-address endpoint.
+func (b *engineBalancer) lookupLocked(ep resolver.Endpoint) *Endpoint {
+	if len(ep.Addresses) == 1 {
+		return b.byAddr[ep.Addresses[0].Addr]
+	}
+	e, _ := b.endpoints.Get(ep)
+	return e
 }
 
 // trackLocked follows one endpoint's connectivity to decide when it starts a
@@ -196,18 +221,15 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now tim
 
 // publishLocked gives the parent a picker for the current state.
 func (b *engineBalancer) publishLocked(now time.Time) {
-	ready := make([]Ready, 0, len(b.children))
+	// Resolver order keeps seeded runs reproducible (endpointsharding
+	// reports children in map order) without sorting on every update.
+	ready := make([]Ready, 0, len(b.order))
 	var rampEnd int64 // earliest end of a running ramp
-	for _, c := range b.children {
-		if c.State.ConnectivityState != connectivity.Ready {
+	for _, e := range b.order {
+		if e.gen != b.gen || e.state != connectivity.Ready {
 			continue
 		}
-		e, ok := b.endpoints.Get(c.Endpoint)
-		if !ok {
-			continue
-		}
-		w := float64(max(weight.FromEndpoint(c.Endpoint).Weight, 1))
-		r := Ready{Picker: c.State.Picker, Stats: e, Weight: w, InvWeight: 1 / w}
+		r := Ready{Picker: e.picker, Stats: e, Weight: e.weight, InvWeight: 1 / e.weight}
 		if b.ramp != nil && !e.rampStart.IsZero() {
 			start := e.rampStart.UnixNano()
 			if end := start + b.ramp.window; end > now.UnixNano() {
@@ -229,9 +251,6 @@ func (b *engineBalancer) publishLocked(now time.Time) {
 		return
 	}
 
-	// endpointsharding lists children in map order; a stable order makes
-	// seeded runs reproducible.
-	slices.SortFunc(ready, func(x, y Ready) int { return cmp.Compare(x.Stats.addr, y.Stats.addr) })
 	b.everReady = true
 	snap := &Snapshot{
 		Endpoints: ready,
@@ -312,14 +331,14 @@ func (b *engineBalancer) decayTick() {
 
 // noReadyPickerLocked explains why nothing can be picked.
 func (b *engineBalancer) noReadyPickerLocked() balancer.Picker {
-	if len(b.children) == 0 {
+	if b.children == 0 {
 		err := fmt.Errorf("%s: no endpoints to pick from", b.name)
 		if b.resolverErr != nil {
 			err = fmt.Errorf("%s: no endpoints to pick from: resolver error: %v", b.name, b.resolverErr)
 		}
 		return errPicker{err: err}
 	}
-	return &noReadyPicker{name: b.name, total: len(b.children), child: b.aggregate.Picker, state: b.aggregate.ConnectivityState}
+	return &noReadyPicker{name: b.name, total: b.children, child: b.aggregate.Picker, state: b.aggregate.ConnectivityState}
 }
 
 // firstAddr names an endpoint by its first address.

@@ -28,11 +28,14 @@ type Endpoint struct {
 
 	// Guarded by the balancer's mu.
 	state            connectivity.State
-	initial          bool      // present before the first READY picker: no slow start on first READY
-	wasReady         bool      // has been READY at least once
-	failedSinceReady bool      // went through TRANSIENT_FAILURE since it was last READY
-	readySince       time.Time // zero unless READY
-	rampStart        time.Time // when the current slow-start ramp began; zero if none
+	initial          bool            // present before the first READY picker: no slow start on first READY
+	wasReady         bool            // has been READY at least once
+	failedSinceReady bool            // went through TRANSIENT_FAILURE since it was last READY
+	readySince       time.Time       // zero unless READY
+	picker           balancer.Picker // the pickfirst child's latest picker
+	weight           float64         // from the weight attribute, at least 1
+	gen              uint64          // the balancer update that last reported this endpoint
+	rampStart        time.Time       // when the current slow-start ramp began; zero if none
 }
 
 // cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,

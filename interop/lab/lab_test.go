@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestLabScenarios runs every real-gRPC scenario at a tenth of its size
+// against a loopback fleet and checks each produced its table, plots and
+// the direction of its headline result.
+func TestLabScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a fleet of real gRPC servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	fleet, err := startFleet(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fleet.close()
+	l := &lab{fleet: fleet, progress: &progress{w: io.Discard}, scale: 0.25}
+	var sections []section
+	for _, s := range labScenarios {
+		sec, err := s.run(ctx, l)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		t.Log("\n" + sec.Table.String())
+		if len(sec.Table.Rows) == 0 {
+			t.Errorf("%s: empty table", s.name)
+		}
+		sections = append(sections, sec)
+	}
+
+	// The black hole's share under pickwise_p2c is far below round robin's
+	// fair 10%.
+	bh := sections[0].Table
+	if got := bh.Rows[0].Cells; len(got) != 3 || !strings.HasSuffix(got[2], "%") {
+		t.Fatalf("black-hole row %v", got)
+	}
+	if share := pct(t, bh.Rows[0].Cells[2]); share > 5 {
+		t.Errorf("pickwise_p2c black-hole share %.1f%%, want below 5%%", share)
+	}
+
+	var buf bytes.Buffer
+	if err := writeReport(&buf, "test", sections); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{"<svg", "latency CDF", "share of calls per backend", "black-hole", "remap-storm"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "<script") || strings.Contains(html, "http://") || strings.Contains(html, "https://") {
+		t.Error("report is not self-contained")
+	}
+}
+
+func TestSimSections(t *testing.T) {
+	secs, err := runSim("black-hole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secs) != 1 || secs[0].Table == nil || len(secs[0].Table.Rows) == 0 {
+		t.Fatalf("runSim(black-hole) = %+v", secs)
+	}
+	if _, err := runSim("no-such-scenario"); err == nil {
+		t.Error("runSim accepted an unknown scenario")
+	}
+}
+
+func TestRunLabRejectsUnknownScenario(t *testing.T) {
+	if _, err := runLab(context.Background(), "no-such", "", 1); err == nil {
+		t.Error("runLab accepted an unknown scenario")
+	}
+	if _, err := runLab(context.Background(), "cold-start", "", 1); err == nil || !strings.Contains(err.Error(), "-sim") {
+		t.Errorf("runLab(cold-start) = %v, want a pointer to -sim", err)
+	}
+}
+
+func pct(t *testing.T, s string) float64 {
+	t.Helper()
+	var v float64
+	if _, err := fmt.Sscanf(strings.TrimSuffix(s, "%"), "%g", &v); err != nil {
+		t.Fatalf("not a percentage: %q", s)
+	}
+	return v
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/pickwise/pickwise/sim"
+)
+
+// labPolicy is one column: a service config.
+type labPolicy struct {
+	name   string
+	config string
+	// weighted gives backends endpoint weights proportional to capacity,
+	// as an xDS control plane would.
+	weighted bool
+}
+
+func lbConfig(name, cfg string) string {
+	return fmt.Sprintf(`{"loadBalancingConfig":[{%q:%s}]}`, name, cfg)
+}
+
+var (
+	roundRobin   = labPolicy{name: "round_robin", config: lbConfig("round_robin", "{}")}
+	leastRequest = labPolicy{name: "least_request", config: lbConfig("least_request_experimental", "{}")}
+	p2c          = labPolicy{name: "pickwise_p2c", config: lbConfig("pickwise_p2c", "{}")}
+	p2cWeighted  = labPolicy{name: "pickwise_p2c (weights)", config: lbConfig("pickwise_p2c", "{}"), weighted: true}
+	ringHash     = labPolicy{name: "ring_hash", config: lbConfig("ring_hash_experimental", `{"requestHashHeader":"`+keyHeader+`","minRingSize":1024}`)}
+)
+
+// loadAware are the columns of the load-aware scenarios. A new policy is
+// one entry here.
+var loadAware = []labPolicy{roundRobin, leastRequest, p2c}
+
+// labScenario is a small, real-gRPC version of a simulated scenario.
+type labScenario struct {
+	name string
+	// backends is how many the scenario uses (the first ones of the fleet).
+	backends int
+	run      func(ctx context.Context, l *lab) (section, error)
+}
+
+var labScenarios = []labScenario{
+	{name: "black-hole", backends: 10, run: blackHole},
+	{name: "slow-backend", backends: 10, run: slowBackend},
+	{name: "hardware-generations", backends: 12, run: hardwareGenerations},
+	{name: "hot-key", backends: 10, run: hotKey},
+	{name: "remap-storm", backends: 11, run: remapStorm},
+}
+
+// simOnly are scenarios that need scale or long-lived streams a loopback lab
+// cannot give; -sim runs them.
+var simOnly = []string{"balls-into-bins", "cold-start", "subsetting"}
+
+// result is one policy's run of a scenario.
+type result struct {
+	policy string
+	out    outcome
+}
+
+// runPolicies runs tr once per policy over the first n backends, each with
+// the fleet configured by patches (backend index -> behavior JSON).
+func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies []labPolicy, base string, patches map[int]string, weights map[int]uint32, tr traffic) ([]result, error) {
+	members := make([]int, n)
+	for i := range members {
+		members[i] = i
+	}
+	var out []result
+	for _, p := range policies {
+		if err := l.fleet.configure(ctx, patches, base); err != nil {
+			return nil, err
+		}
+		var w map[int]uint32
+		if p.weighted {
+			w = weights
+		}
+		ch, err := dial(l.fleet, p.config, members, w)
+		if err != nil {
+			return nil, err
+		}
+		if err := ch.warm(ctx, n); err != nil {
+			ch.conn.Close()
+			return nil, fmt.Errorf("%s/%s: %w", scenario, p.name, err)
+		}
+		// Warm-up calls must not count, and backends start the run cold
+		// only if the scenario says so.
+		if err := l.fleet.configure(ctx, patches, base); err != nil {
+			ch.conn.Close()
+			return nil, err
+		}
+		prog := l.progress.start(scenario, p.name, tr.calls)
+		o := drive(ctx, ch, tr, prog.update)
+		prog.finish()
+		ch.conn.Close()
+		out = append(out, result{policy: p.name, out: o})
+	}
+	return out, nil
+}
+
+// section builds the report section shared by the load-aware scenarios.
+func (l *lab) section(name string, t *sim.Table, rs []result) section {
+	s := section{Name: name, Table: t, Latencies: map[string][]time.Duration{}, Shares: map[string][]float64{}, Backends: l.fleet.names}
+	for _, r := range rs {
+		s.Order = append(s.Order, r.policy)
+		s.Latencies[r.policy] = r.out.latencies
+		s.Shares[r.policy] = r.out.shares(l.fleet)
+	}
+	return s
+}
+
+func names(rs []result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.policy
+	}
+	return out
+}
+
+func row(rs []result, f func(outcome) string) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = f(r.out)
+	}
+	return out
+}
+
+func share(o outcome, backend string) float64 {
+	if o.total == 0 {
+		return 0
+	}
+	return float64(o.perBackend[backend]) / float64(o.total)
+}
+
+// blackHole: one backend fails every call at once; the rest take 20 ms.
+func blackHole(ctx context.Context, l *lab) (section, error) {
+	n := 10
+	rs, err := l.runPolicies(ctx, "black-hole", n, loadAware,
+		`{"latency":"20ms","latencySpread":0.2}`,
+		map[int]string{0: `{"errorRate":1,"errorCode":"UNAVAILABLE","errorLatency":"0s"}`}, nil,
+		traffic{calls: l.calls(2000), rate: 500})
+	if err != nil {
+		return section{}, err
+	}
+	broken := l.fleet.names[0]
+	t := &sim.Table{Title: fmt.Sprintf("Black hole (real gRPC): %d backends at 20 ms, %s fails every call at once; 500 calls/s", n, broken), Columns: names(rs)}
+	t.AddRow("share to the broken backend (fair: 10%)", row(rs, func(o outcome) string { return sim.Pct(share(o, broken)) })...)
+	t.AddRow("errors seen by clients", row(rs, func(o outcome) string { return sim.Pct(float64(o.failed) / float64(max(o.total, 1))) })...)
+	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.5)) })...)
+	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.99)) })...)
+	return l.section("black-hole", t, rs), nil
+}
+
+// slowBackend: one backend of ten takes 20x longer; calls have a deadline.
+func slowBackend(ctx context.Context, l *lab) (section, error) {
+	n := 10
+	deadline := 250 * time.Millisecond
+	rs, err := l.runPolicies(ctx, "slow-backend", n, loadAware,
+		`{"latency":"20ms","latencySpread":0.3}`,
+		map[int]string{0: `{"latency":"400ms"}`}, nil,
+		traffic{calls: l.calls(2000), rate: 400, deadline: deadline})
+	if err != nil {
+		return section{}, err
+	}
+	slow := l.fleet.names[0]
+	t := &sim.Table{Title: fmt.Sprintf("One slow backend (real gRPC): %d backends at 20 ms, %s at 400 ms; 400 calls/s, %v deadline", n, slow, deadline), Columns: names(rs)}
+	t.AddRow("share to the slow backend (fair: 10%)", row(rs, func(o outcome) string { return sim.Pct(share(o, slow)) })...)
+	for _, q := range []float64{0.5, 0.99, 0.999} {
+		t.AddRow(fmt.Sprintf("p%g of successful calls", 100*q), row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, q)) })...)
+	}
+	t.AddRow("success within the deadline", row(rs, func(o outcome) string { return sim.Pct(1 - float64(o.failed)/float64(max(o.total, 1))) })...)
+	return l.section("slow-backend", t, rs), nil
+}
+
+// hardwareGenerations: 9 backends serve 100 calls/s, 3 older ones 60;
+// 900 calls/s offered. An even split gives the old ones 75: 125% load.
+func hardwareGenerations(ctx context.Context, l *lab) (section, error) {
+	n := 12
+	patches, weights := map[int]string{}, map[int]uint32{}
+	for i := 0; i < n; i++ {
+		weights[i] = 10
+		if i >= 9 {
+			patches[i] = `{"latency":"16.7ms"}`
+			weights[i] = 6
+		}
+	}
+	policies := append(append([]labPolicy(nil), loadAware...), p2cWeighted)
+	rate := 900.0
+	rs, err := l.runPolicies(ctx, "hardware-generations", n, policies,
+		`{"latency":"10ms","capacity":1}`, patches, weights,
+		traffic{calls: l.calls(2700), rate: rate})
+	if err != nil {
+		return section{}, err
+	}
+	t := &sim.Table{Title: "Two hardware generations (real gRPC): 9 backends of 100 calls/s, 3 of 60; 900 calls/s offered", Columns: names(rs)}
+	offered := func(o outcome, idx []int, capacity float64) string {
+		calls := 0
+		for _, i := range idx {
+			calls += o.perBackend[l.fleet.names[i]]
+		}
+		return sim.Pct(float64(calls) / float64(max(o.total, 1)) * rate / float64(len(idx)) / capacity)
+	}
+	t.AddRow("offered load, new generation", row(rs, func(o outcome) string { return offered(o, []int{0, 1, 2, 3, 4, 5, 6, 7, 8}, 100) })...)
+	t.AddRow("offered load, old generation", row(rs, func(o outcome) string { return offered(o, []int{9, 10, 11}, 60) })...)
+	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.5)) })...)
+	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.99)) })...)
+	return l.section("hardware-generations", t, rs), nil
+}
+
+// zipfKeys returns a seeded Zipf key sequence over nKeys keys.
+func zipfKeys(calls, nKeys int) []string {
+	z := rand.NewZipf(rand.New(rand.NewPCG(7, 7)), 1.1, 1, uint64(nKeys-1))
+	keys := make([]string, calls)
+	for i := range keys {
+		keys[i] = "key-" + strconv.FormatUint(z.Uint64(), 10)
+	}
+	return keys
+}
+
+// hotKey: Zipf-popular keys hashed onto 10 backends.
+func hotKey(ctx context.Context, l *lab) (section, error) {
+	n := 10
+	keys := zipfKeys(l.calls(3000), 1000)
+	rs, err := l.runPolicies(ctx, "hot-key", n, []labPolicy{roundRobin, ringHash}, `{"latency":"2ms"}`, nil, nil,
+		traffic{calls: len(keys), workers: 16, key: func(i int) string { return keys[i] }})
+	if err != nil {
+		return section{}, err
+	}
+	t := &sim.Table{Title: "Hot key (real gRPC): 1,000 keys with Zipf(1.1) popularity over 10 backends", Columns: names(rs)}
+	t.AddRow("max / mean calls per backend", row(rs, func(o outcome) string {
+		top := 0
+		for _, c := range o.perBackend {
+			top = max(top, c)
+		}
+		return fmt.Sprintf("%.2f", float64(top)/(float64(o.total)/float64(n)))
+	})...)
+	t.AddRow("keys always on one backend", row(rs, func(o outcome) string {
+		return sim.Pct(1 - float64(len(o.keySplit))/float64(max(len(o.keyBackend), 1)))
+	})...)
+	return l.section("hot-key", t, rs), nil
+}
+
+// remapStorm: add an 11th backend behind a key-affine policy and count keys
+// whose backend changed.
+func remapStorm(ctx context.Context, l *lab) (section, error) {
+	nKeys := l.calls(500)
+	keys := make([]string, nKeys)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	tr := traffic{calls: nKeys, workers: 16, key: func(i int) string { return keys[i] }}
+	before := make([]int, 10)
+	for i := range before {
+		before[i] = i
+	}
+	after := append(append([]int(nil), before...), 10)
+	var moved []string
+	for _, p := range []labPolicy{ringHash} {
+		if err := l.fleet.configure(ctx, nil, `{"latency":"1ms"}`); err != nil {
+			return section{}, err
+		}
+		ch, err := dial(l.fleet, p.config, before, nil)
+		if err != nil {
+			return section{}, err
+		}
+		if err := ch.warm(ctx, 1); err != nil {
+			ch.conn.Close()
+			return section{}, err
+		}
+		prog := l.progress.start("remap-storm", p.name+" (10 backends)", nKeys)
+		o1 := drive(ctx, ch, tr, prog.update)
+		prog.finish()
+		ch.setMembers(l.fleet, after)
+		if err := ch.warm(ctx, 1); err != nil {
+			ch.conn.Close()
+			return section{}, err
+		}
+		// Let the new endpoint connect before measuring.
+		time.Sleep(200 * time.Millisecond)
+		prog = l.progress.start("remap-storm", p.name+" (11 backends)", nKeys)
+		o2 := drive(ctx, ch, tr, prog.update)
+		prog.finish()
+		ch.conn.Close()
+		n := 0
+		for k, b := range o1.keyBackend {
+			if b2, ok := o2.keyBackend[k]; ok && b2 != b {
+				n++
+			}
+		}
+		moved = append(moved, sim.Pct(float64(n)/float64(max(len(o1.keyBackend), 1))))
+	}
+	t := &sim.Table{Title: fmt.Sprintf("Remap storm (real gRPC): %d keys, 10 -> 11 backends", nKeys), Columns: []string{ringHash.name}}
+	t.AddRow("keys moved (ideal: 1/11 = 9.1%; modulo hashing: 90.9%)", moved...)
+	return section{Name: "remap-storm", Table: t}, nil
+}

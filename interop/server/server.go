@@ -1,0 +1,575 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/orca"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// orcaMinReportingInterval is the smallest MinReportingInterval grpc's
+// public ORCA API accepts: orca.NewService raises anything lower to 30s, and
+// the switch that lifts the floor lives in a grpc-internal package this
+// module cannot import. Passing the floor itself lets clients ask for any
+// interval from 30s up.
+const orcaMinReportingInterval = 30 * time.Second
+
+// maxPause caps a sampled service time. A lognormal tail can produce values
+// past time.Duration's range; a day is longer than any lab run.
+const maxPause = 24 * time.Hour
+
+// Stats is the server's own view of its traffic, as returned by
+// Server.Stats and the Admin/Stats RPC. Counters start at zero when the
+// server is created and again at every Reset.
+type Stats struct {
+	// Name is the server's name, as in replies and the x-backend trailer.
+	Name string `json:"name"`
+	// Served counts calls answered successfully.
+	Served int64 `json:"served"`
+	// Failed counts injected failures (see Behavior.ErrorRate).
+	Failed int64 `json:"failed"`
+	// Canceled counts calls the client gave up on (cancellation or
+	// deadline) while they were queued or in service; they are neither
+	// served nor failed, and they do not count towards QPS.
+	Canceled int64 `json:"canceled"`
+	// InFlight is the number of calls being worked on now: those holding a
+	// capacity slot plus injected failures waiting out ErrorLatency. Queued
+	// calls are not included.
+	InFlight int `json:"inFlight"`
+	// Queued is the number of calls waiting for a capacity slot.
+	Queued int `json:"queued"`
+	// Utilization is the computed utilization (calls in service /
+	// capacity, or / 100 capped at 1 with unlimited capacity). It is the
+	// truth even when ORCA is told to report a fixed value.
+	Utilization float64 `json:"utilization"`
+	// QPS is calls completed (served or failed) per second over the last
+	// second.
+	QPS float64 `json:"qps"`
+	// EPS is injected failures per second over the last second.
+	EPS float64 `json:"eps"`
+	// UptimeSeconds is the time since the server began serving; 0 before.
+	UptimeSeconds float64 `json:"uptimeSeconds"`
+}
+
+// Option configures a Server beyond its Behavior.
+type Option func(*Server)
+
+// WithLogger logs one line per Call (request key, status, duration) and
+// each behavior change to l. Without it the server logs nothing, because
+// a lab run makes far more calls than anyone reads.
+func WithLogger(l *log.Logger) Option { return func(s *Server) { s.logger = l } }
+
+// Server is a backend for load-balancing experiments: one gRPC server that
+// serves BackendService (the traffic), AdminService (run-time control) and
+// grpc's ORCA OpenRcaService (out-of-band load reports) on one listener.
+//
+// A Server serves one listener, once: start it with Start or Serve, end it
+// with Stop. A stopped Server cannot be restarted; create a new one.
+type Server struct {
+	// Immutable after New.
+	name   string
+	srv    *grpc.Server
+	oob    orca.ServerMetricsRecorder // read by grpc's ORCA service
+	logger *log.Logger                // nil: no logging
+	quit   chan struct{}              // closed by Stop
+	kick   chan struct{}              // cap 1: wakes the ORCA refresher
+
+	// behavior is read once per call without a lock. Writers hold setMu,
+	// so that a patch (read, modify, write) is atomic and so that the
+	// gate's capacity and the ORCA recorder change in step with it.
+	setMu    sync.Mutex
+	behavior atomic.Pointer[Behavior]
+
+	// gate and rates synchronize themselves.
+	gate  *gate
+	rates *rates
+
+	// Atomic: touched by every call.
+	served, failed, canceled atomic.Int64
+	failing                  atomic.Int64 // injected failures in ErrorLatency
+	coldSince                atomic.Int64 // UnixNano of the cold-start origin
+	startedAt                atomic.Int64 // UnixNano serving began; 0 before
+
+	// Guarded by mu: the serving lifecycle.
+	mu      sync.Mutex
+	lis     net.Listener // nil until Serve or Start
+	stopped bool
+	bg      sync.WaitGroup // ORCA refresher and, after Start, the Serve loop
+
+	stopOnce sync.Once
+}
+
+// New creates a Server named name (used in replies, the x-backend trailer
+// and Stats; printable ASCII, because it travels in metadata) with
+// behavior b, defaulted and validated as Behavior.Patch describes. It does
+// not listen yet.
+func New(name string, b Behavior, opts ...Option) (*Server, error) {
+	if name == "" {
+		return nil, errors.New(errPrefix + "name must not be empty")
+	}
+	for _, r := range name {
+		if r < 0x20 || r > 0x7e {
+			return nil, fmt.Errorf("%sname %q: must be printable ASCII (it is sent as metadata)", errPrefix, name)
+		}
+	}
+	if err := b.normalize(); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	s := &Server{
+		name:  name,
+		oob:   orca.NewServerMetricsRecorder(),
+		quit:  make(chan struct{}),
+		kick:  make(chan struct{}, 1),
+		gate:  newGate(b.Capacity),
+		rates: newRates(now),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.behavior.Store(&b)
+	s.coldSince.Store(now.UnixNano())
+
+	// The per-call ORCA option must come first (its documentation asks
+	// for that) so its interceptor wraps every handler. nil: per-call
+	// reports carry only what the handler records, not the OOB numbers.
+	// WaitForHandlers makes Stop return only after every handler has, so
+	// no handler goroutine outlives Stop.
+	s.srv = grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.WaitForHandlers(true))
+	s.srv.RegisterService(&backendDesc, s)
+	s.srv.RegisterService(&adminDesc, s)
+	if err := orca.Register(s.srv, orca.ServiceOptions{
+		ServerMetricsProvider: s.oob,
+		MinReportingInterval:  orcaMinReportingInterval,
+	}); err != nil {
+		return nil, fmt.Errorf("%sregister ORCA service: %w", errPrefix, err)
+	}
+	return s, nil
+}
+
+// Name returns the server's name.
+func (s *Server) Name() string { return s.name }
+
+// Start listens on addr (for example "127.0.0.1:0") and serves in the
+// background until Stop. It returns the bound address, the same as Addr.
+func (s *Server) Start(addr string) (string, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("%s%s: listen on %s: %w", errPrefix, s.name, addr, err)
+	}
+	if err := s.begin(lis, true); err != nil {
+		return "", err
+	}
+	return lis.Addr().String(), nil
+}
+
+// Serve serves on lis and blocks until Stop, when it returns nil, or until
+// lis fails. It is for callers that own the listener (an in-memory one in
+// a test, an inherited socket); Start is the usual way. Serve closes lis
+// when it returns, and fails at once if the Server was started already or
+// stopped.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.begin(lis, false); err != nil {
+		return err
+	}
+	err := s.srv.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		// Stop won the race with the line above; that is a normal end.
+		return nil
+	}
+	return err
+}
+
+// begin records lis and starts the background goroutines. Registering them
+// under mu, and only while not stopped, guarantees that Stop's Wait sees
+// every goroutine that will ever be started.
+func (s *Server) begin(lis net.Listener, async bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.stopped:
+		lis.Close()
+		return fmt.Errorf("%s%s: %w", errPrefix, s.name, grpc.ErrServerStopped)
+	case s.lis != nil:
+		lis.Close()
+		return fmt.Errorf("%s%s: already serving on %s", errPrefix, s.name, s.lis.Addr())
+	}
+	s.lis = lis
+	now := time.Now()
+	// Warm-up starts when traffic can arrive, not when the struct was
+	// built, so a server created early still begins cold.
+	s.startedAt.Store(now.UnixNano())
+	s.coldSince.Store(now.UnixNano())
+	s.bg.Go(s.refreshLoop)
+	if async {
+		s.bg.Go(func() {
+			if err := s.srv.Serve(lis); err != nil && s.logger != nil {
+				s.logger.Printf("%s: serve: %v", s.name, err)
+			}
+		})
+	}
+	return nil
+}
+
+// Addr is the address being served ("127.0.0.1:port"), or "" before Start
+// or Serve.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// Stop kills the server abruptly, as a crash would look to clients: the
+// listener and every connection close, in-flight and queued calls fail,
+// ORCA streams end. It returns once every handler and background goroutine
+// has returned. Calling it again does nothing.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		// Closing the transports cancels every call's context, which is
+		// what wakes handlers sleeping or queued in the gate.
+		s.srv.Stop()
+		close(s.quit)
+		s.bg.Wait()
+	})
+}
+
+// Behavior returns the behavior in effect, with defaults filled in.
+func (s *Server) Behavior() Behavior { return *s.behavior.Load() }
+
+// SetBehavior replaces the whole behavior. It is validated first; an
+// invalid one is rejected with an error naming the field, and the old one
+// stays. Calls already running keep the behavior they started with, except
+// that a capacity change applies to the queue at once.
+func (s *Server) SetBehavior(b Behavior) error {
+	if err := b.normalize(); err != nil {
+		return err
+	}
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	s.applyLocked(b)
+	return nil
+}
+
+// patch applies a JSON patch atomically with respect to other changes and
+// returns the result.
+func (s *Server) patch(patchJSON string) (Behavior, error) {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	b, err := s.behavior.Load().Patch(patchJSON)
+	if err != nil {
+		return Behavior{}, err
+	}
+	s.applyLocked(b)
+	return b, nil
+}
+
+func (s *Server) applyLocked(b Behavior) {
+	s.behavior.Store(&b)
+	s.gate.setCapacity(b.Capacity)
+	// Refresh now rather than at the next tick, so an ORCA stream opened
+	// right after the change already reports it.
+	s.refreshOOBLocked()
+	select {
+	case s.kick <- struct{}{}: // the refresher may need a new interval
+	default:
+	}
+	if s.logger != nil {
+		js, _ := json.Marshal(b)
+		s.logger.Printf("%s: behavior %s", s.name, js)
+	}
+}
+
+// Reset zeroes the counters and rates in Stats. With coldRestart it also
+// restarts the cold-start clock, as if the process had just restarted but
+// without dropping connections, so the lab can replay a warm-up at will.
+func (s *Server) Reset(coldRestart bool) {
+	now := time.Now()
+	s.served.Store(0)
+	s.failed.Store(0)
+	s.canceled.Store(0)
+	s.rates.reset(now)
+	if coldRestart {
+		s.coldSince.Store(now.UnixNano())
+	}
+	s.setMu.Lock()
+	s.refreshOOBLocked()
+	s.setMu.Unlock()
+}
+
+// Stats returns a snapshot of the counters and current load.
+func (s *Server) Stats() Stats {
+	now := time.Now()
+	active, queued, capacity := s.gate.load()
+	qps, eps := s.rates.rate(now)
+	st := Stats{
+		Name:        s.name,
+		Served:      s.served.Load(),
+		Failed:      s.failed.Load(),
+		Canceled:    s.canceled.Load(),
+		InFlight:    active + int(s.failing.Load()),
+		Queued:      queued,
+		Utilization: computedUtilization(active, capacity),
+		QPS:         qps,
+		EPS:         eps,
+	}
+	if t := s.startedAt.Load(); t != 0 {
+		st.UptimeSeconds = now.Sub(time.Unix(0, t)).Seconds()
+	}
+	return st
+}
+
+// computedUtilization is calls in service over capacity. With unlimited
+// capacity there is no denominator, so 100 concurrent calls stand for
+// "full"; that keeps the number in ORCA's usual [0, 1] range and still
+// rises with load.
+func computedUtilization(active, capacity int) float64 {
+	if capacity == 0 {
+		return min(float64(active)/100, 1)
+	}
+	return float64(active) / float64(capacity)
+}
+
+// load is the triple both ORCA channels report.
+func (s *Server) load(b *Behavior) (util, qps, eps float64) {
+	active, _, capacity := s.gate.load()
+	util = computedUtilization(active, capacity)
+	if b.ORCA.Utilization == UtilizationFixed {
+		util = b.ORCA.FixedUtilization
+	}
+	qps, eps = s.rates.rate(time.Now())
+	return util, qps, eps
+}
+
+// refreshOOBLocked brings the out-of-band recorder up to date, or empties it
+// when out-of-band reporting is off. The caller holds setMu, so a refresh
+// based on an old behavior can never overwrite one based on a newer one.
+func (s *Server) refreshOOBLocked() {
+	b := s.behavior.Load()
+	if !b.ORCA.OutOfBand {
+		s.oob.DeleteCPUUtilization()
+		s.oob.DeleteQPS()
+		s.oob.DeleteEPS()
+		return
+	}
+	util, qps, eps := s.load(b)
+	s.oob.SetCPUUtilization(util)
+	s.oob.SetQPS(qps)
+	s.oob.SetEPS(eps)
+}
+
+// refreshLoop refreshes the out-of-band recorder every ORCA.Interval while
+// out-of-band reporting is on, and sleeps until the next behavior change
+// while it is off. It ends when Stop closes quit.
+func (s *Server) refreshLoop() {
+	for {
+		s.setMu.Lock()
+		s.refreshOOBLocked()
+		o := s.behavior.Load().ORCA
+		s.setMu.Unlock()
+
+		var tick <-chan time.Time
+		var t *time.Timer
+		if o.OutOfBand {
+			t = time.NewTimer(time.Duration(o.Interval))
+			tick = t.C
+		}
+		select {
+		case <-s.quit:
+		case <-s.kick:
+		case <-tick:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		select {
+		case <-s.quit:
+			return
+		default:
+		}
+	}
+}
+
+// outcome is how a call ended, for the counters.
+type outcome int
+
+const (
+	served outcome = iota
+	failed
+	canceled
+)
+
+func (s *Server) rpcCall(ctx context.Context, req *wrapperspb.StringValue) (proto.Message, error) {
+	// Set first so that it is sent on every path, failures included.
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerBackend, s.name))
+	start := time.Now()
+	err := s.handle(ctx, s.behavior.Load())
+	if s.logger != nil {
+		s.logger.Printf("%s: call key=%q code=%v took=%v", s.name, req.GetValue(), status.Code(err), time.Since(start).Round(time.Microsecond))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wrapperspb.String(s.name), nil
+}
+
+// handle plays one call under behavior b, read once on arrival so that a
+// concurrent change cannot give a call half of each.
+func (s *Server) handle(ctx context.Context, b *Behavior) error {
+	if b.ErrorRate > 0 && rand.Float64() < b.ErrorRate {
+		// Decided before the queue: a server that sheds or drops work
+		// does so without waiting for a worker.
+		s.failing.Add(1)
+		err := pause(ctx, time.Duration(b.ErrorLatency))
+		s.failing.Add(-1)
+		if err != nil {
+			s.finish(ctx, b, canceled)
+			return err
+		}
+		s.finish(ctx, b, failed)
+		return status.Errorf(b.code(), "%s%s: injected failure", errPrefix, s.name)
+	}
+	if err := s.gate.acquire(ctx); err != nil {
+		s.finish(ctx, b, canceled)
+		return status.FromContextError(err).Err()
+	}
+	// Released after finish, so the per-call utilization counts this call:
+	// a report that says "idle" while answering would mislead a balancer.
+	defer s.gate.release()
+	if err := pause(ctx, s.serviceTime(b)); err != nil {
+		s.finish(ctx, b, canceled)
+		return err
+	}
+	s.finish(ctx, b, served)
+	return nil
+}
+
+// finish counts the call and, when per-call ORCA is on, records the load
+// report grpc's interceptor puts in the trailer.
+func (s *Server) finish(ctx context.Context, b *Behavior, o outcome) {
+	switch o {
+	case served:
+		s.served.Add(1)
+	case failed:
+		s.failed.Add(1)
+	case canceled:
+		// The client is gone; nobody would read a report.
+		s.canceled.Add(1)
+		return
+	}
+	s.rates.add(time.Now(), o == failed)
+	if !b.ORCA.PerCall {
+		return
+	}
+	rec := orca.CallMetricsRecorderFromContext(ctx)
+	if rec == nil {
+		return
+	}
+	util, qps, eps := s.load(b)
+	rec.SetCPUUtilization(util)
+	rec.SetQPS(qps)
+	rec.SetEPS(eps)
+}
+
+// serviceTime samples how long a successful call takes: lognormal around
+// Latency, slowed by the cold-start factor.
+func (s *Server) serviceTime(b *Behavior) time.Duration {
+	d := float64(b.Latency)
+	if d == 0 {
+		return 0
+	}
+	if b.LatencySpread > 0 {
+		// exp(sigma*N(0,1)) has median 1, so Latency stays the median.
+		d *= math.Exp(b.LatencySpread * rand.NormFloat64())
+	}
+	d *= coldFactor(b, time.Since(time.Unix(0, s.coldSince.Load())))
+	return time.Duration(min(d, float64(maxPause)))
+}
+
+// coldFactor is the slowdown at time since into the cold-start window:
+// ColdFactor at 0, falling linearly to 1 at ColdStart.
+func coldFactor(b *Behavior, since time.Duration) float64 {
+	if b.ColdStart <= 0 || b.ColdFactor <= 1 || since >= time.Duration(b.ColdStart) {
+		return 1
+	}
+	frac := float64(max(since, 0)) / float64(b.ColdStart)
+	return b.ColdFactor + (1-b.ColdFactor)*frac
+}
+
+// pause waits for d but gives up when the call ends, so a slow or queued
+// call never holds a handler past the client's deadline or past Stop.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (s *Server) rpcSetBehavior(_ context.Context, req *wrapperspb.StringValue) (proto.Message, error) {
+	b, err := s.patch(req.GetValue())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return jsonReply(b)
+}
+
+func (s *Server) rpcStats(context.Context, *emptypb.Empty) (proto.Message, error) {
+	return jsonReply(s.Stats())
+}
+
+// ResetRequest is the JSON the Admin/Reset RPC accepts; an empty request
+// string means the zero value.
+type ResetRequest struct {
+	// ColdRestart also restarts the cold-start clock (see Server.Reset).
+	ColdRestart bool `json:"coldRestart"`
+}
+
+func (s *Server) rpcReset(_ context.Context, req *wrapperspb.StringValue) (proto.Message, error) {
+	var r ResetRequest
+	if req.GetValue() != "" {
+		if err := decodeStrict(req.GetValue(), &r); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%sreset: %v", errPrefix, err)
+		}
+	}
+	s.Reset(r.ColdRestart)
+	return jsonReply(s.Stats())
+}
+
+// jsonReply wraps v's JSON in a StringValue. The types marshalled here
+// cannot fail to encode, but an Internal status is the honest answer if
+// one ever does.
+func jsonReply(v any) (proto.Message, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%sencode reply: %v", errPrefix, err)
+	}
+	return wrapperspb.String(string(js)), nil
+}

@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+func init() {
+	register(Scenario{Name: "cold-start", Run: func(s Scale) (*Table, error) {
+		r, err := ColdStart(s)
+		if err != nil {
+			return nil, err
+		}
+		return r.Table, nil
+	}})
+}
+
+// ColdStartResult holds the cold-start scenario's numbers per policy, in
+// column order.
+type ColdStartResult struct {
+	Policies []string
+	// Share2s, Share10s and Share30s are the new backend's share of the
+	// streams opened in the first 2 s, 10 s and 30 s after it joined (30 s
+	// is the slow-start window).
+	Share2s, Share10s, Share30s []float64
+	// Newcomer is how many streams the new backend holds 10 s after it
+	// joined; NewcomerP99 is the 99th-percentile first-message latency of
+	// those streams, and FleetP99 of every stream opened in those 10 s.
+	Newcomer              []int
+	NewcomerP99, FleetP99 []time.Duration
+	Table                 *Table
+}
+
+// Cold-start parameters.
+const (
+	coldOld        = 8   // backends at the start
+	coldPerBackend = 400 // streams each holds when the 9th joins
+	coldRate       = 150 // new streams per second, throughout
+	// coldWorkers is how many streams a backend serves at once: with 400
+	// streams on 100 workers, a first message waits for 4 service times.
+	coldWorkers = 100
+	// coldSpan is how long after the join new streams keep arriving.
+	coldSpan = 30 * time.Second
+)
+
+// ColdStart: 8 backends each hold about 400 long-lived streams, opened at
+// 150 per second from the start; then a 9th backend joins, cold (its first
+// requests take 10 times longer, easing linearly over 30 s), and streams
+// keep arriving. A stream's latency is its first message's: a 20 ms
+// service time, times the cold factor, times max(1, streams/100) for a
+// backend whose 100 workers share its streams (4 for a warm backend at 400).
+//
+// A full-scan least-connections balancer sees the newcomer's zero and sends
+// it every new stream until it has caught up, 400 streams later (herding);
+// two random choices give it a stream only when it is one of the two
+// sampled, about 2/9 of them; slow start lowers its weight while it warms.
+//
+// The run is small (about 7,700 streams per policy), so both scales run it
+// whole.
+func ColdStart(Scale) (*ColdStartResult, error) {
+	const n = coldOld + 1
+	backends := make([]Backend, n)
+	for i := range backends {
+		backends[i] = Backend{Servers: coldWorkers, Service: LogNormal(20*time.Millisecond, 0.25)}
+	}
+	newcomer := n - 1
+	backends[newcomer].ColdFor, backends[newcomer].ColdFactor = 30*time.Second, 10
+	// The newcomer joins when, on average, the old backends hold 400
+	// streams each.
+	join := coldOld * coldPerBackend * time.Second / coldRate
+	run := Run{
+		Seed:     3,
+		Backends: backends,
+		Initial:  backendIDs(coldOld),
+		Rate:     coldRate,
+		Duration: join + coldSpan,
+		// Streams outlive the run, so the old backends keep their load and
+		// only new streams can even it out.
+		StreamLife: func(*rand.Rand) time.Duration { return time.Hour },
+		Changes:    []Change{{At: join, Backends: backendIDs(n)}},
+	}
+	policies := append(loadAwarePolicies(),
+		GRPC("pickwise_p2c (slow start)", "pickwise_p2c", `{"slowStart":{"window":"30s"}}`))
+	out := &ColdStartResult{Policies: columns(policies)}
+	for _, p := range policies {
+		var opened2, opened10, opened30, to2, to10, to30 int
+		var fleet, fresh []time.Duration
+		r := run
+		r.OnPick = func(now time.Duration, _ *Request, backend int, first time.Duration) {
+			since := now - join
+			if since < 0 {
+				return
+			}
+			opened30++
+			if backend == newcomer {
+				to30++
+			}
+			if since >= 10*time.Second {
+				return
+			}
+			opened10++
+			fleet = append(fleet, first)
+			if backend == newcomer {
+				to10++
+				fresh = append(fresh, first)
+			}
+			if since < 2*time.Second {
+				opened2++
+				if backend == newcomer {
+					to2++
+				}
+			}
+		}
+		if _, err := r.Execute(p); err != nil {
+			return nil, err
+		}
+		out.Share2s = append(out.Share2s, float64(to2)/float64(max(opened2, 1)))
+		out.Share10s = append(out.Share10s, float64(to10)/float64(max(opened10, 1)))
+		out.Share30s = append(out.Share30s, float64(to30)/float64(max(opened30, 1)))
+		out.Newcomer = append(out.Newcomer, to10)
+		out.NewcomerP99 = append(out.NewcomerP99, durationQuantile(fresh, 0.99))
+		out.FleetP99 = append(out.FleetP99, durationQuantile(fleet, 0.99))
+	}
+
+	t := &Table{
+		Title: fmt.Sprintf("Cold start: %d backends hold ~%d streams each; a 9th joins cold (10x slower, easing over 30 s); %d new streams/s",
+			coldOld, coldPerBackend, coldRate),
+		Columns: out.Policies,
+	}
+	share2, share10, share30 := make([]string, len(policies)), make([]string, len(policies)), make([]string, len(policies))
+	held := make([]string, len(policies))
+	p99, fleetP99 := make([]string, len(policies)), make([]string, len(policies))
+	for i := range policies {
+		share2[i], share10[i], share30[i] = Pct(out.Share2s[i]), Pct(out.Share10s[i]), Pct(out.Share30s[i])
+		held[i] = fmt.Sprint(out.Newcomer[i])
+		p99[i], fleetP99[i] = Ms(out.NewcomerP99[i]), Ms(out.FleetP99[i])
+	}
+	t.AddRow("newcomer's share of new streams, first 2 s (fair: 11%)", share2...)
+	t.AddRow("newcomer's share of new streams, first 10 s", share10...)
+	t.AddRow("newcomer's share of new streams, first 30 s", share30...)
+	t.AddRow("streams on the newcomer after 10 s", held...)
+	t.AddRow("newcomer's p99 first-message latency, first 10 s", p99...)
+	t.AddRow("fleet's p99 first-message latency, first 10 s", fleetP99...)
+	t.AddNote("latency: a stream's first message, 20 ms x cold factor x streams/100 workers; a warm backend with 400 streams answers in about 80 ms")
+	notes(t, policies)
+	out.Table = t
+	return out, nil
+}
+
+// durationQuantile returns the q-quantile of ds (0 when empty), as
+// Result.Quantile does; it sorts ds.
+func durationQuantile(ds []time.Duration, q float64) time.Duration {
+	slices.Sort(ds)
+	r := Result{Latency: ds}
+	return r.Quantile(q)
+}

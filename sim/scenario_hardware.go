@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+func init() {
+	register(Scenario{Name: "hardware-generations", Run: func(s Scale) (*Table, error) {
+		r, err := HardwareGenerations(s)
+		if err != nil {
+			return nil, err
+		}
+		return r.Table, nil
+	}})
+}
+
+// HardwareResult holds the hardware-generations scenario's numbers: one
+// HardwareRun per number of balancers (1, then 20).
+type HardwareResult struct {
+	Policies []string
+	Runs     []HardwareRun
+	Table    *Table
+}
+
+// HardwareRun is one balancer count's numbers per policy, in column order.
+// Loads are means over a generation's backends, measured over the arrival
+// window.
+type HardwareRun struct {
+	Clients int
+	// NewUtil and OldUtil are the busy share of a new- and an
+	// old-generation backend's workers.
+	NewUtil, OldUtil []float64
+	// NewOffered and OldOffered are a backend's arrival rate over its
+	// capacity: above 1, its queue grows without bound.
+	NewOffered, OldOffered []float64
+	// P99 is the 99th percentile latency.
+	P99 []time.Duration
+	// InFlight is the mean number of requests one balancer has in flight
+	// at one backend: the whole of the signal a local load counter reads.
+	InFlight []float64
+}
+
+// Hardware generations, from the seed's worked example.
+const (
+	hwNew     = 9    // new-generation backends, 1,000 rps each
+	hwOld     = 3    // old-generation backends, 600 rps each
+	hwWorkers = 10   // concurrent requests per backend, both generations
+	hwRate    = 9000 // offered requests per second: 83% of 10,800
+)
+
+// hwService is each generation's service time. Both generations run the
+// same number of workers and the old one runs each request slower: an
+// older CPU generation is slower per request rather than narrower, so its
+// latency is higher even when idle, and its service rate (600/s against
+// 1,000/s) is what the seed's M/M/1 arithmetic uses. It also means a
+// backend's in-flight count, by Little's law, rises on the old generation
+// at the same arrival rate, which is the signal least-request balancing
+// works from. Service times are constant so that capacity is exactly
+// workers / service time.
+var hwService = [2]time.Duration{10 * time.Millisecond, time.Second / 60}
+
+// hwBackends returns the fleet, new generation first. With weighted, each
+// backend carries the weight an xDS control plane would publish for it,
+// proportional to capacity.
+func hwBackends(weighted bool) []Backend {
+	out := make([]Backend, hwNew+hwOld)
+	for i := range out {
+		gen := 0
+		if i >= hwNew {
+			gen = 1
+		}
+		out[i] = Backend{Servers: hwWorkers, Service: Const(hwService[gen])}
+		if weighted {
+			out[i].Weight = [2]uint32{10, 6}[gen]
+		}
+	}
+	return out
+}
+
+// HardwareGenerations: 9 backends sustaining 1,000 requests per second and
+// 3 older ones sustaining 600, 9,000 requests per second offered (83% of
+// the fleet's capacity), with 1 balancer and with 20. Round robin and
+// random give every backend 750 rps, 125% of an old one's capacity, so
+// those queues grow for as long as the run lasts. Least-request balancing
+// shifts load to the new generation, as far as its local counters can see:
+// with 20 balancers each one sees a twentieth of every backend's load and
+// the signal thins. "pickwise_p2c (weights)" is told the capacity ratio
+// through xDS-style endpoint weights (10 and 6).
+//
+// Utilization and offered load are measured over the arrival window (the
+// run's Duration), not until the last queued request drains: a backend
+// still draining an overload after arrivals stop would otherwise look
+// less loaded than it was.
+func HardwareGenerations(scale Scale) (*HardwareResult, error) {
+	duration := 20 * time.Second
+	if scale == Reduced {
+		duration = 3 * time.Second
+	}
+	type column struct {
+		policy   Policy
+		weighted bool
+	}
+	var cols []column
+	for _, p := range loadAwarePolicies() {
+		cols = append(cols, column{policy: p})
+	}
+	cols = append(cols, column{policy: GRPC("pickwise_p2c (weights)", "pickwise_p2c", `{}`), weighted: true})
+	policies := make([]Policy, len(cols))
+	for i, c := range cols {
+		policies[i] = c.policy
+	}
+	out := &HardwareResult{Policies: columns(policies)}
+
+	for _, clients := range []int{1, 20} {
+		hr := HardwareRun{Clients: clients}
+		for _, c := range cols {
+			m, err := hwMeasure(Run{
+				Seed:     7,
+				Backends: hwBackends(c.weighted),
+				Clients:  clients,
+				Rate:     hwRate,
+				Duration: duration,
+			}, c.policy)
+			if err != nil {
+				return nil, err
+			}
+			hr.NewUtil = append(hr.NewUtil, m.util[0])
+			hr.OldUtil = append(hr.OldUtil, m.util[1])
+			hr.NewOffered = append(hr.NewOffered, m.offered[0])
+			hr.OldOffered = append(hr.OldOffered, m.offered[1])
+			hr.P99 = append(hr.P99, m.p99)
+			hr.InFlight = append(hr.InFlight, m.inFlight)
+		}
+		out.Runs = append(out.Runs, hr)
+	}
+
+	t := &Table{
+		Title: fmt.Sprintf("Hardware generations: 9 backends at 1,000 rps and 3 at 600 rps, 9,000 rps offered (83%% of capacity) for %.0f s",
+			duration.Seconds()),
+		Columns: out.Policies,
+	}
+	pcts := func(xs []float64) []string {
+		cells := make([]string, len(xs))
+		for i, x := range xs {
+			cells[i] = Pct(x)
+		}
+		return cells
+	}
+	for _, hr := range out.Runs {
+		who := "1 balancer"
+		if hr.Clients > 1 {
+			who = fmt.Sprintf("%d balancers", hr.Clients)
+		}
+		p99 := make([]string, len(hr.P99))
+		inFlight := make([]string, len(hr.InFlight))
+		for i := range hr.P99 {
+			p99[i] = Ms(hr.P99[i])
+			inFlight[i] = fmt.Sprintf("%.2f", hr.InFlight[i])
+		}
+		t.AddRow(who+": new-gen utilization (even: 83%)", pcts(hr.NewUtil)...)
+		t.AddRow(who+": old-gen utilization (even: 83%)", pcts(hr.OldUtil)...)
+		t.AddRow(who+": old-gen offered load (even: 83%)", pcts(hr.OldOffered)...)
+		t.AddRow(who+": p99 latency", p99...)
+		t.AddRow(who+": in flight per backend, one balancer's view", inFlight...)
+	}
+	t.AddNote("offered load is arrivals over capacity; above 100% a backend's queue grows for as long as the run lasts, and so does the p99 of a policy that overloads it")
+	t.AddNote("pickwise_p2c (weights): endpoints carry weights 10 (new) and 6 (old), as an xDS control plane would publish them")
+	t.AddNote("pickwise_p2c (weights) with 1 balancer overshoots, leaving the old generation well below 83%: its cost, (in flight + 1) / weight, counts the slower service twice, in the weight and in the longer in-flight count it causes (Little's law); with 20 balancers the counts carry little and the weight alone lands nearer the even split")
+	t.AddNote(`"one balancer's view": the mean count a balancer's local counter for one backend reads; with 20 balancers it is a twentieth of the load and rarely tells an overloaded backend from a busy one`)
+	notes(t, policies)
+	out.Table = t
+	return out, nil
+}
+
+// hwMeasurement is one policy's run reduced to the scenario's numbers;
+// index 0 is the new generation, 1 the old.
+type hwMeasurement struct {
+	util, offered [2]float64
+	p99           time.Duration
+	inFlight      float64
+}
+
+// hwMeasure executes run with p and measures load over the arrival window
+// [0, run.Duration]. Result.Utilization and Result.Offered divide by the
+// time the run ends, after every queue has drained; here every request
+// succeeds (no deadline, no failures) and service times are constant, so a
+// request that completed at t kept one worker busy during [t-service, t],
+// and the window's share of that is exact.
+func hwMeasure(run Run, p Policy) (hwMeasurement, error) {
+	window := run.Duration
+	overlap := func(from, to time.Duration) time.Duration {
+		return max(0, min(to, window)-max(from, 0))
+	}
+	var busy [2]time.Duration
+	var held time.Duration // request-time in flight within the window
+	run.OnDone = func(now time.Duration, _ *Request, backend int, lat time.Duration, err error) {
+		held += overlap(now-lat, now)
+		if err != nil || backend < 0 {
+			return
+		}
+		gen := hwGen(backend)
+		busy[gen] += overlap(now-hwService[gen], now)
+	}
+	res, err := run.Execute(p)
+	if err != nil {
+		return hwMeasurement{}, err
+	}
+	if res.Failed > 0 {
+		// Busy time is reconstructed from completions; a failure would
+		// leave a gap in it.
+		return hwMeasurement{}, fmt.Errorf("%s: %d requests failed; hardware-generations assumes none", p.Name, res.Failed)
+	}
+	var m hwMeasurement
+	var arrived [2]int
+	for id, n := range res.Picks {
+		arrived[hwGen(id)] += n
+	}
+	counts := [2]int{hwNew, hwOld}
+	for gen := range 2 {
+		capacity := float64(hwWorkers) / hwService[gen].Seconds()
+		m.offered[gen] = float64(arrived[gen]) / window.Seconds() / capacity / float64(counts[gen])
+		m.util[gen] = busy[gen].Seconds() / window.Seconds() / float64(hwWorkers*counts[gen])
+	}
+	m.p99 = res.Quantile(0.99)
+	// Little's law over the window: mean in flight is held request-time
+	// over elapsed time, spread over backends and balancers.
+	m.inFlight = held.Seconds() / window.Seconds() / float64((hwNew+hwOld)*max(run.Clients, 1))
+	return m, nil
+}
+
+// hwGen is backend id's generation: 0 new, 1 old.
+func hwGen(id int) int {
+	if id >= hwNew {
+		return 1
+	}
+	return 0
+}

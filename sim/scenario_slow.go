@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+func init() {
+	register(Scenario{Name: "slow-backend", Run: func(s Scale) (*Table, error) {
+		r, err := SlowBackend(s)
+		if err != nil {
+			return nil, err
+		}
+		return r.Table, nil
+	}})
+}
+
+// SlowBackendResult holds the slow-backend scenario's numbers per policy,
+// in column order.
+type SlowBackendResult struct {
+	Policies []string
+	// P50, P99 and P999 are quantiles of the latency of successful
+	// requests.
+	P50, P99, P999 []time.Duration
+	// CallerP99 and CallerP999 are quantiles over every request as its
+	// caller saw it: a request that timed out counts at the deadline.
+	CallerP99, CallerP999 []time.Duration
+	// Success is the share of requests that succeeded within the deadline.
+	Success []float64
+	// SlowShare is the slow backend's share of the requests placed while
+	// it was slow (fair: 1/11).
+	SlowShare []float64
+	Table     *Table
+}
+
+// SlowBackend: 11 backends with a 167 ms median service time (lognormal,
+// sigma 0.3), 1,000 requests per second for 60 s with a 1 s deadline; from
+// 15 s to 45 s one backend takes 2 s. This is the experiment Linkerd
+// published for Peak EWMA. Backends serve without a concurrency limit, so
+// the slow one is slow for every request without queueing: the case where
+// in-flight counts rise only because requests stay longer (Little's law).
+// The reduced run keeps the shape: 20 s, slow from 5 s to 15 s.
+//
+// With the deadline, almost every request placed on the slow backend fails
+// at 1 s (its median is twice the deadline), so the latency of successful
+// requests barely shows the damage; the failures, and the caller's latency
+// with a timeout counted at the deadline, do.
+func SlowBackend(scale Scale) (*SlowBackendResult, error) {
+	run, from, to := slowRun(scale)
+	policies := loadAwarePolicies()
+	out := &SlowBackendResult{Policies: columns(policies)}
+	for _, p := range policies {
+		m, err := slowMeasure(run, p, from, to)
+		if err != nil {
+			return nil, err
+		}
+		out.P50 = append(out.P50, m.p50)
+		out.P99 = append(out.P99, m.p99)
+		out.P999 = append(out.P999, m.p999)
+		out.CallerP99 = append(out.CallerP99, m.callerP99)
+		out.CallerP999 = append(out.CallerP999, m.callerP999)
+		out.Success = append(out.Success, m.success)
+		out.SlowShare = append(out.SlowShare, m.slowShare)
+	}
+	t := &Table{
+		Title: fmt.Sprintf("Slow backend: 11 backends, 167 ms median service, 1,000 rps for %.0f s, 1 s deadline; backend-0 takes 2 s from %.0f s to %.0f s",
+			run.Duration.Seconds(), from.Seconds(), to.Seconds()),
+		Columns: out.Policies,
+	}
+	durations := func(ds []time.Duration) []string {
+		cells := make([]string, len(ds))
+		for i, d := range ds {
+			cells[i] = Ms(d)
+		}
+		return cells
+	}
+	pcts := func(xs []float64) []string {
+		cells := make([]string, len(xs))
+		for i, x := range xs {
+			cells[i] = Pct(x)
+		}
+		return cells
+	}
+	t.AddRow("p50, successful requests", durations(out.P50)...)
+	t.AddRow("p99, successful requests", durations(out.P99)...)
+	t.AddRow("p99.9, successful requests", durations(out.P999)...)
+	t.AddRow("p99, caller's view (timeout = 1 s)", durations(out.CallerP99)...)
+	t.AddRow("p99.9, caller's view (timeout = 1 s)", durations(out.CallerP999)...)
+	t.AddRow("success within the deadline", pcts(out.Success)...)
+	t.AddRow("share to backend-0 while slow (fair: 9.1%)", pcts(out.SlowShare)...)
+	t.AddNote("a request placed on the slow backend almost always times out (its median is twice the deadline), so it leaves the successful latencies and shows up in the success rate and the caller's view")
+	notes(t, policies)
+	out.Table = t
+	return out, nil
+}
+
+// slowBackendID is the backend that turns slow.
+const slowBackendID = 0
+
+// slowRun returns the scenario's run and its slow window.
+func slowRun(scale Scale) (run Run, from, to time.Duration) {
+	const (
+		n      = 11
+		median = 167 * time.Millisecond
+		slow   = 2 * time.Second
+	)
+	duration := 60 * time.Second
+	from, to = 15*time.Second, 45*time.Second
+	if scale == Reduced {
+		duration, from, to = 20*time.Second, 5*time.Second, 15*time.Second
+	}
+	backends := make([]Backend, n)
+	for i := range backends {
+		backends[i] = Backend{Service: LogNormal(median, 0.3)}
+	}
+	backends[slowBackendID].Slow = []Window{{From: from, To: to, Factor: float64(slow) / float64(median)}}
+	return Run{Seed: 3, Backends: backends, Rate: 1000, Duration: duration, Deadline: time.Second}, from, to
+}
+
+// slowMeasurement is one policy's run reduced to the scenario's numbers.
+type slowMeasurement struct {
+	p50, p99, p999        time.Duration
+	callerP99, callerP999 time.Duration
+	success, slowShare    float64
+}
+
+// slowMeasure executes run with p. The slow backend's share counts
+// requests by when they were placed, so a request placed just before the
+// window that finished inside it does not count.
+func slowMeasure(run Run, p Policy, from, to time.Duration) (slowMeasurement, error) {
+	var (
+		caller           []time.Duration
+		inWindow, onSlow int
+	)
+	run.OnDone = func(now time.Duration, _ *Request, backend int, lat time.Duration, _ error) {
+		caller = append(caller, lat)
+		if start := now - lat; backend >= 0 && start >= from && start < to {
+			inWindow++
+			if backend == slowBackendID {
+				onSlow++
+			}
+		}
+	}
+	res, err := run.Execute(p)
+	if err != nil {
+		return slowMeasurement{}, err
+	}
+	slices.Sort(caller)
+	// Result.Quantile reads only Latency, so a Result over the caller's
+	// latencies gives both views the same quantile definition.
+	callerView := &Result{Latency: caller}
+	m := slowMeasurement{
+		p50:        res.Quantile(0.5),
+		p99:        res.Quantile(0.99),
+		p999:       res.Quantile(0.999),
+		callerP99:  callerView.Quantile(0.99),
+		callerP999: callerView.Quantile(0.999),
+		success:    1 - res.ErrorRate(),
+	}
+	if inWindow > 0 {
+		m.slowShare = float64(onSlow) / float64(inWindow)
+	}
+	return m, nil
+}
