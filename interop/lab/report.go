@@ -83,8 +83,10 @@ const (
 	marginR      = 20
 )
 
-// cdfSVG plots each policy's latency CDF on a logarithmic time axis, where
-// a tail a hundred times the median still fits beside it.
+// cdfSVG plots each policy's latency distribution: a logarithmic time axis,
+// where a tail a hundred times the median still fits beside it, against a
+// "nines" axis (0.9, 0.99, 0.999), where the tail a user feels takes as
+// much room as the median.
 func cdfSVG(s section) string {
 	lo, hi := math.Inf(1), 0.0
 	for _, lat := range s.Latencies {
@@ -102,19 +104,28 @@ func cdfSVG(s section) string {
 	x := func(v float64) float64 {
 		return marginL + (math.Log10(math.Max(v, lo))-llo)/(lhi-llo)*(plotW-marginL-marginR)
 	}
-	y := func(q float64) float64 { return plotH - marginB - q*(plotH-marginB-marginT) }
+	const nines = 3.0 // the axis tops out at 0.999
+	y := func(q float64) float64 {
+		v := nines
+		if q < 1 {
+			v = math.Min(-math.Log10(1-q), nines)
+		}
+		return plotH - marginB - v/nines*(plotH-marginB-marginT)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img"><title>latency CDF</title>`, plotW, plotH, plotW, plotH)
-	axes(&b, "latency (ms, log scale)", "share of calls")
+	axes(&b, "latency (ms, log scale)", "share of calls at or below")
 	for dec := math.Floor(llo); dec <= math.Ceil(lhi); dec++ {
-		v := math.Pow(10, dec)
-		if v < lo || v > math.Pow(10, lhi) {
-			continue
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, dec)
+			if v < lo || v > math.Pow(10, lhi) {
+				continue
+			}
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" font-size="11" text-anchor="middle">%g</text>`,
+				x(v), marginT, x(v), plotH-marginB, x(v), plotH-marginB+14, v)
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" font-size="11" text-anchor="middle">%g</text>`,
-			x(v), marginT, x(v), plotH-marginB, x(v), plotH-marginB+14, v)
 	}
-	for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999} {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" font-size="11" text-anchor="end">%g</text>`, marginL-4, y(q)+4, q)
 	}
 	for i, name := range s.Order {
@@ -123,14 +134,17 @@ func cdfSVG(s section) string {
 			continue
 		}
 		var pts []string
-		step := max(1, len(lat)/400) // enough points for a smooth curve
-		for j := 0; j < len(lat); j += step {
+		// Evenly spaced in the nines, so the tail gets as many points as
+		// the body.
+		for _, j := range ninesIndexes(len(lat)) {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(ms(lat[j])), y(float64(j+1)/float64(len(lat)))))
 		}
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(ms(lat[len(lat)-1])), y(1)))
 		c := palette[i%len(palette)]
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, c, strings.Join(pts, " "))
-		legend(&b, i, name, c)
+		// Bottom right: the curves rise from the bottom left and flatten
+		// along the top.
+		legendAt(&b, plotW-170, plotH-marginB-10-14*(len(s.Order)-i), name, c)
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
@@ -185,8 +199,12 @@ func axes(b *strings.Builder, xLabel, yLabel string) {
 }
 
 func legend(b *strings.Builder, i int, name, colour string) {
+	legendAt(b, marginL+10, marginT+i*14, name, colour)
+}
+
+func legendAt(b *strings.Builder, x, y int, name, colour string) {
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11">%s</text>`,
-		marginL+10, marginT+i*14, colour, marginL+24, marginT+i*14+9, template.HTMLEscapeString(name))
+		x, y, colour, x+14, y+9, template.HTMLEscapeString(name))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -203,5 +221,21 @@ func shortName(s string) string {
 func sortedCopy(d []time.Duration) []time.Duration {
 	out := append([]time.Duration(nil), d...)
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// ninesIndexes picks about 400 indexes into n sorted samples, spaced evenly
+// on the nines axis.
+func ninesIndexes(n int) []int {
+	var out []int
+	last := -1
+	for k := 0; k <= 400; k++ {
+		q := 1 - math.Pow(10, -3*float64(k)/400)
+		j := min(int(q*float64(n)), n-1)
+		if j != last {
+			out = append(out, j)
+			last = j
+		}
+	}
 	return out
 }

@@ -102,12 +102,20 @@ func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies 
 
 // section builds the report section shared by the load-aware scenarios.
 func (l *lab) section(name string, t *sim.Table, rs []result) section {
-	s := section{Name: name, Table: t, Latencies: map[string][]time.Duration{}, Shares: map[string][]float64{}, Backends: l.fleet.names}
+	s := section{Name: name, Table: t, Latencies: map[string][]time.Duration{}, Shares: map[string][]float64{}}
+	used := 0 // backends past the last one any policy used are not plotted
 	for _, r := range rs {
 		s.Order = append(s.Order, r.policy)
 		s.Latencies[r.policy] = r.out.latencies
-		s.Shares[r.policy] = r.out.shares(l.fleet)
+		sh := r.out.shares(l.fleet)
+		s.Shares[r.policy] = sh
+		for i, v := range sh {
+			if v > 0 {
+				used = max(used, i+1)
+			}
+		}
 	}
+	s.Backends = l.fleet.names[:used]
 	return s
 }
 
