@@ -41,7 +41,8 @@ type HardwareRun struct {
 	InFlight []float64
 }
 
-// Hardware generations, from the seed's worked example.
+// Hardware generations, the classic worked example of round robin
+// overloading older machines.
 const (
 	hwNew     = 9    // new-generation backends, 1,000 rps each
 	hwOld     = 3    // old-generation backends, 600 rps each
@@ -53,7 +54,7 @@ const (
 // same number of workers and the old one runs each request slower: an
 // older CPU generation is slower per request rather than narrower, so its
 // latency is higher even when idle, and its service rate (600/s against
-// 1,000/s) is what the seed's M/M/1 arithmetic uses. It also means a
+// 1,000/s) is what the textbook M/M/1 arithmetic uses. It also means a
 // backend's in-flight count, by Little's law, rises on the old generation
 // at the same arrival rate, which is the signal least-request balancing
 // works from. Service times are constant so that capacity is exactly

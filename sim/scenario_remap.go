@@ -35,7 +35,7 @@ type RemapResult struct {
 	Table              *Table
 }
 
-// Remap-storm parameters: the seed's cache tier, 200,000 requests per
+// Remap-storm parameters: a cache tier serving 200,000 requests per
 // second at a 95% hit ratio in front of an origin.
 const (
 	remapRate     = 200_000

@@ -28,7 +28,7 @@ func TestRemapStorm(t *testing.T) {
 		t.Errorf("ring_hash: %.3f of keys moved, want < 0.2", m)
 	}
 	t.Logf("ring_hash: %.3f of keys moved between old backends", r.MovedBetweenOld[ring])
-	// The seed's illustration, 1/11 of keys moving, puts the two spikes
+	// The textbook illustration, 1/11 of keys moving, puts the two spikes
 	// 6.7 times apart (18x against 2.7x); with ring_hash's 16% the measured
 	// gap is 19.1x against 4.0x, 4.8 times.
 	if r.Spike[mod] <= 4*r.Spike[ring] {
