@@ -95,6 +95,8 @@ type loopClock struct{ l *Loop }
 
 func (c loopClock) Now() time.Time { return epoch.Add(c.l.now) }
 
+func (c loopClock) Nanotime() int64 { return int64(c.l.now) }
+
 func (c loopClock) AfterFunc(d time.Duration, f func()) engine.Timer {
 	return timer{c.l.After(d, f)}
 }

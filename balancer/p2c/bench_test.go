@@ -1,8 +1,6 @@
 package p2c_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -10,38 +8,7 @@ import (
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
 	_ "google.golang.org/grpc/balancer/leastrequest" // the peer we measure against
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/resolver"
 )
-
-// readyPicker builds the named policy through grpc's registry, exactly as a
-// channel would, over n READY endpoints, and returns its picker.
-func readyPicker(b *testing.B, policy, cfg string, n int) (balancer.Picker, func()) {
-	b.Helper()
-	builder := balancer.Get(policy)
-	parsed, err := builder.(balancer.ConfigParser).ParseConfig(json.RawMessage(cfg))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cc := testkit.NewClientConn()
-	bal := builder.Build(cc, balancer.BuildOptions{})
-	as := addrs(n)
-	if err := bal.UpdateClientConnState(balancer.ClientConnState{
-		ResolverState:  resolver.State{Endpoints: endpointsOf(as)},
-		BalancerConfig: parsed,
-	}); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := cc.SetReady(ctx, as...); err != nil {
-		b.Fatal(err)
-	}
-	if err := cc.WaitForState(ctx, connectivity.Ready); err != nil {
-		b.Fatal(err)
-	}
-	return cc.State().Picker, bal.Close
-}
 
 // BenchmarkPick measures one pick and its Done, from many goroutines at
 // once as a busy channel does, for pickwise_p2c and grpc-go's
@@ -54,7 +21,7 @@ func BenchmarkPick(b *testing.B) {
 	for _, pol := range policies {
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("%s/n=%d", pol.name, n), func(b *testing.B) {
-				p, closeFn := readyPicker(b, pol.name, pol.cfg, n)
+				p, closeFn := testkit.ReadyPicker(b, pol.name, pol.cfg, n)
 				defer closeFn()
 				b.ReportAllocs()
 				b.ResetTimer()

@@ -56,12 +56,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 			return nil, fmt.Errorf("%s: %v", Name, err)
 		}
 	}
-	// "If choice_count < 2, the config will be rejected." (gRFC A48)
-	if cfg.ChoiceCount < 2 {
-		return nil, fmt.Errorf("%s: choiceCount %d: must be >= 2", Name, cfg.ChoiceCount)
+	if err := engine.ClampChoiceCount(Name, &cfg.ChoiceCount); err != nil {
+		return nil, err
 	}
-	// "...a choice_count > 10 ... will set choice_count = 10." (gRFC A48)
-	cfg.ChoiceCount = min(cfg.ChoiceCount, engine.MaxChoices)
 	// Envoy requires active_request_bias >= 0. The upper bound is ours: past
 	// it (inFlight+1)^bias overflows to +Inf for modest in-flight counts and
 	// every candidate would tie.

@@ -27,11 +27,11 @@ func within(t *testing.T, what string, got, want, tol float64) {
 func TestPickUniformWhenIdle(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(10)
-	h.start(as...)
+	h.Start(as...)
 	// Every RPC finishes before the next pick, so every pair ties and the
 	// first draw wins: picks must be uniform.
 	const n = 20000
-	got, _ := h.count(n, false)
+	got, _ := h.Count(n, false)
 	for _, a := range as {
 		within(t, "share of "+a, float64(got[a])/n, 0.1, 0.01)
 	}
@@ -40,8 +40,8 @@ func TestPickUniformWhenIdle(t *testing.T) {
 func TestPickBalancesInFlight(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(10)
-	h.start(as...)
-	got, pending := h.count(1000, true)
+	h.Start(as...)
+	got, pending := h.Count(1000, true)
 	defer finish(pending, nil)
 	lo, hi := math.MaxInt, 0
 	for _, a := range as {
@@ -57,8 +57,8 @@ func TestPickBalancesInFlight(t *testing.T) {
 func TestPickChoiceCountCoversAll(t *testing.T) {
 	h := newHarness(t, `{"choiceCount": 10}`)
 	as := addrs(10)
-	h.start(as...)
-	got, pending := h.count(1000, true)
+	h.Start(as...)
+	got, pending := h.Count(1000, true)
 	defer finish(pending, nil)
 	for _, a := range as {
 		if got[a] != 100 {
@@ -70,8 +70,8 @@ func TestPickChoiceCountCoversAll(t *testing.T) {
 func TestPickChoiceCountThree(t *testing.T) {
 	h := newHarness(t, `{"choiceCount": 3}`)
 	as := addrs(100)
-	h.start(as...)
-	got, pending := h.count(2000, true)
+	h.Start(as...)
+	got, pending := h.Count(2000, true)
 	defer finish(pending, nil)
 	for _, a := range as {
 		if got[a] < 17 || got[a] > 23 {
@@ -84,12 +84,12 @@ func TestPickWeights(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(4)
 	weights := []uint32{1, 2, 3, 4}
-	if err := h.update(endpoint(as[0], 1), endpoint(as[1], 2), endpoint(as[2], 3), endpoint(as[3], 4)); err != nil {
+	if err := h.Update(endpoint(as[0], 1), endpoint(as[1], 2), endpoint(as[2], 3), endpoint(as[3], 4)); err != nil {
 		t.Fatal(err)
 	}
-	h.ready(as...)
+	h.Ready(as...)
 	const n = 2000
-	got, pending := h.count(n, true)
+	got, pending := h.Count(n, true)
 	defer finish(pending, nil)
 	// With RPCs held open, the cost (inFlight+1)/weight equalizes, so
 	// in-flight counts follow the weights.
@@ -102,11 +102,11 @@ func TestPickActiveRequestBias(t *testing.T) {
 	t.Run("bias 0 is weighted random", func(t *testing.T) {
 		h := newHarness(t, `{"activeRequestBias": 0}`)
 		as := addrs(2)
-		if err := h.update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
+		if err := h.Update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
 			t.Fatal(err)
 		}
-		h.ready(as...)
-		got, pending := h.count(300, true)
+		h.Ready(as...)
+		got, pending := h.Count(300, true)
 		defer finish(pending, nil)
 		// Both endpoints are always candidates and in-flight counts are
 		// ignored, so the heavier one always wins.
@@ -117,11 +117,11 @@ func TestPickActiveRequestBias(t *testing.T) {
 	t.Run("bias 2 favours load over weight", func(t *testing.T) {
 		h := newHarness(t, `{"activeRequestBias": 2}`)
 		as := addrs(2)
-		if err := h.update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
+		if err := h.Update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
 			t.Fatal(err)
 		}
-		h.ready(as...)
-		got, pending := h.count(1000, true)
+		h.Ready(as...)
+		got, pending := h.Count(1000, true)
 		defer finish(pending, nil)
 		// (a+1)^2/1 = (b+1)^2/3 at balance, so b/a tends to sqrt(3).
 		within(t, "in-flight ratio heavy/light", float64(got[as[1]])/float64(got[as[0]]), math.Sqrt(3), 0.05)
@@ -131,32 +131,32 @@ func TestPickActiveRequestBias(t *testing.T) {
 func TestSlowStartRamp(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10}}`)
 	as := addrs(3)
-	h.start(as[:2]...)
+	h.Start(as[:2]...)
 
 	// The third endpoint joins after the first picker: it ramps.
-	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[2], 0)); err != nil {
+	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[2], 0)); err != nil {
 		t.Fatal(err)
 	}
-	h.ready(as[2])
+	h.Ready(as[2])
 
 	share := func() float64 {
 		const n = 2100
-		got, pending := h.count(n, true)
+		got, pending := h.Count(n, true)
 		finish(pending, nil)
 		return float64(got[as[2]]) / n
 	}
 	// In-flight counts equalize cost, so the newcomer's share is
 	// factor / (2 + factor).
 	within(t, "newcomer share at 0s (factor 0.1)", share(), 0.1/2.1, 0.01)
-	h.clock.Advance(5 * time.Second)
+	h.Clock.Advance(5 * time.Second)
 	within(t, "newcomer share at 5s (factor 0.5)", share(), 0.5/2.5, 0.015)
 
-	updates := h.cc.Updates()
-	h.clock.Advance(5 * time.Second)
-	if h.cc.Updates() == updates {
+	updates := h.CC.Updates()
+	h.Clock.Advance(5 * time.Second)
+	if h.CC.Updates() == updates {
 		t.Error("no new picker when the ramp ended")
 	}
-	if p := h.clock.Pending(); p != 0 {
+	if p := h.Clock.Pending(); p != 0 {
 		t.Errorf("%d timers pending after the ramp ended, want 0", p)
 	}
 	within(t, "newcomer share after the window", share(), 1.0/3, 0.015)
@@ -165,14 +165,14 @@ func TestSlowStartRamp(t *testing.T) {
 func TestSlowStartAggression(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 2, "minWeightPercent": 1}}`)
 	as := addrs(2)
-	h.start(as[0])
-	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
+	h.Start(as[0])
+	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
 		t.Fatal(err)
 	}
-	h.ready(as[1])
-	h.clock.Advance(2500 * time.Millisecond)
+	h.Ready(as[1])
+	h.Clock.Advance(2500 * time.Millisecond)
 	const n = 3000
-	got, pending := h.count(n, true)
+	got, pending := h.Count(n, true)
 	defer finish(pending, nil)
 	// factor = 0.25^(1/2) = 0.5: share 0.5/1.5.
 	within(t, "newcomer share at a quarter of the window", float64(got[as[1]])/n, 1.0/3, 0.01)
@@ -181,13 +181,13 @@ func TestSlowStartAggression(t *testing.T) {
 func TestSlowStartInitialFleetDoesNotRamp(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
 	as := addrs(4)
-	h.start(as...)
-	got, pending := h.count(400, true)
+	h.Start(as...)
+	got, pending := h.Count(400, true)
 	defer finish(pending, nil)
 	for _, a := range as {
 		within(t, "share of initial endpoint "+a, float64(got[a])/400, 0.25, 0.01)
 	}
-	if p := h.clock.Pending(); p != 0 {
+	if p := h.Clock.Pending(); p != 0 {
 		t.Errorf("%d ramp timers pending for the initial fleet, want 0", p)
 	}
 }
@@ -195,12 +195,12 @@ func TestSlowStartInitialFleetDoesNotRamp(t *testing.T) {
 func TestSlowStartAfterConnectionFailure(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
 	as := addrs(2)
-	h.start(as...)
-	h.down(as[1], errors.New("connection refused"))
-	h.up(as[1])
+	h.Start(as...)
+	h.Down(as[1], errors.New("connection refused"))
+	h.Up(as[1])
 
 	const n = 1100
-	got, pending := h.count(n, true)
+	got, pending := h.Count(n, true)
 	defer finish(pending, nil)
 	within(t, "share of the recovered endpoint", float64(got[as[1]])/n, 0.1/1.1, 0.01)
 }
@@ -208,16 +208,16 @@ func TestSlowStartAfterConnectionFailure(t *testing.T) {
 func TestSlowStartNotAfterGracefulReconnect(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
 	as := addrs(2)
-	h.start(as...)
+	h.Start(as...)
 	// A GOAWAY moves a READY SubConn to IDLE and the reconnect succeeds at
 	// once: the same warm process.
-	sc := h.lose(as[1])
+	sc := h.Lose(as[1])
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-	if err := h.cc.WaitForState(h.ctx, connectivity.Ready); err != nil {
+	if err := h.CC.WaitForState(h.Ctx, connectivity.Ready); err != nil {
 		t.Fatal(err)
 	}
-	got, pending := h.count(400, true)
+	got, pending := h.Count(400, true)
 	defer finish(pending, nil)
 	within(t, "share of the reconnected endpoint", float64(got[as[1]])/400, 0.5, 0.01)
 }
@@ -225,13 +225,13 @@ func TestSlowStartNotAfterGracefulReconnect(t *testing.T) {
 func TestEndpointsRemovedAndAdded(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(4)
-	h.start(as[:3]...)
-	removed := h.cc.SubConnFor(as[2])
+	h.Start(as[:3]...)
+	removed := h.CC.SubConnFor(as[2])
 
-	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
+	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := h.count(1000, false)
+	got, _ := h.Count(1000, false)
 	if got[as[2]] != 0 {
 		t.Errorf("removed endpoint got %d picks", got[as[2]])
 	}
@@ -239,26 +239,26 @@ func TestEndpointsRemovedAndAdded(t *testing.T) {
 		t.Error("removed endpoint's SubConn was not shut down")
 	}
 
-	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[3], 0)); err != nil {
+	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[3], 0)); err != nil {
 		t.Fatal(err)
 	}
-	h.ready(as[3])
-	got, _ = h.count(3000, false)
+	h.Ready(as[3])
+	got, _ = h.Count(3000, false)
 	within(t, "share of the added endpoint", float64(got[as[3]])/3000, 1.0/3, 0.04)
 }
 
 func TestEndpointFlapping(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(3)
-	h.start(as...)
+	h.Start(as...)
 	for round := 0; round < 5; round++ {
-		h.down(as[1], errors.New("reset"))
-		got, _ := h.count(300, false)
+		h.Down(as[1], errors.New("reset"))
+		got, _ := h.Count(300, false)
 		if got[as[1]] != 0 {
 			t.Fatalf("round %d: endpoint in TRANSIENT_FAILURE got %d picks", round, got[as[1]])
 		}
-		h.up(as[1])
-		got, _ = h.count(300, false)
+		h.Up(as[1])
+		got, _ = h.Count(300, false)
 		if got[as[1]] == 0 {
 			t.Fatalf("round %d: endpoint back to READY got no picks", round)
 		}
@@ -268,20 +268,20 @@ func TestEndpointFlapping(t *testing.T) {
 func TestNoReadyEndpointQueues(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(2)
-	if err := h.update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
+	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range as {
-		sc, err := h.cc.WaitForSubConn(h.ctx, a)
+		sc, err := h.CC.WaitForSubConn(h.Ctx, a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
 	}
-	if err := h.cc.WaitForState(h.ctx, connectivity.Connecting); err != nil {
+	if err := h.CC.WaitForState(h.Ctx, connectivity.Connecting); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.cc.State().Picker.Pick(balancer.PickInfo{}); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+	if _, err := h.CC.State().Picker.Pick(balancer.PickInfo{}); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
 		t.Fatalf("Pick while CONNECTING: %v, want ErrNoSubConnAvailable so RPCs queue", err)
 	}
 }
@@ -289,14 +289,14 @@ func TestNoReadyEndpointQueues(t *testing.T) {
 func TestAllTransientFailure(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(3)
-	h.start(as...)
+	h.Start(as...)
 	for _, a := range as {
-		h.down(a, errors.New("connection refused by "+a))
+		h.Down(a, errors.New("connection refused by "+a))
 	}
-	if err := h.cc.WaitForState(h.ctx, connectivity.TransientFailure); err != nil {
+	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.cc.State().Picker.Pick(balancer.PickInfo{})
+	_, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
 	if err == nil || !strings.Contains(err.Error(), "pickwise_p2c: none of 3 endpoints is READY") || !strings.Contains(err.Error(), "connection refused by") {
 		t.Fatalf("Pick error = %v, want one naming the policy and the connection error", err)
 	}
@@ -308,27 +308,27 @@ func TestAllTransientFailure(t *testing.T) {
 
 func TestEmptyEndpointList(t *testing.T) {
 	h := newHarness(t, `{}`)
-	if err := h.update(); !errors.Is(err, balancer.ErrBadResolverState) {
+	if err := h.Update(); !errors.Is(err, balancer.ErrBadResolverState) {
 		t.Errorf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
 	}
-	if err := h.cc.WaitForState(h.ctx, connectivity.TransientFailure); err != nil {
+	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.cc.State().Picker.Pick(balancer.PickInfo{})
+	_, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
 	if err == nil || !strings.Contains(err.Error(), "pickwise_p2c: no endpoints to pick from") {
 		t.Fatalf("Pick error = %v, want one saying the policy has no endpoints", err)
 	}
 
-	h.b.ResolverError(errors.New("dns: no such host"))
-	_, err = h.cc.State().Picker.Pick(balancer.PickInfo{})
+	h.B.ResolverError(errors.New("dns: no such host"))
+	_, err = h.CC.State().Picker.Pick(balancer.PickInfo{})
 	if err == nil || !strings.Contains(err.Error(), "dns: no such host") {
 		t.Fatalf("Pick error after a resolver error = %v, want it to carry the resolver error", err)
 	}
 
 	// The balancer recovers when endpoints arrive.
 	as := addrs(2)
-	h.start(as...)
-	if got, _ := h.count(10, false); got[as[0]]+got[as[1]] != 10 {
+	h.Start(as...)
+	if got, _ := h.Count(10, false); got[as[0]]+got[as[1]] != 10 {
 		t.Fatalf("picks after recovery: %v", got)
 	}
 }
@@ -336,13 +336,13 @@ func TestEmptyEndpointList(t *testing.T) {
 func TestDoneAfterEndpointRemoved(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(2)
-	h.start(as...)
-	_, pending := h.count(10, true)
-	if err := h.update(endpoint(as[0], 0)); err != nil {
+	h.Start(as...)
+	_, pending := h.Count(10, true)
+	if err := h.Update(endpoint(as[0], 0)); err != nil {
 		t.Fatal(err)
 	}
 	finish(pending, status.Error(codes.Unavailable, "connection closed"))
-	got, _ := h.count(10, false)
+	got, _ := h.Count(10, false)
 	if got[as[0]] != 10 {
 		t.Fatalf("picks after removal: %v", got)
 	}
@@ -355,11 +355,11 @@ func TestDoneAfterEndpointRemoved(t *testing.T) {
 func blackHoleShare(t *testing.T, cfg string, n, concurrency, picks int) float64 {
 	h := newHarness(t, cfg)
 	as := addrs(n)
-	h.start(as...)
+	h.Start(as...)
 	var queue []func(balancer.DoneInfo)
 	bad := 0
 	for i := 0; i < picks; i++ {
-		a, done := h.pick()
+		a, done := h.Pick()
 		if a == as[0] {
 			bad++
 			done(outcome(status.Error(codes.Unavailable, "dependency down")))
@@ -392,16 +392,16 @@ func TestFailurePenaltyIgnoresClientErrors(t *testing.T) {
 		t.Run(code.String(), func(t *testing.T) {
 			h := newHarness(t, `{}`)
 			as := addrs(2)
-			h.start(as...)
+			h.Start(as...)
 			for i := 0; i < 200; i++ {
-				a, done := h.pick()
+				a, done := h.Pick()
 				var err error
 				if a == as[0] {
 					err = status.Error(code, "caller's fault")
 				}
 				done(outcome(err))
 			}
-			got, pending := h.count(400, true)
+			got, pending := h.Count(400, true)
 			defer finish(pending, nil)
 			within(t, "share of the endpoint returning client errors", float64(got[as[0]])/400, 0.5, 0.01)
 		})
@@ -413,7 +413,7 @@ func TestFailurePenaltyIgnoresClientErrors(t *testing.T) {
 func failingRun(h *harness, as []string, failing *bool, picks int) float64 {
 	bad := 0
 	for i := 0; i < picks; i++ {
-		a, done := h.pick()
+		a, done := h.Pick()
 		var err error
 		if a == as[0] {
 			bad++
@@ -429,7 +429,7 @@ func failingRun(h *harness, as []string, failing *bool, picks int) float64 {
 func TestFailurePenaltyForgivesWithTime(t *testing.T) {
 	h := newHarness(t, `{"failurePenalty": {"halfLife": "5s"}}`)
 	as := addrs(4)
-	h.start(as...)
+	h.Start(as...)
 	failing := true
 	failingRun(h, as, &failing, 1000)
 	if share := failingRun(h, as, &failing, 4000); share > 0.01 {
@@ -439,7 +439,7 @@ func TestFailurePenaltyForgivesWithTime(t *testing.T) {
 	// Still broken: after a half-life it is tried again, fails at once and
 	// is shunned anew, so it never draws much traffic.
 	for i := 0; i < 6; i++ {
-		h.clock.Advance(5 * time.Second)
+		h.Clock.Advance(5 * time.Second)
 		if share := failingRun(h, as, &failing, 2000); share > 0.02 {
 			t.Errorf("half-life %d: share of a still-failing endpoint = %.2f%%, want below 2%%", i, 100*share)
 		}
@@ -448,9 +448,9 @@ func TestFailurePenaltyForgivesWithTime(t *testing.T) {
 	// Recovered: with no picks at all reaching it (every pick ties and it
 	// loses ties while penalized), time alone brings it back.
 	failing = false
-	h.clock.Advance(30 * time.Second)
+	h.Clock.Advance(30 * time.Second)
 	within(t, "share after recovery", failingRun(h, as, &failing, 4000), 0.25, 0.03)
-	if p := h.clock.Pending(); p != 0 {
+	if p := h.Clock.Pending(); p != 0 {
 		t.Errorf("%d decay timers pending once every failure was forgiven, want 0", p)
 	}
 }
@@ -458,9 +458,9 @@ func TestFailurePenaltyForgivesWithTime(t *testing.T) {
 func TestFailuresBeforeTheServerDoNotCount(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(2)
-	h.start(as...)
+	h.Start(as...)
 	for i := 0; i < 200; i++ {
-		a, done := h.pick()
+		a, done := h.Pick()
 		if a == as[0] {
 			// A stream refused on a draining connection: nothing was sent.
 			done(balancer.DoneInfo{Err: status.Error(codes.Unavailable, "transport is closing")})
@@ -468,7 +468,7 @@ func TestFailuresBeforeTheServerDoNotCount(t *testing.T) {
 		}
 		done(outcome(nil))
 	}
-	got, pending := h.count(400, true)
+	got, pending := h.Count(400, true)
 	defer finish(pending, nil)
 	within(t, "share of the endpoint whose attempts never reached it", float64(got[as[0]])/400, 0.5, 0.01)
 }
@@ -476,7 +476,7 @@ func TestFailuresBeforeTheServerDoNotCount(t *testing.T) {
 func TestFailurePenaltyOffForgetsFailures(t *testing.T) {
 	h := newHarness(t, `{}`)
 	as := addrs(2)
-	h.start(as...)
+	h.Start(as...)
 	failing := true
 	failingRun(h, as, &failing, 500)
 	failing = false
@@ -485,14 +485,14 @@ func TestFailurePenaltyOffForgetsFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cfg = off
-	if err := h.update(endpointsOf(as)...); err != nil {
+	h.Cfg = off
+	if err := h.Update(endpointsOf(as)...); err != nil {
 		t.Fatal(err)
 	}
-	if h.cfg, err = p2cConfig(`{}`); err != nil {
+	if h.Cfg, err = p2cConfig(`{}`); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.update(endpointsOf(as)...); err != nil {
+	if err := h.Update(endpointsOf(as)...); err != nil {
 		t.Fatal(err)
 	}
 	within(t, "share after the penalty was reset", failingRun(h, as, &failing, 4000), 0.5, 0.03)
@@ -508,21 +508,21 @@ func TestPickAllocatesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, cfg)
 			as := addrs(10)
-			h.start(as[:5]...)
-			if err := h.update(endpointsOf(as)...); err != nil {
+			h.Start(as[:5]...)
+			if err := h.Update(endpointsOf(as)...); err != nil {
 				t.Fatal(err)
 			}
-			h.ready(as[5:]...) // these ramp when slow start is on
+			h.Ready(as[5:]...) // these ramp when slow start is on
 			// One endpoint carries a failure history so the penalty path runs.
 			for i := 0; i < 50; i++ {
-				a, done := h.pick()
+				a, done := h.Pick()
 				var err error
 				if a == as[0] {
 					err = status.Error(codes.Unavailable, "x")
 				}
 				done(outcome(err))
 			}
-			p := h.cc.State().Picker
+			p := h.CC.State().Picker
 			allocs := testing.AllocsPerRun(2000, func() {
 				res, err := p.Pick(balancer.PickInfo{})
 				if err != nil {

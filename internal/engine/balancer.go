@@ -38,6 +38,7 @@ type engineBalancer struct {
 	byAddr      map[string]*Endpoint // single-address endpoints: a lookup without EndpointMap's key allocation
 	order       []*Endpoint          // endpoints in resolver order, duplicates removed
 	ramp        *ramp
+	latency     *latency
 	everReady   bool           // a READY picker has been published
 	gen         uint64         // counts updates from endpointsharding
 	children    int            // endpoints endpointsharding reported last
@@ -82,6 +83,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		return balancer.ErrBadResolverState
 	}
 	b.ramp = newRamp(settings.SlowStart)
+	b.latency = newLatency(settings.Latency)
 	pen := newPenalty(settings.FailurePenalty)
 	b.failures.penalty.Store(pen)
 	if pen == nil {
@@ -258,6 +260,7 @@ func (b *engineBalancer) publishLocked(now time.Time) {
 		Rand:      b.rand,
 		ramp:      b.ramp,
 		penalty:   b.failures.penalty.Load(),
+		latency:   b.latency,
 	}
 	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(snap)})
 	b.scheduleRampEndLocked(rampEnd, now)

@@ -41,3 +41,15 @@ func cleanJSONError(err error) error {
 	}
 	return errors.New(strings.TrimPrefix(msg, "json: "))
 }
+
+// ClampChoiceCount applies gRFC A48's rules for a d-choice policy's
+// choiceCount: below 2 is rejected, above MaxChoices becomes MaxChoices.
+func ClampChoiceCount(policy string, n *uint32) error {
+	// "If choice_count < 2, the config will be rejected." (gRFC A48)
+	if *n < 2 {
+		return fmt.Errorf("%s: choiceCount %d: must be >= 2", policy, *n)
+	}
+	// "...a choice_count > 10 ... will set choice_count = 10." (gRFC A48)
+	*n = min(*n, MaxChoices)
+	return nil
+}

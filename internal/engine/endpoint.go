@@ -21,6 +21,11 @@ type Endpoint struct {
 	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
 	_           [cacheLine - 16]byte
 
+	// Latency average for latency-aware policies; its own line, since it is
+	// written on every Done of those policies.
+	rtt rtt
+	_   [cacheLine - 16]byte
+
 	// Immutable after creation.
 	addr     string
 	failures *failureTracker         // the balancer's failure accounting

@@ -12,6 +12,16 @@ type LoadMetric interface {
 	Load(r *Ready) float64
 }
 
+// TimedLoadMetric is a LoadMetric that depends on the time (a latency
+// average that decays while an endpoint is idle). When a picker's metric
+// implements it and the policy's Settings ask for latency, the picker reads
+// the clock once per pick, calls LoadAt instead of Load, and times every
+// call so that its Done feeds the latency average.
+type TimedLoadMetric interface {
+	LoadMetric
+	LoadAt(r *Ready, now int64) float64
+}
+
 // LeastLoaded is the engine's d-choice picker: it samples choices distinct
 // READY endpoints uniformly at random and sends the RPC to the one with the
 // lowest
@@ -26,20 +36,29 @@ type LeastLoaded struct {
 	snap    *Snapshot
 	choices int
 	metric  LoadMetric
+	timed   TimedLoadMetric // metric, when it is timed and latency is on
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
 // to [2, MaxChoices].
 func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded {
-	return &LeastLoaded{snap: snap, choices: min(max(choices, 2), MaxChoices), metric: metric}
+	p := &LeastLoaded{snap: snap, choices: min(max(choices, 2), MaxChoices), metric: metric}
+	if tm, ok := metric.(TimedLoadMetric); ok && snap.latency != nil {
+		p.timed = tm
+	}
+	return p
 }
 
 // Pick implements balancer.Picker.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	eps := p.snap.Endpoints
 	n := len(eps)
+	var now int64
+	if p.timed != nil {
+		now = p.snap.Clock.Nanotime()
+	}
 	if n == 1 {
-		return PickEndpoint(&eps[0], info)
+		return p.pickEndpoint(&eps[0], info, now)
 	}
 	var idx [MaxChoices]int
 	var cands []int
@@ -58,13 +77,21 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
 	}
-	return PickEndpoint(&eps[p.choose(cands)], info)
+	return p.pickEndpoint(&eps[p.choose(cands, now)], info, now)
 }
 
-// choose returns the index of the cheapest candidate.
-func (p *LeastLoaded) choose(cands []int) int {
+func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, now int64) (balancer.PickResult, error) {
+	if p.timed != nil {
+		return pickTimed(r, info, now, p.snap.Clock, p.snap.latency)
+	}
+	return PickEndpoint(r, info)
+}
+
+// choose returns the index of the cheapest candidate. mono is the
+// Nanotime reading of a timed picker.
+func (p *LeastLoaded) choose(cands []int, mono int64) int {
 	s := p.snap
-	var now int64 // read lazily: only a ramping candidate needs the clock
+	var now int64 // wall clock, read lazily: only a ramping candidate needs it
 	best, bestCost := -1, 0.0
 	for _, i := range cands {
 		r := &s.Endpoints[i]
@@ -75,7 +102,13 @@ func (p *LeastLoaded) choose(cands []int) int {
 			}
 			inv = s.EffectiveInvWeight(r, now)
 		}
-		cost := p.metric.Load(r) * inv
+		var load float64
+		if p.timed != nil {
+			load = p.timed.LoadAt(r, mono)
+		} else {
+			load = p.metric.Load(r)
+		}
+		cost := load * inv
 		if s.penalty != nil {
 			cost *= s.penalty.multiplier(r.Stats.FailureRatio())
 		}

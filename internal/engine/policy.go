@@ -25,6 +25,9 @@ type Settings struct {
 	SlowStart *SlowStartConfig
 	// FailurePenalty configures the failure penalty. It must be validated.
 	FailurePenalty FailurePenaltyConfig
+	// Latency, when not nil, makes the engine time every call and keep the
+	// per-endpoint latency average that Snapshot.PeakLoad reads.
+	Latency *LatencyConfig
 }
 
 // Spec describes one policy: its registry name, its config parser and a

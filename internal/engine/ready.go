@@ -32,6 +32,17 @@ type Snapshot struct {
 	Rand    Rand
 	ramp    *ramp
 	penalty *penalty
+	latency *latency
+}
+
+// PeakLoad is r's Peak EWMA load at now (a Clock.Nanotime reading): its
+// latency average, decayed by idle time, times (in-flight + 1). It is 0
+// when the policy did not ask the engine to time calls.
+func (s *Snapshot) PeakLoad(r *Ready, now int64) float64 {
+	if s.latency == nil {
+		return 0
+	}
+	return r.Stats.PeakLoad(now, s.latency)
 }
 
 // EffectiveInvWeight is 1/weight after slow start, for an endpoint whose

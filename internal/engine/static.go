@@ -49,6 +49,7 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 		Clock:     opts.Clock,
 		Rand:      opts.Rand,
 		penalty:   ft.penalty.Load(),
+		latency:   newLatency(settings.Latency),
 	}), nil
 }
 

@@ -16,9 +16,12 @@ type FakeClock struct {
 	timers []*fakeTimer
 }
 
+// fakeEpoch is where every FakeClock starts.
+var fakeEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // NewFakeClock returns a clock reading a fixed, arbitrary instant.
 func NewFakeClock() *FakeClock {
-	return &FakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return &FakeClock{now: fakeEpoch}
 }
 
 // Now returns the virtual time.
@@ -26,6 +29,13 @@ func (c *FakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
+}
+
+// Nanotime is the virtual time in nanoseconds since the clock's start.
+func (c *FakeClock) Nanotime() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.now.Sub(fakeEpoch))
 }
 
 // AfterFunc schedules f at Now()+d.

@@ -1,0 +1,62 @@
+package peakewma
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Name is the policy's name in service configs.
+const Name = "pickwise_peak_ewma"
+
+func init() {
+	engine.Register(engine.Spec{
+		Name:        Name,
+		ParseConfig: ParseConfig,
+		NewPolicy:   func() engine.Policy { return &policy{cfg: DefaultConfig()} },
+	})
+}
+
+// policy plugs the Peak EWMA load metric into the engine's d-choice
+// sampler; the engine keeps the latency averages. Its fields are guarded by
+// the engine's lock.
+type policy struct {
+	cfg *Config
+}
+
+func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
+	switch cfg := c.(type) {
+	case *Config:
+		p.cfg = cfg
+	case nil:
+		p.cfg = DefaultConfig()
+	default:
+		return engine.Settings{}, fmt.Errorf("%s: unexpected config type %T", Name, c)
+	}
+	return engine.Settings{
+		SlowStart:      p.cfg.SlowStart,
+		FailurePenalty: p.cfg.FailurePenalty,
+		Latency: &engine.LatencyConfig{
+			DecayTime:  time.Duration(p.cfg.DecayTime),
+			DefaultRTT: time.Duration(p.cfg.DefaultRTT),
+		},
+	}, nil
+}
+
+func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
+	return engine.NewLeastLoaded(snap, int(p.cfg.ChoiceCount), peakLoad{snap: snap})
+}
+
+// peakLoad is the Peak EWMA cost: the endpoint's latency average, decayed
+// by idle time, times (in-flight + 1).
+type peakLoad struct{ snap *engine.Snapshot }
+
+// Load reads the clock itself; the engine calls LoadAt with one reading
+// per pick instead.
+func (m peakLoad) Load(r *engine.Ready) float64 { return m.LoadAt(r, m.snap.Clock.Nanotime()) }
+
+// LoadAt is the cost at a Clock.Nanotime reading.
+func (m peakLoad) LoadAt(r *engine.Ready, now int64) float64 { return m.snap.PeakLoad(r, now) }

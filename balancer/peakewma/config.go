@@ -1,0 +1,86 @@
+package peakewma
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Config is pickwise_peak_ewma's service-config object.
+type Config struct {
+	serviceconfig.LoadBalancingConfig `json:"-"`
+
+	// ChoiceCount is how many distinct endpoints each pick samples. Default
+	// 2; below 2 rejected, above 10 clamped to 10 (gRFC A48).
+	ChoiceCount uint32 `json:"choiceCount"`
+	// DecayTime is the time constant of the latency average. Default "10s"
+	// (Finagle's); must be in [10ms, 1h].
+	DecayTime engine.Duration `json:"decayTime"`
+	// DefaultRTT is the latency assumed for an endpoint that has not
+	// answered yet. Default "30ms"; must be in [1µs, 1m].
+	DefaultRTT engine.Duration `json:"defaultRtt"`
+	// SlowStart ramps the weight of endpoints that join or recover. Off
+	// unless present.
+	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
+	// FailurePenalty multiplies the cost of endpoints with recent
+	// server-side failures. On by default.
+	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+}
+
+// Defaults of the fields above.
+const (
+	DefaultChoiceCount = 2
+	DefaultDecayTime   = 10 * time.Second
+	DefaultRTT         = 30 * time.Millisecond
+)
+
+// Bounds of the durations: below them the average would follow single
+// samples, above them it would never forget.
+const (
+	minDecayTime  = 10 * time.Millisecond
+	maxDecayTime  = time.Hour
+	minDefaultRTT = time.Microsecond
+	maxDefaultRTT = time.Minute
+)
+
+// DefaultConfig returns the config used for an empty JSON object.
+func DefaultConfig() *Config {
+	return &Config{
+		ChoiceCount:    DefaultChoiceCount,
+		DecayTime:      engine.Duration(DefaultDecayTime),
+		DefaultRTT:     engine.Duration(DefaultRTT),
+		FailurePenalty: engine.DefaultFailurePenalty(),
+	}
+}
+
+// ParseConfig reads a pickwise_peak_ewma config: defaults first, then the
+// user's fields over them, then the rules below. Unknown fields are
+// rejected.
+func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	cfg := DefaultConfig()
+	if trimmed := bytes.TrimSpace(js); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		if err := engine.DecodeStrict(trimmed, cfg); err != nil {
+			return nil, fmt.Errorf("%s: %v", Name, err)
+		}
+	}
+	if err := engine.ClampChoiceCount(Name, &cfg.ChoiceCount); err != nil {
+		return nil, err
+	}
+	if d := time.Duration(cfg.DecayTime); d < minDecayTime || d > maxDecayTime {
+		return nil, fmt.Errorf("%s: decayTime %q: must be in [%v, %v]", Name, cfg.DecayTime, minDecayTime, maxDecayTime)
+	}
+	if d := time.Duration(cfg.DefaultRTT); d < minDefaultRTT || d > maxDefaultRTT {
+		return nil, fmt.Errorf("%s: defaultRtt %q: must be in [%v, %v]", Name, cfg.DefaultRTT, minDefaultRTT, maxDefaultRTT)
+	}
+	if err := cfg.SlowStart.Validate(Name); err != nil {
+		return nil, err
+	}
+	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}

@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+)
+
+// LatencyConfig configures the peak-sensitive latency average the engine
+// keeps per endpoint for latency-aware policies (Finagle's Peak EWMA).
+type LatencyConfig struct {
+	// DecayTime is the average's time constant: a sample below the average
+	// pulls it down with weight 1-exp(-elapsed/DecayTime), where elapsed is
+	// the time since the previous sample, and with no samples the cost an
+	// endpoint shows to pickers decays towards zero at the same rate.
+	DecayTime time.Duration
+	// DefaultRTT is the latency assumed for an endpoint with no sample yet.
+	DefaultRTT time.Duration
+}
+
+// latency is a LatencyConfig in nanoseconds, as the pick and done paths
+// use it.
+type latency struct {
+	tau        float64
+	defaultRTT float64
+	maxRTT     float64
+}
+
+// maxFailureRTTFactor caps the latency a failure is recorded as, in
+// multiples of DefaultRTT, so a run of failures raises the cost sharply
+// without pushing it so high that it takes many decay times to come back.
+const maxFailureRTTFactor = 100
+
+func newLatency(c *LatencyConfig) *latency {
+	if c == nil {
+		return nil
+	}
+	return &latency{
+		tau:        float64(c.DecayTime),
+		defaultRTT: float64(c.DefaultRTT),
+		maxRTT:     maxFailureRTTFactor * float64(c.DefaultRTT),
+	}
+}
+
+// pendingPenalty is the cost of an endpoint that has calls in flight but no
+// latency sample yet (Finagle's rule): until its first answer, a new
+// endpoint gets one call at a time rather than a flood.
+const pendingPenalty = 1e15 // nanoseconds: about 11 days
+
+// rtt is the latency state of an endpoint. Done updates the average with a
+// compare-and-swap and then the stamp; Pick reads both without a lock and
+// may see them from different updates, which only blurs one estimate.
+type rtt struct {
+	bits  atomic.Uint64 // math.Float64bits of the average, ns; 0 = no sample
+	stamp atomic.Int64  // Nanotime of the last sample
+}
+
+// PeakLoad is an endpoint's Peak EWMA load at now: its latency average,
+// decayed towards zero by the time since its last sample, times
+// (in-flight + 1).
+func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
+	pending := float64(e.inflight.Load())
+	avg := math.Float64frombits(e.rtt.bits.Load())
+	if avg == 0 {
+		if pending > 0 {
+			return pendingPenalty + pending
+		}
+		return l.defaultRTT
+	}
+	if idle := now - e.rtt.stamp.Load(); idle > 0 {
+		avg *= decay(float64(idle) / l.tau)
+	}
+	return avg * (pending + 1)
+}
+
+// LatencyAverage is the endpoint's latency average as last updated (no idle
+// decay), and whether it has one.
+func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
+	avg := math.Float64frombits(e.rtt.bits.Load())
+	return time.Duration(avg), avg != 0
+}
+
+// observe folds one call's outcome into the latency average. A success is a
+// sample of its latency. A server-side failure is a sample of
+// max(rtt, 2*max(average, DefaultRTT)), capped at 100*DefaultRTT: it
+// always raises the average, as a success twice as slow as the endpoint's
+// usual would, so a backend that fails fast never looks fast. A call that
+// never reached the server, or ended by a client-side error or a caller's
+// cancellation, says nothing about the backend's latency and is ignored.
+func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
+	sample := float64(took)
+	if info.Err != nil {
+		// IsServerFailure already excludes a caller's cancellation.
+		if !(info.BytesSent || info.BytesReceived) || !IsServerFailure(info.Err) {
+			return
+		}
+		cur := math.Float64frombits(e.rtt.bits.Load())
+		sample = math.Min(math.Max(sample, 2*math.Max(cur, l.defaultRTT)), l.maxRTT)
+	}
+	sample = math.Max(sample, 1) // a zero would read as "no sample"
+	for {
+		old := e.rtt.bits.Load()
+		avg := math.Float64frombits(old)
+		switch {
+		case avg == 0, sample > avg:
+			// The peak: a slower sample replaces the average at once.
+			avg = sample
+		default:
+			w := decay(float64(max(now-e.rtt.stamp.Load(), 0)) / l.tau)
+			avg = avg*w + sample*(1-w)
+		}
+		if e.rtt.bits.CompareAndSwap(old, math.Float64bits(avg)) {
+			// Two Dones racing here may store their stamps in either order;
+			// the later stamp wins within microseconds, which only shifts
+			// one decay weight slightly.
+			e.rtt.stamp.Store(now)
+			return
+		}
+	}
+}
+
+// call carries one timed call's start from Pick to Done. Calls are pooled
+// and their Done is bound once per pooled object, so timing a call
+// allocates nothing.
+type call struct {
+	e     *Endpoint
+	start int64
+	clock Clock
+	lat   *latency
+	done  func(balancer.DoneInfo)
+}
+
+var callPool sync.Pool
+
+func init() {
+	// Set here rather than in the declaration: finish refers to callPool.
+	callPool.New = func() any {
+		c := &call{}
+		c.done = c.finish
+		return c
+	}
+}
+
+func (c *call) finish(info balancer.DoneInfo) {
+	e, start, clock, lat := c.e, c.start, c.clock, c.lat
+	*c = call{done: c.done}
+	callPool.Put(c)
+	now := clock.Nanotime()
+	e.finish(info)
+	e.observe(info, now-start, now, lat)
+}
+
+// pickTimed is PickEndpoint for policies that need each call's latency.
+func pickTimed(r *Ready, info balancer.PickInfo, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
+	res, err := r.Picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	r.Stats.started()
+	c := callPool.Get().(*call)
+	c.e, c.start, c.clock, c.lat = r.Stats, now, clock, lat
+	if res.Done == nil {
+		res.Done = c.done
+		return res, nil
+	}
+	childDone, ours := res.Done, c.done
+	res.Done = func(di balancer.DoneInfo) {
+		ours(di)
+		childDone(di)
+	}
+	return res, nil
+}
+
+// decay is exp(-x) for x >= 0, to about 1e-7 relative error, at a fraction
+// of math.Exp's cost: every timed pick computes it for each candidate.
+func decay(x float64) float64 {
+	switch {
+	case x <= 0:
+		return 1
+	case x < 1e-3:
+		// Under load, samples are microseconds apart against a decay time
+		// of seconds: the first terms of the series are exact enough.
+		return 1 - x + x*x/2
+	case x > 700:
+		return 0
+	}
+	// exp(-x) = 2^-(k+f) with k an integer and f in [0, 1): the integer part
+	// goes into the exponent bits, 2^-f into a polynomial.
+	y := x * math.Log2E
+	k := math.Floor(y)
+	f := y - k
+	// 2^-f = e^(-f ln2): the Taylor series to its 8th power, enough on
+	// [0, ln2).
+	t := f * math.Ln2
+	p := 1 - t*(1-t/2*(1-t/3*(1-t/4*(1-t/5*(1-t/6*(1-t/7*(1-t/8)))))))
+	return math.Ldexp(p, -int(k))
+}

@@ -1,0 +1,226 @@
+package testkit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Timeout bounds every wait of a Harness.
+const Timeout = 10 * time.Second
+
+// Harness is one pickwise policy's balancer over the fake ClientConn, with
+// a virtual clock and a seeded random source: the setting of every
+// policy's picker tests.
+type Harness struct {
+	T     testing.TB
+	Ctx   context.Context
+	CC    *ClientConn
+	B     balancer.Balancer
+	Clock *FakeClock
+	// Cfg is sent with every Update; tests may replace it.
+	Cfg serviceconfig.LoadBalancingConfig
+}
+
+// NewHarness builds policy (registered with the engine) with the config
+// cfgJSON. The balancer is closed when the test ends.
+func NewHarness(t testing.TB, policy, cfgJSON string) *Harness {
+	t.Helper()
+	spec, ok := engine.Lookup(policy)
+	if !ok {
+		t.Fatalf("%s is not registered with the engine", policy)
+	}
+	cfg, err := spec.ParseConfig(json.RawMessage(cfgJSON))
+	if err != nil {
+		t.Fatalf("ParseConfig(%s): %v", cfgJSON, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	h := &Harness{T: t, Ctx: ctx, CC: NewClientConn(), Clock: NewFakeClock(), Cfg: cfg}
+	h.B = spec.Build(h.CC, balancer.BuildOptions{}, engine.Options{Clock: h.Clock, Rand: engine.NewSeededRand(1)})
+	t.Cleanup(h.B.Close)
+	return h
+}
+
+// Addrs names n fake endpoints. The fake ClientConn never dials them.
+func Addrs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("127.0.0.1:%d", 20000+i)
+	}
+	return out
+}
+
+// Endpoint is a single-address endpoint with weight w (0: no weight
+// attribute).
+func Endpoint(addr string, w uint32) resolver.Endpoint {
+	ep := resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr}}}
+	if w != 0 {
+		ep = weight.Set(ep, weight.EndpointInfo{Weight: w})
+	}
+	return ep
+}
+
+// Update sends the resolver's endpoints with the harness config.
+func (h *Harness) Update(eps ...resolver.Endpoint) error {
+	return h.B.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: eps},
+		BalancerConfig: h.Cfg,
+	})
+}
+
+// Start updates the balancer with equal-weight endpoints and makes them
+// READY.
+func (h *Harness) Start(as ...string) {
+	h.T.Helper()
+	var eps []resolver.Endpoint
+	for _, a := range as {
+		eps = append(eps, Endpoint(a, 0))
+	}
+	if err := h.Update(eps...); err != nil {
+		h.T.Fatalf("UpdateClientConnState: %v", err)
+	}
+	h.Ready(as...)
+}
+
+// Ready drives the endpoints to READY and waits until the picker can pick
+// each of them.
+func (h *Harness) Ready(as ...string) {
+	h.T.Helper()
+	if err := h.CC.SetReady(h.Ctx, as...); err != nil {
+		h.T.Fatal(err)
+	}
+}
+
+// Pick picks once from the latest picker and returns the chosen address
+// and the RPC's Done.
+func (h *Harness) Pick() (string, func(balancer.DoneInfo)) {
+	h.T.Helper()
+	res, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
+	if err != nil {
+		h.T.Fatalf("Pick: %v", err)
+	}
+	return res.SubConn.(*SubConn).Addr(), res.Done
+}
+
+// Count makes n picks. With hold, RPCs stay in flight (their Done is
+// returned for the caller to run later); without, each finishes at once.
+func (h *Harness) Count(n int, hold bool) (map[string]int, []func(balancer.DoneInfo)) {
+	h.T.Helper()
+	got := map[string]int{}
+	var pending []func(balancer.DoneInfo)
+	for i := 0; i < n; i++ {
+		a, done := h.Pick()
+		got[a]++
+		if hold {
+			pending = append(pending, done)
+		} else {
+			done(balancer.DoneInfo{})
+		}
+	}
+	return got, pending
+}
+
+// Finish ends held RPCs with the given outcome.
+func Finish(pending []func(balancer.DoneInfo), err error) {
+	for _, d := range pending {
+		d(Outcome(err))
+	}
+}
+
+// Outcome is the DoneInfo of an RPC that reached its server and ended with
+// err.
+func Outcome(err error) balancer.DoneInfo {
+	return balancer.DoneInfo{Err: err, BytesSent: true, BytesReceived: true}
+}
+
+// Endpoints makes equal-weight endpoints for addresses.
+func Endpoints(as []string) []resolver.Endpoint {
+	eps := make([]resolver.Endpoint, len(as))
+	for i, a := range as {
+		eps[i] = Endpoint(a, 0)
+	}
+	return eps
+}
+
+// Lose breaks addr's READY connection the way grpc reports it: the SubConn
+// goes IDLE and endpointsharding has pickfirst reconnect on a goroutine of
+// its own; Lose waits for that reconnect request.
+func (h *Harness) Lose(addr string) *SubConn {
+	h.T.Helper()
+	sc := h.CC.SubConnFor(addr)
+	before := sc.Connects()
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+	for sc.Connects() == before {
+		if h.Ctx.Err() != nil {
+			h.T.Fatalf("pickfirst never reconnected %s", addr)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return sc
+}
+
+// Down takes addr's backend away: the connection breaks and reconnecting
+// fails.
+func (h *Harness) Down(addr string, err error) {
+	h.T.Helper()
+	sc := h.Lose(addr)
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: err})
+}
+
+// Up brings a down backend back: after its backoff the SubConn goes IDLE,
+// pickfirst connects again, and this time it succeeds.
+func (h *Harness) Up(addr string) {
+	h.T.Helper()
+	sc := h.CC.SubConnFor(addr)
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+}
+
+// ReadyPicker builds the named policy through grpc's balancer registry, as
+// a channel would, over n READY endpoints, and returns its picker and a
+// function that closes the balancer. Benchmarks use it for ours and for
+// grpc-go's peers alike.
+func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, func()) {
+	tb.Helper()
+	builder := balancer.Get(policy)
+	if builder == nil {
+		tb.Fatalf("no balancer registered as %q", policy)
+	}
+	var parsed serviceconfig.LoadBalancingConfig
+	if p, ok := builder.(balancer.ConfigParser); ok {
+		var err error
+		if parsed, err = p.ParseConfig(json.RawMessage(cfg)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	cc := NewClientConn()
+	bal := builder.Build(cc, balancer.BuildOptions{})
+	as := Addrs(n)
+	if err := bal.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: Endpoints(as)},
+		BalancerConfig: parsed,
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := cc.SetReady(ctx, as...); err != nil {
+		tb.Fatal(err)
+	}
+	if err := cc.WaitForState(ctx, connectivity.Ready); err != nil {
+		tb.Fatal(err)
+	}
+	return cc.State().Picker, bal.Close
+}
