@@ -1,0 +1,43 @@
+package peakewma_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pickwise/pickwise/balancer/peakewma"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// FuzzParseConfig checks that every input is either rejected with an error
+// naming the policy, or yields a config a balancer picks with.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, ``, `null`, `{"choiceCount": 1}`, `{"choiceCount": 11}`, `{"decayTime": "10ms"}`, `{"decayTime": "1h"}`,
+		`{"defaultRtt": "1us"}`, `{"defaultRtt": "1m"}`, `{"slowStart": {}}`, `{"failurePenalty": {"enabled": false}}`,
+		`{"decayTime": 5}`, `{"x": 1}`, `[]`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if _, err := peakewma.ParseConfig(json.RawMessage(in)); err != nil {
+			if !strings.HasPrefix(err.Error(), peakewma.Name+": ") {
+				t.Fatalf("error %q does not name the policy", err)
+			}
+			return
+		}
+		h := testkit.NewHarness(t, peakewma.Name, in)
+		as := testkit.Addrs(3)
+		h.Start(as...)
+		for i := 0; i < 20; i++ {
+			_, done := h.Pick()
+			if i%3 == 0 {
+				done(testkit.Outcome(status.Error(codes.Unavailable, "x")))
+			} else {
+				done(testkit.Outcome(nil))
+			}
+		}
+	})
+}

@@ -1,0 +1,206 @@
+package peakewma_test
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/pickwise/pickwise/balancer/peakewma"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// backendFunc says how long a call to addr takes at virtual time t and how
+// it ends.
+type backendFunc func(addr string, t time.Duration) (time.Duration, error)
+
+// pending is a call the loop will finish at its time.
+type pending struct {
+	at   time.Duration
+	done func(balancer.DoneInfo)
+	err  error
+}
+
+// run drives h in virtual time: rate calls per millisecond for d, each
+// finishing when backend says. It returns picks per address over the run.
+func run(h *testkit.Harness, rate int, d time.Duration, backend backendFunc) map[string]int {
+	h.T.Helper()
+	got := map[string]int{}
+	var queue []pending
+	start := time.Duration(h.Clock.Nanotime())
+	for t := time.Duration(0); t < d; t += time.Millisecond {
+		now := start + t
+		for i := 0; i < rate; i++ {
+			a, done := h.Pick()
+			got[a]++
+			lat, err := backend(a, now)
+			queue = append(queue, pending{at: now + lat, done: done, err: err})
+		}
+		sort.Slice(queue, func(i, j int) bool { return queue[i].at < queue[j].at })
+		h.Clock.Advance(time.Millisecond)
+		for len(queue) > 0 && queue[0].at <= now+time.Millisecond {
+			queue[0].done(testkit.Outcome(queue[0].err))
+			queue = queue[1:]
+		}
+	}
+	// Finish the rest at their times.
+	for _, p := range queue {
+		if wait := p.at - time.Duration(h.Clock.Nanotime()); wait > 0 {
+			h.Clock.Advance(wait)
+		}
+		p.done(testkit.Outcome(p.err))
+	}
+	return got
+}
+
+func share(got map[string]int, a string) float64 {
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	return float64(got[a]) / float64(total)
+}
+
+func TestSlowEndpointAvoidedThenRecovered(t *testing.T) {
+	h := testkit.NewHarness(t, peakewma.Name, `{"decayTime": "1s"}`)
+	as := testkit.Addrs(5)
+	h.Start(as...)
+	slow := true
+	backend := func(a string, _ time.Duration) (time.Duration, error) {
+		if a == as[0] && slow {
+			return 250 * time.Millisecond, nil
+		}
+		return 20 * time.Millisecond, nil
+	}
+	run(h, 2, time.Second, backend) // learn
+	got := run(h, 2, 3*time.Second, backend)
+	if s := share(got, as[0]); s > 0.02 {
+		t.Errorf("slow endpoint's share = %.2f%%, want below 2%% (fair: 20%%)", 100*s)
+	}
+	slow = false
+	// Within 3 decay times of recovering, it is back to half its fair share.
+	var s float64
+	for i := 0; i < 6 && s < 0.10; i++ {
+		s = share(run(h, 2, 500*time.Millisecond, backend), as[0])
+	}
+	if s < 0.10 {
+		t.Errorf("recovered endpoint's share after 3 decay times = %.1f%%, want at least 10%%", 100*s)
+	}
+}
+
+func TestBlackHoleAvoided(t *testing.T) {
+	h := testkit.NewHarness(t, peakewma.Name, `{}`)
+	as := testkit.Addrs(10)
+	h.Start(as...)
+	backend := func(a string, _ time.Duration) (time.Duration, error) {
+		if a == as[0] {
+			return 100 * time.Microsecond, status.Error(codes.Unavailable, "down")
+		}
+		return 20 * time.Millisecond, nil
+	}
+	got := run(h, 2, 5*time.Second, backend)
+	if s := share(got, as[0]); s > 0.02 {
+		t.Errorf("black hole's share = %.2f%%, want below 2%% (fair: 10%%)", 100*s)
+	}
+}
+
+func TestPenaltyOffStillNoBlackHole(t *testing.T) {
+	// Without the engine's failure penalty, recording failures as slow
+	// samples alone keeps a fast-failing backend below its fair share.
+	h := testkit.NewHarness(t, peakewma.Name, `{"failurePenalty": {"enabled": false}}`)
+	as := testkit.Addrs(10)
+	h.Start(as...)
+	backend := func(a string, _ time.Duration) (time.Duration, error) {
+		if a == as[0] {
+			return 100 * time.Microsecond, status.Error(codes.Unavailable, "down")
+		}
+		return 20 * time.Millisecond, nil
+	}
+	got := run(h, 2, 5*time.Second, backend)
+	if s := share(got, as[0]); s > 0.10 {
+		t.Errorf("black hole's share without the penalty = %.1f%%, want at most its fair 10%%", 100*s)
+	}
+}
+
+func TestCancellationsAreNotSamples(t *testing.T) {
+	// Every call takes 200ms; the first endpoint's callers give up just
+	// then. Were a cancellation a failure, that endpoint would look twice as
+	// slow as the others and be shunned; it is not the backend's doing, so
+	// the three share evenly.
+	h := testkit.NewHarness(t, peakewma.Name, `{}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	backend := func(a string, _ time.Duration) (time.Duration, error) {
+		if a == as[0] {
+			return 200 * time.Millisecond, status.Error(codes.Canceled, "caller went away")
+		}
+		return 200 * time.Millisecond, nil
+	}
+	// First every endpoint answers, so each has a latency average.
+	run(h, 1, time.Second, func(string, time.Duration) (time.Duration, error) { return 200 * time.Millisecond, nil })
+	got := run(h, 1, 3*time.Second, backend)
+	if s := share(got, as[0]); s < 0.25 {
+		t.Errorf("share of the endpoint whose callers cancel = %.1f%%, want about a third", 100*s)
+	}
+}
+
+func TestNewcomerGetsOneCallUntilItAnswers(t *testing.T) {
+	h := testkit.NewHarness(t, peakewma.Name, `{}`)
+	as := testkit.Addrs(4)
+	h.Start(as[:3]...)
+	run(h, 1, 200*time.Millisecond, func(string, time.Duration) (time.Duration, error) { return 20 * time.Millisecond, nil })
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[3])
+	// The old endpoints' calls stay in flight, so their cost climbs; the
+	// newcomer still gets only its first call until that one answers.
+	var first func(balancer.DoneInfo)
+	var held []func(balancer.DoneInfo)
+	newcomer := 0
+	for i := 0; i < 300; i++ {
+		a, done := h.Pick()
+		if a != as[3] {
+			held = append(held, done)
+			continue
+		}
+		newcomer++
+		first = done
+	}
+	if newcomer != 1 {
+		t.Fatalf("newcomer got %d calls before answering once, want exactly 1", newcomer)
+	}
+	h.Clock.Advance(10 * time.Millisecond)
+	first(testkit.Outcome(nil))
+	// Now it wins every pair it is drawn into: two of four endpoints per
+	// pick, so about half the calls.
+	got, more := h.Count(100, true)
+	if got[as[3]] < 40 {
+		t.Errorf("newcomer got %d of 100 calls after answering in 10ms while the others hold 100 each, want about 50", got[as[3]])
+	}
+	testkit.Finish(held, nil)
+	testkit.Finish(more, nil)
+}
+
+func TestPickAllocatesNothing(t *testing.T) {
+	h := testkit.NewHarness(t, peakewma.Name, `{"slowStart": {"window": "10s"}}`)
+	as := testkit.Addrs(10)
+	h.Start(as[:5]...)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[5:]...)
+	p := h.CC.State().Picker
+	allocs := testing.AllocsPerRun(2000, func() {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(testkit.Outcome(nil))
+	})
+	if allocs != 0 {
+		t.Errorf("Pick+Done allocates %v times per call, want 0", allocs)
+	}
+}
