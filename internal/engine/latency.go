@@ -85,7 +85,8 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 
 // observe folds one call's outcome into the latency average. A success is a
 // sample of its latency. A server-side failure is a sample of
-// max(rtt, 2*max(average, DefaultRTT)), capped at 100*DefaultRTT: it
+// max(rtt, 2*max(average, DefaultRTT)), capped at 100*DefaultRTT (or the
+// average, if higher): it
 // always raises the average, as a success twice as slow as the endpoint's
 // usual would, so a backend that fails fast never looks fast. A call that
 // never reached the server, or ended by a client-side error or a caller's
@@ -97,8 +98,10 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 		if !(info.BytesSent || info.BytesReceived) || !IsServerFailure(info.Err) {
 			return
 		}
+		// The cap never goes below the current average, so a failure on
+		// an endpoint already slower than the cap still cannot lower it.
 		cur := math.Float64frombits(e.rtt.bits.Load())
-		sample = math.Min(math.Max(sample, 2*math.Max(cur, l.defaultRTT)), l.maxRTT)
+		sample = math.Max(sample, math.Min(2*math.Max(cur, l.defaultRTT), math.Max(l.maxRTT, cur)))
 	}
 	sample = math.Max(sample, 1) // a zero would read as "no sample"
 	for {

@@ -112,6 +112,13 @@ func TestPeakEWMAFailures(t *testing.T) {
 	}
 	near(t, "after many", avgOf(e), 3*time.Second)
 
+	// On an endpoint already slower than the cap, a failure cannot lower
+	// the average.
+	slow := newEndpoint("s", nil, true)
+	slow.observe(ok(), int64(10*time.Second), 0, l)
+	slow.observe(failed(codes.Unavailable), int64(time.Millisecond), 1, l)
+	near(t, "a failure on a very slow endpoint", avgOf(slow), 10*time.Second)
+
 	// What is not the backend's doing is not a sample.
 	f := newEndpoint("b", nil, true)
 	f.observe(ok(), int64(20*time.Millisecond), 0, l)
