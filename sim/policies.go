@@ -1,7 +1,8 @@
 package sim
 
 import (
-	_ "github.com/pickwise/pickwise/balancer/p2c" // registers pickwise_p2c
+	_ "github.com/pickwise/pickwise/balancer/p2c"      // registers pickwise_p2c
+	_ "github.com/pickwise/pickwise/balancer/peakewma" // registers pickwise_peak_ewma
 	_ "google.golang.org/grpc/balancer/leastrequest"
 	_ "google.golang.org/grpc/balancer/ringhash"
 	_ "google.golang.org/grpc/balancer/roundrobin"
@@ -16,6 +17,7 @@ func loadAwarePolicies() []Policy {
 		GRPC("least_request", "least_request_experimental", `{}`),
 		LeastConnections(),
 		GRPC("pickwise_p2c", "pickwise_p2c", `{}`),
+		GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`),
 	}
 }
 

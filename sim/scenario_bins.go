@@ -101,6 +101,9 @@ func BallsIntoBins(scale Scale) (*BallsIntoBinsResult, error) {
 		Columns: header,
 	}
 	t.AddNote("cells are the fullest backend's load, averaged over the runs")
+	// A pickwise_peak_ewma column would repeat pickwise_p2c's exactly;
+	// TestBallsIntoBinsPeakEWMAIsP2C checks that it does.
+	t.AddNote("pickwise_peak_ewma: no column, it would repeat pickwise_p2c's: no request ends, so no backend ever has a latency sample, and its cost is then the pending penalty plus the requests in flight, which orders backends as pickwise_p2c's in-flight count does; with the same seed it makes the same picks")
 	for _, n := range sizes {
 		policies := policiesFor(n)
 		k := runs(n)

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestBallsIntoBins(t *testing.T) {
@@ -70,6 +71,40 @@ func TestBallsIntoBinsDeterministic(t *testing.T) {
 		}
 		if a != b {
 			t.Errorf("%s: two runs with the same seed gave max loads %d and %d", p.Name, a, b)
+		}
+	}
+}
+
+// TestBallsIntoBinsPeakEWMAIsP2C backs the table's note that a
+// pickwise_peak_ewma column would repeat pickwise_p2c's: with requests that
+// never end there is no latency sample, and the two policies place every
+// request on the same backend, through the balancer and through the bare
+// picker alike.
+func TestBallsIntoBinsPeakEWMAIsP2C(t *testing.T) {
+	for _, tc := range []struct {
+		n         int
+		p2c, ewma Policy
+	}{
+		{100, GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`)},
+		{5000, Static("pickwise_p2c", "pickwise_p2c", `{}`), Static("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`)},
+	} {
+		run := Run{
+			Seed:       uint64(tc.n),
+			Backends:   make([]Backend, tc.n),
+			Requests:   tc.n,
+			Rate:       float64(tc.n),
+			StreamLife: func(*rand.Rand) time.Duration { return 24 * time.Hour },
+		}
+		a, err := run.Execute(tc.p2c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := run.Execute(tc.ewma)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Picks, b.Picks) {
+			t.Errorf("n = %d: pickwise_p2c and pickwise_peak_ewma placed requests differently", tc.n)
 		}
 	}
 }

@@ -32,6 +32,14 @@ func TestBlackHole(t *testing.T) {
 	if s := share["pickwise_p2c"]; s > 0.02 {
 		t.Errorf("pickwise_p2c: broken backend share %.3f, want at most 0.02", s)
 	}
+	// Peak EWMA records each failure as a sample slower than any success
+	// and applies the failure penalty on top: a 1 ms failure never looks
+	// fast.
+	if s, ok := share["pickwise_peak_ewma"]; !ok {
+		t.Errorf("no pickwise_peak_ewma column in %q", r.Policies)
+	} else if s >= 0.02 {
+		t.Errorf("pickwise_peak_ewma: broken backend share %.3f, want below 0.02", s)
+	}
 }
 
 func TestBlackHoleDeterministic(t *testing.T) {
@@ -44,7 +52,8 @@ func TestBlackHoleDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range a.Policies {
-		if p == "pickwise_p2c" || p == "random" || p == "least-conn (full scan)" {
+		switch p {
+		case "pickwise_p2c", "pickwise_peak_ewma", "random", "least-conn (full scan)":
 			if a.Share[i] != b.Share[i] {
 				t.Errorf("%s: two runs with the same seed gave %v and %v", p, a.Share[i], b.Share[i])
 			}

@@ -144,6 +144,7 @@ func ColdStart(Scale) (*ColdStartResult, error) {
 	t.AddRow("newcomer's p99 first-message latency, first 10 s", p99...)
 	t.AddRow("fleet's p99 first-message latency, first 10 s", fleetP99...)
 	t.AddNote("latency: a stream's first message, 20 ms x cold factor x streams/100 workers; a warm backend with 400 streams answers in about 80 ms")
+	t.AddNote("pickwise_peak_ewma repeats pickwise_p2c's column: a call's latency reaches the policy when the call ends, and these streams outlive the run, so no backend ever has a latency sample; its cost is then the pending penalty plus the streams in flight, which orders backends as pickwise_p2c's in-flight count does, and with the same seed it makes the same picks. Its newcomer rule (one call at a time until the first answer) needs an answer, which a stream gives only when it closes")
 	notes(t, policies)
 	out.Table = t
 	return out, nil

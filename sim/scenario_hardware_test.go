@@ -57,7 +57,7 @@ func TestHardwareGenerations(t *testing.T) {
 
 func TestHardwareGenerationsDeterministic(t *testing.T) {
 	// grpc-go's own columns draw from the global source; these do not.
-	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`)} {
+	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`)} {
 		for _, clients := range []int{1, 20} {
 			run := Run{Seed: 7, Backends: hwBackends(true), Clients: clients, Rate: hwRate, Duration: time.Second}
 			a, err := hwMeasure(run, p)

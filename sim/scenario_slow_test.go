@@ -50,13 +50,40 @@ func TestSlowBackend(t *testing.T) {
 	if s := r.SlowShare[rr]; s < 0.085 || s > 0.097 {
 		t.Errorf("round_robin: slow backend's share %.3f, want about 1/11", s)
 	}
+
+	// This is the experiment Peak EWMA was published with. pickwise_p2c
+	// learns of the slowdown only as requests pile up on the slow backend;
+	// pickwise_peak_ewma from its first slow answer (a slower sample
+	// replaces the average at once), and then sends it only the probes its
+	// decaying average lets through. Both columns are seeded, so these are
+	// exact replays; "at least as good" leaves room for the two to tie.
+	ewma := slices.Index(r.Policies, "pickwise_peak_ewma")
+	if ewma < 0 {
+		t.Fatalf("columns %q lack pickwise_peak_ewma", r.Policies)
+	}
+	if r.Success[ewma] < r.Success[p2c] {
+		t.Errorf("success: pickwise_peak_ewma %.4f, pickwise_p2c %.4f; want pickwise_peak_ewma at least as high", r.Success[ewma], r.Success[p2c])
+	}
+	if r.CallerP99[ewma] > r.CallerP99[p2c] {
+		t.Errorf("caller's p99: pickwise_peak_ewma %v, pickwise_p2c %v; want pickwise_peak_ewma at least as low", r.CallerP99[ewma], r.CallerP99[p2c])
+	}
+	// Successful requests ran on healthy backends, as for pickwise_p2c
+	// above.
+	if p99 := r.P99[ewma].Seconds(); p99 < 0.326 || p99 > 0.346 {
+		t.Errorf("pickwise_peak_ewma: p99 of successes %v, want the healthy 336ms within 3%%", r.P99[ewma])
+	}
+	// A ninth of the fair share: the requests placed before its first slow
+	// answer came back, and one probe every few seconds after.
+	if s := r.SlowShare[ewma]; s >= 0.01 {
+		t.Errorf("pickwise_peak_ewma: slow backend's share %.4f, want below 0.01", s)
+	}
 }
 
 func TestSlowBackendDeterministic(t *testing.T) {
 	run, from, to := slowRun(Reduced)
 	run.Duration /= 2 // the window still starts at a quarter of the run
 	// grpc-go's own columns draw from the global source; these do not.
-	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`)} {
+	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`)} {
 		a, err := slowMeasure(run, p, from, to)
 		if err != nil {
 			t.Fatal(err)

@@ -21,7 +21,9 @@ type Config struct {
 	// (Finagle's); must be in [10ms, 1h].
 	DecayTime engine.Duration `json:"decayTime"`
 	// DefaultRTT is the latency assumed for an endpoint that has not
-	// answered yet. Default "30ms"; must be in [1µs, 1m].
+	// answered yet, to price its failures (a failure is recorded as at
+	// least twice the endpoint's latency). Default "30ms"; must be in
+	// [1µs, 1m].
 	DefaultRTT engine.Duration `json:"defaultRtt"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.

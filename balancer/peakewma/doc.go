@@ -13,9 +13,10 @@
 // with weight 1-exp(-elapsed/decayTime). While an endpoint gets no answers
 // its rtt decays towards zero with the same time constant, so a backend
 // that recovered is tried again (after about two decay times for a tenfold
-// slowdown). An endpoint with no sample yet costs defaultRtt, and, while
-// its first calls are still pending, far more: a newcomer gets one call at
-// a time until it has answered once.
+// slowdown). An endpoint that has never answered is tried at once, and,
+// while that first call is pending, costs more than any other: a newcomer
+// gets one call at a time until it has answered once (Finagle's rule).
+// defaultRtt is the latency assumed until then, to price failures.
 //
 // Latency is the signal that a backend failing in a millisecond games most.
 // A server-side failure is therefore recorded as a latency sample of

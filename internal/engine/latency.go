@@ -17,7 +17,10 @@ type LatencyConfig struct {
 	// the time since the previous sample, and with no samples the cost an
 	// endpoint shows to pickers decays towards zero at the same rate.
 	DecayTime time.Duration
-	// DefaultRTT is the latency assumed for an endpoint with no sample yet.
+	// DefaultRTT is the latency assumed for an endpoint until its first
+	// answer, for pricing failures: a failure before any success is
+	// recorded as 2*DefaultRTT, and failure samples are capped at
+	// 100*DefaultRTT.
 	DefaultRTT time.Duration
 }
 
@@ -47,7 +50,10 @@ func newLatency(c *LatencyConfig) *latency {
 
 // pendingPenalty is the cost of an endpoint that has calls in flight but no
 // latency sample yet (Finagle's rule): until its first answer, a new
-// endpoint gets one call at a time rather than a flood.
+// endpoint gets one call at a time rather than a flood. With nothing in
+// flight, such an endpoint costs zero, so it gets that call at once: pricing
+// it at DefaultRTT instead would starve it whenever the fleet answers
+// faster than DefaultRTT and calls go out one at a time.
 const pendingPenalty = 1e15 // nanoseconds: about 11 days
 
 // rtt is the latency state of an endpoint. Done updates the average with a
@@ -68,7 +74,7 @@ func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
 		if pending > 0 {
 			return pendingPenalty + pending
 		}
-		return l.defaultRTT
+		return 0
 	}
 	if idle := now - e.rtt.stamp.Load(); idle > 0 {
 		avg *= decay(float64(idle) / l.tau)

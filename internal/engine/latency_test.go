@@ -83,8 +83,9 @@ func TestPeakEWMAIdleDecay(t *testing.T) {
 
 func TestPeakEWMADefaultAndPending(t *testing.T) {
 	l, e := testLatency(), newEndpoint("a", nil, true)
-	if got := e.PeakLoad(0, l); got != float64(30*time.Millisecond) {
-		t.Errorf("load with no sample = %v, want defaultRtt", got)
+	// Never answered and idle: free, so it is tried at once.
+	if got := e.PeakLoad(0, l); got != 0 {
+		t.Errorf("load with no sample and nothing in flight = %v, want 0", got)
 	}
 	e.started()
 	if got := e.PeakLoad(0, l); got < pendingPenalty {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pickwise/pickwise/sim"
 	"go.uber.org/goleak"
 )
 
@@ -44,14 +46,19 @@ func TestLabScenarios(t *testing.T) {
 		sections = append(sections, sec)
 	}
 
-	// The black hole's share under pickwise_p2c is far below round robin's
-	// fair 10%.
+	// The black hole's share under pickwise's policies is far below round
+	// robin's fair 10%: both make failures expensive.
 	bh := sections[0].Table
-	if got := bh.Rows[0].Cells; len(got) != 3 || !strings.HasSuffix(got[2], "%") {
-		t.Fatalf("black-hole row %v", got)
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+		if share := pct(t, cell(t, bh, 0, p)); share > 5 {
+			t.Errorf("%s black-hole share %.1f%%, want below 5%%", p, share)
+		}
 	}
-	if share := pct(t, bh.Rows[0].Cells[2]); share > 5 {
-		t.Errorf("pickwise_p2c black-hole share %.1f%%, want below 5%%", share)
+	// One slow backend of ten: pickwise_peak_ewma drops it after its first
+	// slow answers, so it gets well under half its fair 10%.
+	slow := sections[1].Table
+	if share := pct(t, cell(t, slow, 0, "pickwise_peak_ewma")); share > 5 {
+		t.Errorf("pickwise_peak_ewma slow-backend share %.1f%%, want below 5%%", share)
 	}
 
 	var buf bytes.Buffer
@@ -89,6 +96,16 @@ func TestRunLabRejectsUnknownScenario(t *testing.T) {
 	if _, err := runLab(context.Background(), "cold-start", "", 1); err == nil || !strings.Contains(err.Error(), "-sim") {
 		t.Errorf("runLab(cold-start) = %v, want a pointer to -sim", err)
 	}
+}
+
+// cell is table's cell in row and the column named column.
+func cell(t *testing.T, table *sim.Table, row int, column string) string {
+	t.Helper()
+	j := slices.Index(table.Columns, column)
+	if j < 0 || row >= len(table.Rows) || j >= len(table.Rows[row].Cells) {
+		t.Fatalf("%q: no cell in row %d, column %q (columns %q)", table.Title, row, column, table.Columns)
+	}
+	return table.Rows[row].Cells[j]
 }
 
 func pct(t *testing.T, s string) float64 {

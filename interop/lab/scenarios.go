@@ -28,12 +28,13 @@ var (
 	leastRequest = labPolicy{name: "least_request", config: lbConfig("least_request_experimental", "{}")}
 	p2c          = labPolicy{name: "pickwise_p2c", config: lbConfig("pickwise_p2c", "{}")}
 	p2cWeighted  = labPolicy{name: "pickwise_p2c (weights)", config: lbConfig("pickwise_p2c", "{}"), weighted: true}
+	peakEWMA     = labPolicy{name: "pickwise_peak_ewma", config: lbConfig("pickwise_peak_ewma", "{}")}
 	ringHash     = labPolicy{name: "ring_hash", config: lbConfig("ring_hash_experimental", `{"requestHashHeader":"`+keyHeader+`","minRingSize":1024}`)}
 )
 
 // loadAware are the columns of the load-aware scenarios. A new policy is
 // one entry here.
-var loadAware = []labPolicy{roundRobin, leastRequest, p2c}
+var loadAware = []labPolicy{roundRobin, leastRequest, p2c, peakEWMA}
 
 // labScenario is a small, real-gRPC version of a simulated scenario.
 type labScenario struct {
