@@ -20,8 +20,8 @@ func init() {
 	})
 }
 
-// policy plugs the Peak EWMA load metric into the engine's d-choice
-// sampler; the engine keeps the latency averages. Its fields are guarded by
+// policy plugs the engine's Peak EWMA load metric into its d-choice
+// sampler; the engine times calls and keeps the latency averages. Its fields are guarded by
 // the engine's lock.
 type policy struct {
 	cfg *Config
@@ -47,16 +47,5 @@ func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings
 }
 
 func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
-	return engine.NewLeastLoaded(snap, int(p.cfg.ChoiceCount), peakLoad{snap: snap})
+	return engine.NewLeastLoaded(snap, int(p.cfg.ChoiceCount), engine.NewPeakEWMA(snap))
 }
-
-// peakLoad is the Peak EWMA cost: the endpoint's latency average, decayed
-// by idle time, times (in-flight + 1).
-type peakLoad struct{ snap *engine.Snapshot }
-
-// Load reads the clock itself; the engine calls LoadAt with one reading
-// per pick instead.
-func (m peakLoad) Load(r *engine.Ready) float64 { return m.LoadAt(r, m.snap.Clock.Nanotime()) }
-
-// LoadAt is the cost at a Clock.Nanotime reading.
-func (m peakLoad) LoadAt(r *engine.Ready, now int64) float64 { return m.snap.PeakLoad(r, now) }

@@ -82,6 +82,23 @@ func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
 	return avg * (pending + 1)
 }
 
+// PeakEWMA is the load metric of latency-aware policies: an endpoint's
+// latency average, decayed by idle time, times (in-flight + 1). The
+// LeastLoaded picker recognizes it and reads the average without going
+// through the interface, since it runs twice per pick.
+type PeakEWMA struct{ snap *Snapshot }
+
+// NewPeakEWMA returns the Peak EWMA metric over snap's endpoints. snap must
+// come from a policy whose Settings set Latency.
+func NewPeakEWMA(snap *Snapshot) PeakEWMA { return PeakEWMA{snap: snap} }
+
+// Load reads the clock itself; pickers call LoadAt with one reading per
+// pick instead.
+func (m PeakEWMA) Load(r *Ready) float64 { return m.LoadAt(r, m.snap.Clock.Nanotime()) }
+
+// LoadAt is the load at a Clock.Nanotime reading.
+func (m PeakEWMA) LoadAt(r *Ready, now int64) float64 { return m.snap.PeakLoad(r, now) }
+
 // LatencyAverage is the endpoint's latency average as last updated (no idle
 // decay), and whether it has one.
 func (e *Endpoint) LatencyAverage() (time.Duration, bool) {

@@ -37,6 +37,7 @@ type LeastLoaded struct {
 	choices int
 	metric  LoadMetric
 	timed   TimedLoadMetric // metric, when it is timed and latency is on
+	peak    bool            // metric is PeakEWMA: read endpoints directly
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
@@ -45,6 +46,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 	p := &LeastLoaded{snap: snap, choices: min(max(choices, 2), MaxChoices), metric: metric}
 	if tm, ok := metric.(TimedLoadMetric); ok && snap.latency != nil {
 		p.timed = tm
+		_, p.peak = metric.(PeakEWMA)
 	}
 	return p
 }
@@ -103,9 +105,12 @@ func (p *LeastLoaded) choose(cands []int, mono int64) int {
 			inv = s.EffectiveInvWeight(r, now)
 		}
 		var load float64
-		if p.timed != nil {
+		switch {
+		case p.peak:
+			load = r.Stats.PeakLoad(mono, s.latency)
+		case p.timed != nil:
 			load = p.timed.LoadAt(r, mono)
-		} else {
+		default:
 			load = p.metric.Load(r)
 		}
 		cost := load * inv
