@@ -1,8 +1,6 @@
 package p2c
 
 import (
-	"fmt"
-
 	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/serviceconfig"
@@ -26,15 +24,11 @@ type policy struct {
 }
 
 func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
-	switch cfg := c.(type) {
-	case *Config:
-		p.cfg = cfg
-	case nil:
-		// A parent that builds us without a config gets the defaults.
-		p.cfg = DefaultConfig()
-	default:
-		return engine.Settings{}, fmt.Errorf("%s: unexpected config type %T", Name, c)
+	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
+	if err != nil {
+		return engine.Settings{}, err
 	}
+	p.cfg = cfg
 	return engine.Settings{SlowStart: p.cfg.SlowStart, FailurePenalty: p.cfg.FailurePenalty}, nil
 }
 

@@ -53,39 +53,6 @@ func e2eContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// e2eFleet starts n backends that answer at once; tests set behaviours after
-// warming up, so that connection setup is quick whatever they simulate.
-func e2eFleet(t *testing.T, n int) *fleet.Fleet {
-	t.Helper()
-	f, err := fleet.Start(n)
-	if err != nil {
-		t.Fatalf("fleet.Start(%d): %v", n, err)
-	}
-	t.Cleanup(f.Close)
-	return f
-}
-
-// e2eDial opens a channel to addrs with serviceConfig. Cleanups run last in,
-// first out, so the channel closes before the fleet it talks to.
-func e2eDial(t *testing.T, addrs []string, serviceConfig string, opts ...grpc.DialOption) *fleet.Client {
-	t.Helper()
-	c, err := fleet.Dial(addrs, serviceConfig, opts...)
-	if err != nil {
-		t.Fatalf("fleet.Dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// e2eAddrs lists the addresses of bs.
-func e2eAddrs(bs []*fleet.Backend) []string {
-	addrs := make([]string, len(bs))
-	for i, b := range bs {
-		addrs[i] = b.Addr()
-	}
-	return addrs
-}
-
 // e2eSetLatency gives every backend of f the same latency.
 func e2eSetLatency(f *fleet.Fleet, d time.Duration) {
 	for _, b := range f.Backends {
@@ -146,22 +113,6 @@ func e2eShares(res fleet.LoadResult, f *fleet.Fleet) string {
 	return strings.Join(parts, ", ")
 }
 
-// e2eWaitFor polls cond until it holds, failing the test if ctx ends first.
-// Polling with a short tick rather than sleeping a fixed time keeps the
-// tests fast on a quick machine and correct on a slow one.
-func e2eWaitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // TestEndToEndEqualBackends checks that identical backends share the load
 // evenly. The backends take 2ms per call so that calls overlap and the
 // in-flight counts the policy compares are not all zero.
@@ -177,8 +128,8 @@ func TestEndToEndEqualBackends(t *testing.T) {
 		tolerance = 0.03
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, backends)
-	c := e2eDial(t, f.Addrs(), e2eConfig)
+	f := fleet.StartT(t, backends)
+	c := fleet.DialT(t, f.Addrs(), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
 	e2eSetLatency(f, 2*time.Millisecond)
 
@@ -210,8 +161,8 @@ func TestEndToEndSlowBackend(t *testing.T) {
 		fair     = 1.0 / backends
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, backends)
-	c := e2eDial(t, f.Addrs(), e2eConfig)
+	f := fleet.StartT(t, backends)
+	c := fleet.DialT(t, f.Addrs(), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
 	// 10ms rather than less, so that the client's own cost per call, which
 	// the race detector multiplies, stays small beside the latency and the
@@ -280,8 +231,8 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 		workers = 20
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, e2eBlackHoleBackends)
-	c := e2eDial(t, f.Addrs(), serviceConfig)
+	f := fleet.StartT(t, e2eBlackHoleBackends)
+	c := fleet.DialT(t, f.Addrs(), serviceConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
 	e2eSetLatency(f, 20*time.Millisecond)
 	hole := f.Backends[0]
@@ -304,13 +255,13 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 func TestEndToEndMembershipChange(t *testing.T) {
 	const workers = 8
 	ctx := e2eContext(t)
-	f := e2eFleet(t, 4)
+	f := fleet.StartT(t, 4)
 	removed, added := f.Backends[0], f.Backends[3]
-	c := e2eDial(t, e2eAddrs(f.Backends[:3]), e2eConfig)
+	c := fleet.DialT(t, fleet.AddrsOf(f.Backends[:3]), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends[:3]...)
 	e2eSetLatency(f, 2*time.Millisecond)
 
-	c.SetAddrs(e2eAddrs(f.Backends[1:]))
+	c.SetAddrs(fleet.AddrsOf(f.Backends[1:]))
 	// SetAddrs returns once the balancer has published a picker without
 	// the removed backend, and nothing is in flight, so from here on not a
 	// single call may reach it.
@@ -361,14 +312,14 @@ func TestEndToEndChurnRace(t *testing.T) {
 		churnFor = 3 * time.Second
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, members+2)
+	f := fleet.StartT(t, members+2)
 	pool, retired, outsider := f.Backends[:members], f.Backends[members], f.Backends[members+1]
 	initial := f.Backends[:members+1] // the pool and the retired backend
-	c := e2eDial(t, e2eAddrs(initial), e2eConfig)
+	c := fleet.DialT(t, fleet.AddrsOf(initial), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, initial...)
 	// Nothing is in flight and SetAddrs returns once the balancer has
 	// dropped the retired backend, so it may not serve another call.
-	c.SetAddrs(e2eAddrs(pool))
+	c.SetAddrs(fleet.AddrsOf(pool))
 	retired.ResetCounts()
 	// A millisecond per call keeps calls in flight while endpoints are
 	// removed under them.
@@ -420,7 +371,7 @@ func TestEndToEndChurnRace(t *testing.T) {
 		}
 		// Order must not matter to the policy.
 		rnd.Shuffle(len(subset), func(i, j int) { subset[i], subset[j] = subset[j], subset[i] })
-		c.SetAddrs(e2eAddrs(subset))
+		c.SetAddrs(fleet.AddrsOf(subset))
 		time.Sleep(time.Duration(rnd.IntN(3000)) * time.Microsecond)
 	}
 	stop.Store(true)
@@ -460,10 +411,10 @@ func TestEndToEndBackendKilled(t *testing.T) {
 		rejoinTimeout = 10 * time.Second
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, backends)
+	f := fleet.StartT(t, backends)
 	victim := f.Backends[0]
 	watch := &e2eCloseWatch{addr: victim.Addr(), closed: make(chan struct{})}
-	c := e2eDial(t, f.Addrs(), e2eConfig,
+	c := fleet.DialT(t, f.Addrs(), e2eConfig,
 		// The default backoff starts at one second; a short one lets the
 		// channel find the restarted backend quickly.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -508,7 +459,7 @@ func TestEndToEndBackendKilled(t *testing.T) {
 		wg.Wait()
 	}()
 
-	e2eWaitFor(t, ctx, "the victim to serve calls under load", func() bool { return victim.Served() >= 50 })
+	fleet.WaitFor(t, ctx, "the victim to serve calls under load", func() bool { return victim.Served() >= 50 })
 	watch.arm()
 	victim.Stop()
 	// Stop returns when the server is gone, but the channel learns it only
@@ -524,7 +475,7 @@ func TestEndToEndBackendKilled(t *testing.T) {
 		t.Fatal("the channel never closed its connection to the killed backend")
 	}
 	noticed.Store(true)
-	e2eWaitFor(t, ctx, "200 calls after the kill", func() bool { return late.Load() >= 200 })
+	fleet.WaitFor(t, ctx, "200 calls after the kill", func() bool { return late.Load() >= 200 })
 
 	victim.ResetCounts()
 	if err := victim.Restart(); err != nil {
@@ -533,7 +484,7 @@ func TestEndToEndBackendKilled(t *testing.T) {
 	restarted := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, rejoinTimeout)
 	defer cancel()
-	e2eWaitFor(t, rctx, "the restarted backend to get a call", func() bool { return victim.Served() > 0 })
+	fleet.WaitFor(t, rctx, "the restarted backend to get a call", func() bool { return victim.Served() > 0 })
 	t.Logf("restarted backend got its first call %v after Restart", time.Since(restarted).Round(time.Millisecond))
 
 	stop.Store(true)
@@ -596,8 +547,8 @@ func TestEndToEndWeights(t *testing.T) {
 	)
 	weights := []uint32{1, 1, 4}
 	ctx := e2eContext(t)
-	f := e2eFleet(t, len(weights))
-	c := e2eDial(t, f.Addrs(), e2eConfig)
+	f := fleet.StartT(t, len(weights))
+	c := fleet.DialT(t, f.Addrs(), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
 	e2eSetLatency(f, 5*time.Millisecond)
 

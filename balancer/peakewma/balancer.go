@@ -1,7 +1,6 @@
 package peakewma
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
@@ -28,14 +27,11 @@ type policy struct {
 }
 
 func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
-	switch cfg := c.(type) {
-	case *Config:
-		p.cfg = cfg
-	case nil:
-		p.cfg = DefaultConfig()
-	default:
-		return engine.Settings{}, fmt.Errorf("%s: unexpected config type %T", Name, c)
+	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
+	if err != nil {
+		return engine.Settings{}, err
 	}
+	p.cfg = cfg
 	return engine.Settings{
 		SlowStart:      p.cfg.SlowStart,
 		FailurePenalty: p.cfg.FailurePenalty,

@@ -1,7 +1,6 @@
 package peakewma
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -64,10 +63,8 @@ func DefaultConfig() *Config {
 // rejected.
 func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	cfg := DefaultConfig()
-	if trimmed := bytes.TrimSpace(js); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
-		if err := engine.DecodeStrict(trimmed, cfg); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
+	if err := engine.DecodeConfig(Name, js, cfg); err != nil {
+		return nil, err
 	}
 	if err := engine.ClampChoiceCount(Name, &cfg.ChoiceCount); err != nil {
 		return nil, err

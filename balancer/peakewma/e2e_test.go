@@ -60,38 +60,6 @@ func e2eContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// e2eFleet starts n backends that answer at once.
-func e2eFleet(t *testing.T, n int) *fleet.Fleet {
-	t.Helper()
-	f, err := fleet.Start(n)
-	if err != nil {
-		t.Fatalf("fleet.Start(%d): %v", n, err)
-	}
-	t.Cleanup(f.Close)
-	return f
-}
-
-// e2eDial opens a channel to addrs with serviceConfig. Cleanups run last in,
-// first out, so the channel closes before the fleet it talks to.
-func e2eDial(t *testing.T, addrs []string, serviceConfig string) *fleet.Client {
-	t.Helper()
-	c, err := fleet.Dial(addrs, serviceConfig)
-	if err != nil {
-		t.Fatalf("fleet.Dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// e2eAddrs lists the addresses of bs.
-func e2eAddrs(bs []*fleet.Backend) []string {
-	addrs := make([]string, len(bs))
-	for i, b := range bs {
-		addrs[i] = b.Addr()
-	}
-	return addrs
-}
-
 // e2eSpread gives the backends of bs fixed latencies evenly spaced over
 // [median-2ms, median+2ms], in fleet order. fleet.Behavior has no jitter;
 // distinct latencies keep the healthy backends from being exact copies of
@@ -182,20 +150,6 @@ func (d *e2eDriver) Stop() []e2eCall {
 	return all
 }
 
-// e2eWaitFor polls cond until it holds, failing the test if ctx ends first.
-func e2eWaitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // e2eSleep waits for d, or until ctx ends.
 func e2eSleep(ctx context.Context, d time.Duration) {
 	timer := time.NewTimer(d)
@@ -219,7 +173,7 @@ func e2eSleep(ctx context.Context, d time.Duration) {
 // warm-up's.
 func e2eWarmUp(t *testing.T, ctx context.Context, d *e2eDriver, want ...*fleet.Backend) {
 	t.Helper()
-	e2eWaitFor(t, ctx, "every backend to answer during the warm-up", func() bool {
+	fleet.WaitFor(t, ctx, "every backend to answer during the warm-up", func() bool {
 		for _, b := range want {
 			if d.answers(b.Name()) == 0 {
 				return false
@@ -356,13 +310,13 @@ type e2eSlowRun struct {
 func e2eSlowPhaseRun(t *testing.T, serviceConfig string) e2eSlowRun {
 	t.Helper()
 	ctx := e2eContext(t)
-	f := e2eFleet(t, e2eSlowBackends)
+	f := fleet.StartT(t, e2eSlowBackends)
 	// The middle backend by latency, so the slow one is the fleet's median
 	// before and after its slow phase.
 	victim := f.Backends[e2eSlowBackends/2]
 	e2eSpread(f.Backends, e2eSlowMedian)
 	healthy := victim.Behavior()
-	c := e2eDial(t, f.Addrs(), serviceConfig)
+	c := fleet.DialT(t, f.Addrs(), serviceConfig)
 	d := e2eStart(ctx, c, e2eSlowWorkers)
 	defer d.Stop() // if the test fails before the end
 	e2eWarmUp(t, ctx, d, f.Backends...)
@@ -448,9 +402,9 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 		measure = 1500 * time.Millisecond
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, e2eBlackHoleBackends)
+	f := fleet.StartT(t, e2eBlackHoleBackends)
 	e2eSpread(f.Backends, 20*time.Millisecond)
-	c := e2eDial(t, f.Addrs(), serviceConfig)
+	c := fleet.DialT(t, f.Addrs(), serviceConfig)
 	d := e2eStart(ctx, c, workers)
 	defer d.Stop()
 	e2eWarmUp(t, ctx, d, f.Backends...)
@@ -540,11 +494,11 @@ func e2eNewcomer(t *testing.T, serviceConfig string) e2eNewcomerRun {
 	t.Helper()
 	const workers = 16 // about 3 in flight per old backend
 	ctx := e2eContext(t)
-	f := e2eFleet(t, e2eNewcomerOld+1)
+	f := fleet.StartT(t, e2eNewcomerOld+1)
 	old, newcomer := f.Backends[:e2eNewcomerOld], f.Backends[e2eNewcomerOld]
 	e2eSpread(old, 20*time.Millisecond)
 	newcomer.SetBehavior(fleet.Behavior{Latency: e2eNewcomerLatency})
-	c := e2eDial(t, e2eAddrs(old), serviceConfig)
+	c := fleet.DialT(t, fleet.AddrsOf(old), serviceConfig)
 	d := e2eStart(ctx, c, workers)
 	defer d.Stop()
 	e2eWarmUp(t, ctx, d, old...)
@@ -552,7 +506,7 @@ func e2eNewcomer(t *testing.T, serviceConfig string) e2eNewcomerRun {
 	// SetAddrs returns once the balancer has the new list; the newcomer
 	// joins the picker when its connection is READY.
 	c.SetAddrs(f.Addrs())
-	e2eWaitFor(t, ctx, "the newcomer's first answer", func() bool { return d.answers(newcomer.Name()) > 0 })
+	fleet.WaitFor(t, ctx, "the newcomer's first answer", func() bool { return d.answers(newcomer.Name()) > 0 })
 	// The first call ended; keep the load on until the window after its
 	// start is surely over, with a margin for a slow machine.
 	e2eSleep(ctx, e2eNewcomerWindow/2)
@@ -608,9 +562,9 @@ func TestEndToEndEveryBackendReachedAtLowLoad(t *testing.T) {
 		limit    = 5 * decay
 	)
 	ctx := e2eContext(t)
-	f := e2eFleet(t, backends)
+	f := fleet.StartT(t, backends)
 	e2eSpread(f.Backends, 5*time.Millisecond)
-	c := e2eDial(t, f.Addrs(), e2eServiceConfig(peakewma.Name, fmt.Sprintf(`{"decayTime":%q}`, decay)))
+	c := fleet.DialT(t, f.Addrs(), e2eServiceConfig(peakewma.Name, fmt.Sprintf(`{"decayTime":%q}`, decay)))
 	got := map[string]int{}
 	calls, start := 0, time.Now()
 	for len(got) < backends && time.Since(start) < limit {
