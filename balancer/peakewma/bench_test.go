@@ -1,12 +1,10 @@
 package peakewma_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/pickwise/pickwise/balancer/peakewma"
 	"github.com/pickwise/pickwise/internal/testkit"
-	"google.golang.org/grpc/balancer"
 	_ "google.golang.org/grpc/balancer/leastrequest" // the peer we measure against
 )
 
@@ -15,26 +13,8 @@ import (
 // the same run. Ours reads the clock at the pick and again in Done, and
 // updates the latency average there.
 func BenchmarkPick(b *testing.B) {
-	for _, name := range []string{peakewma.Name, "least_request_experimental"} {
-		for _, n := range []int{10, 100, 1000} {
-			b.Run(fmt.Sprintf("%s/n=%d", name, n), func(b *testing.B) {
-				p, closeFn := testkit.ReadyPicker(b, name, `{}`, n)
-				defer closeFn()
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						res, err := p.Pick(balancer.PickInfo{})
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if res.Done != nil {
-							res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
-						}
-					}
-				})
-			})
-		}
-	}
+	testkit.BenchmarkPick(b, [][2]string{
+		{peakewma.Name, `{}`},
+		{"least_request_experimental", `{}`},
+	}, []int{10, 100, 1000})
 }

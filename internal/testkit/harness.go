@@ -224,3 +224,33 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 	}
 	return cc.State().Picker, bal.Close
 }
+
+// BenchmarkPick runs, for each policy (a registry name and its JSON config)
+// and each fleet size, one sub-benchmark "<name>/n=<size>" that picks and
+// runs Done from every benchmark goroutine at once, as a busy channel does.
+// Putting pickwise's policy and grpc-go's peer in one call measures them in
+// the same run.
+func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
+	for _, pol := range policies {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/n=%d", pol[0], n), func(b *testing.B) {
+				p, closeFn := ReadyPicker(b, pol[0], pol[1], n)
+				defer closeFn()
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						res, err := p.Pick(balancer.PickInfo{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if res.Done != nil {
+							res.Done(Outcome(nil))
+						}
+					}
+				})
+			})
+		}
+	}
+}
