@@ -48,6 +48,12 @@ func newLatency(c *LatencyConfig) *latency {
 	}
 }
 
+// staleAfter is the gap between samples, in decay times, after which a
+// sample starts from the decayed average rather than the stored one. Under
+// load samples are microseconds apart and the plain moving average applies;
+// it is only after a real gap that the two differ.
+const staleAfter = 1.0 / 8
+
 // pendingPenalty is the cost of an endpoint that has calls in flight but no
 // latency sample yet (Finagle's rule): until its first answer, a new
 // endpoint gets one call at a time rather than a flood. With nothing in
@@ -130,12 +136,20 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 	for {
 		old := e.rtt.bits.Load()
 		avg := math.Float64frombits(old)
+		idle := float64(max(now-e.rtt.stamp.Load(), 0))
+		w := decay(idle / l.tau)
+		if idle > l.tau*staleAfter {
+			// After a gap the stored average is stale: pickers have watched
+			// it decay, and this sample is judged against what they saw.
+			// Without this, a backend that recovered would come back from
+			// its old peak at the decay rate after it is tried again.
+			avg *= w
+		}
 		switch {
 		case avg == 0, sample > avg:
 			// The peak: a slower sample replaces the average at once.
 			avg = sample
 		default:
-			w := decay(float64(max(now-e.rtt.stamp.Load(), 0)) / l.tau)
 			avg = avg*w + sample*(1-w)
 		}
 		if e.rtt.bits.CompareAndSwap(old, math.Float64bits(avg)) {

@@ -57,9 +57,11 @@ func TestPeakEWMAPeakAndDecay(t *testing.T) {
 	// A slower sample replaces the average at once.
 	e.observe(ok(), int64(200*time.Millisecond), 1*sec, l)
 	near(t, "after a peak", avgOf(e), 200*time.Millisecond)
-	// A faster one, a decay time later, pulls it 1-1/e of the way.
+	// A faster one, a decay time later, starts from the decayed average
+	// pickers saw (200ms/e) and pulls it 1-1/e of the way.
 	e.observe(ok(), int64(20*time.Millisecond), 11*sec, l)
-	want := time.Duration(200e6*math.Exp(-1) + 20e6*(1-math.Exp(-1)))
+	seen := 200e6 * math.Exp(-1)
+	want := time.Duration(seen*math.Exp(-1) + 20e6*(1-math.Exp(-1)))
 	near(t, "after a fast sample one decay time later", avgOf(e), want)
 	// The same sample right after barely moves it.
 	before := avgOf(e)
