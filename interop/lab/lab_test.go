@@ -18,13 +18,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestLabScenarios runs every real-gRPC scenario at a tenth of its size
+// TestLabScenarios runs every real-gRPC scenario at a quarter of its size
 // against a loopback fleet and checks each produced its table, plots and
 // the direction of its headline result.
 func TestLabScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a fleet of real gRPC servers")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fleet, err := startFleet(12)
