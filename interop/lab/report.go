@@ -164,7 +164,10 @@ func barsSVG(s section) string {
 	top = math.Ceil(top*10) / 10
 	groupW := float64(plotW-marginL-marginR) / float64(len(s.Backends))
 	barW := groupW * 0.8 / float64(len(s.Order))
-	y := func(v float64) float64 { return plotH - marginB - v/top*(plotH-marginB-marginT) }
+	// The legend gets a band of its own above the bars, which would
+	// otherwise hide under it.
+	barsTop := marginT + 14*len(s.Order)
+	y := func(v float64) float64 { return float64(plotH-marginB) - v/top*float64(plotH-marginB-barsTop) }
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img"><title>share of calls per backend</title>`, plotW, plotH, plotW, plotH)
 	axes(&b, "backend", "share of calls")
@@ -185,7 +188,7 @@ func barsSVG(s section) string {
 		}
 	}
 	for i, name := range s.Order {
-		legend(&b, i, name, palette[i%len(palette)])
+		legendAt(&b, marginL+10, 4+i*14, name, palette[i%len(palette)])
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
@@ -196,10 +199,6 @@ func axes(b *strings.Builder, xLabel, yLabel string) {
 	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`, marginL, marginT, marginL, plotH-marginB)
 	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="12" text-anchor="middle">%s</text>`, (plotW+marginL)/2, plotH-6, xLabel)
 	fmt.Fprintf(b, `<text x="12" y="%d" font-size="12" text-anchor="middle" transform="rotate(-90 12 %d)">%s</text>`, plotH/2, plotH/2, yLabel)
-}
-
-func legend(b *strings.Builder, i int, name, colour string) {
-	legendAt(b, marginL+10, marginT+i*14, name, colour)
 }
 
 func legendAt(b *strings.Builder, x, y int, name, colour string) {
