@@ -8,10 +8,6 @@ import (
 	"github.com/pickwise/pickwise/internal/engine"
 )
 
-// epoch is virtual time zero. Any fixed instant works; pickers only
-// subtract times.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // event is one thing that happens at a virtual instant. seq breaks ties in
 // scheduling order, which keeps runs deterministic.
 type event struct {
@@ -92,8 +88,6 @@ func (l *Loop) drain(until time.Duration) {
 func (l *Loop) Clock() engine.Clock { return loopClock{l} }
 
 type loopClock struct{ l *Loop }
-
-func (c loopClock) Now() time.Time { return epoch.Add(c.l.now) }
 
 func (c loopClock) Nanotime() int64 { return int64(c.l.now) }
 

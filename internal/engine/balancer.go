@@ -106,7 +106,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		if !ok {
 			// Endpoints known before the first READY picker are the initial
 			// fleet: they are not cold newcomers, so they skip slow start.
-			e = newEndpoint(firstAddr(ep), &b.failures, !b.everReady)
+			e = newEndpoint(firstAddr(ep), &b.failures, b.everReady)
 		}
 		next.Set(ep, e)
 		if len(ep.Addresses) == 1 {
@@ -166,7 +166,7 @@ func (b *engineBalancer) updateFromChildren(s balancer.State) {
 	if b.closed {
 		return
 	}
-	now := b.clock.Now()
+	now := b.clock.Nanotime()
 	b.gen++
 	for _, c := range children {
 		e := b.lookupLocked(c.Endpoint)
@@ -200,29 +200,20 @@ func (b *engineBalancer) lookupLocked(ep resolver.Endpoint) *Endpoint {
 // and on any READY that follows a connection failure, since a backend that
 // was down is a new, cold process. A READY after a plain reconnect (a
 // GOAWAY, an idle timeout) is the same warm process and does not ramp.
-func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now time.Time) {
+func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int64) {
 	prev := e.state
 	e.state = st
 	switch {
 	case st == connectivity.Ready && prev != connectivity.Ready:
-		cold := (!e.initial && !e.wasReady) || e.failedSinceReady
-		e.readySince = now
-		e.wasReady = true
-		e.failedSinceReady = false
-		e.rampStart = time.Time{}
-		if cold {
-			e.rampStart = now
-		}
+		e.ramping, e.rampStart = e.coldReady, now
+		e.coldReady = false
 	case st == connectivity.TransientFailure:
-		e.failedSinceReady = true
-		e.readySince = time.Time{}
-	case st != connectivity.Ready:
-		e.readySince = time.Time{}
+		e.coldReady = true
 	}
 }
 
 // publishLocked gives the parent a picker for the current state.
-func (b *engineBalancer) publishLocked(now time.Time) {
+func (b *engineBalancer) publishLocked(now int64) {
 	// Resolver order keeps seeded runs reproducible (endpointsharding
 	// reports children in map order) without sorting on every update.
 	ready := make([]Ready, 0, len(b.order))
@@ -231,11 +222,10 @@ func (b *engineBalancer) publishLocked(now time.Time) {
 		if e.gen != b.gen || e.state != connectivity.Ready {
 			continue
 		}
-		r := Ready{Picker: e.picker, Stats: e, Weight: e.weight, InvWeight: 1 / e.weight}
-		if b.ramp != nil && !e.rampStart.IsZero() {
-			start := e.rampStart.UnixNano()
-			if end := start + b.ramp.window; end > now.UnixNano() {
-				r.RampStart, r.RampEnd = start, end
+		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
+		if b.ramp != nil && e.ramping {
+			if end := e.rampStart + b.ramp.window; end > now {
+				r.RampStart, r.RampEnd = e.rampStart, end
 				if rampEnd == 0 || end < rampEnd {
 					rampEnd = end
 				}
@@ -268,7 +258,7 @@ func (b *engineBalancer) publishLocked(now time.Time) {
 
 // scheduleRampEndLocked arranges a republish when the earliest running ramp
 // ends, so that pickers stop reading the clock for endpoints at full weight.
-func (b *engineBalancer) scheduleRampEndLocked(at int64, now time.Time) {
+func (b *engineBalancer) scheduleRampEndLocked(at, now int64) {
 	if at == b.rampTimerAt {
 		return
 	}
@@ -280,14 +270,14 @@ func (b *engineBalancer) scheduleRampEndLocked(at int64, now time.Time) {
 	if at == 0 {
 		return
 	}
-	b.rampTimer = b.clock.AfterFunc(time.Duration(at-now.UnixNano()), func() {
+	b.rampTimer = b.clock.AfterFunc(time.Duration(at-now), func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.closed || b.rampTimerAt != at {
 			return
 		}
 		b.rampTimer, b.rampTimerAt = nil, 0
-		b.publishLocked(b.clock.Now())
+		b.publishLocked(b.clock.Nanotime())
 	})
 }
 

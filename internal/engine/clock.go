@@ -10,11 +10,9 @@ import (
 // tests and the simulator substitute a virtual clock so that slow-start
 // ramps and timers advance only when they say so.
 type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
 	// Nanotime returns a monotonic reading in nanoseconds from an arbitrary
-	// origin. Policies that time calls read it twice per call, so it must
-	// be cheaper than Now: it skips the wall clock.
+	// origin. Latency-aware pickers read it twice per call, so it must be
+	// cheap: it never needs the wall clock.
 	Nanotime() int64
 	// AfterFunc calls f in its own goroutine once d has elapsed, unless the
 	// returned Timer is stopped first.
@@ -30,9 +28,6 @@ type Timer interface {
 
 // SystemClock is the wall clock.
 type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
 
 // processStart anchors SystemClock's monotonic readings.
 var processStart = time.Now()

@@ -3,7 +3,6 @@ package engine
 import (
 	"math"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -32,23 +31,23 @@ type Endpoint struct {
 	done     func(balancer.DoneInfo) // built once, so Pick does not allocate
 
 	// Guarded by the balancer's mu.
-	state            connectivity.State
-	initial          bool            // present before the first READY picker: no slow start on first READY
-	wasReady         bool            // has been READY at least once
-	failedSinceReady bool            // went through TRANSIENT_FAILURE since it was last READY
-	readySince       time.Time       // zero unless READY
-	picker           balancer.Picker // the pickfirst child's latest picker
-	weight           float64         // from the weight attribute, at least 1
-	gen              uint64          // the balancer update that last reported this endpoint
-	rampStart        time.Time       // when the current slow-start ramp began; zero if none
+	state     connectivity.State
+	coldReady bool            // its next READY starts a slow-start ramp: it joined late, or its connection failed
+	ramping   bool            // in a slow-start ramp that began at rampStart
+	rampStart int64           // Clock.Nanotime
+	picker    balancer.Picker // the pickfirst child's latest picker
+	weight    float64         // from the weight attribute, at least 1
+	gen       uint64          // the balancer update that last reported this endpoint
 }
 
 // cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
 // arm64 servers).
 const cacheLine = 64
 
-func newEndpoint(addr string, ft *failureTracker, initial bool) *Endpoint {
-	e := &Endpoint{addr: addr, failures: ft, initial: initial, state: connectivity.Idle}
+// newEndpoint creates an endpoint's state; cold says whether its first
+// READY starts a slow-start ramp.
+func newEndpoint(addr string, ft *failureTracker, cold bool) *Endpoint {
+	e := &Endpoint{addr: addr, failures: ft, coldReady: cold, state: connectivity.Idle}
 	e.done = e.finish
 	return e
 }
@@ -76,10 +75,7 @@ func (e *Endpoint) finish(info balancer.DoneInfo) {
 	if p == nil {
 		return
 	}
-	// An attempt that never reached the server (a stream refused on a
-	// draining connection, a deadline spent waiting for one) says nothing
-	// about the backend.
-	failed := (info.BytesSent || info.BytesReceived) && IsServerFailure(info.Err)
+	failed := serverFailed(info)
 	e.recordOutcome(failed, p.alpha)
 	if failed {
 		e.failures.startDecay()

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -25,6 +26,14 @@ func IsServerFailure(err error) bool {
 		return true
 	}
 	return false
+}
+
+// serverFailed reports whether a finished call counts against its
+// endpoint: a server-side failure of an attempt that reached the server. A
+// stream refused on a draining connection, or a deadline spent waiting for
+// one, says nothing about the backend.
+func serverFailed(info balancer.DoneInfo) bool {
+	return (info.BytesSent || info.BytesReceived) && IsServerFailure(info.Err)
 }
 
 // FailurePenaltyConfig is the JSON "failurePenalty" object. A backend that

@@ -89,21 +89,21 @@ func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
 }
 
 // PeakEWMA is the load metric of latency-aware policies: an endpoint's
-// latency average, decayed by idle time, times (in-flight + 1). The
-// LeastLoaded picker recognizes it and reads the average without going
-// through the interface, since it runs twice per pick.
+// latency average, decayed by idle time, times (in-flight + 1). A
+// LeastLoaded picker given it reads the clock once per pick, reads each
+// candidate's average directly, and times the call it places, so that its
+// Done feeds the average.
 type PeakEWMA struct{ snap *Snapshot }
 
 // NewPeakEWMA returns the Peak EWMA metric over snap's endpoints. snap must
 // come from a policy whose Settings set Latency.
 func NewPeakEWMA(snap *Snapshot) PeakEWMA { return PeakEWMA{snap: snap} }
 
-// Load reads the clock itself; pickers call LoadAt with one reading per
-// pick instead.
-func (m PeakEWMA) Load(r *Ready) float64 { return m.LoadAt(r, m.snap.Clock.Nanotime()) }
-
-// LoadAt is the load at a Clock.Nanotime reading.
-func (m PeakEWMA) LoadAt(r *Ready, now int64) float64 { return m.snap.PeakLoad(r, now) }
+// Load reads the clock itself; LeastLoaded instead reads it once per pick
+// and calls Endpoint.PeakLoad.
+func (m PeakEWMA) Load(r *Ready) float64 {
+	return r.Stats.PeakLoad(m.snap.Clock.Nanotime(), m.snap.latency)
+}
 
 // LatencyAverage is the endpoint's latency average as last updated (no idle
 // decay), and whether it has one.
@@ -123,8 +123,7 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
 	sample := float64(took)
 	if info.Err != nil {
-		// IsServerFailure already excludes a caller's cancellation.
-		if !(info.BytesSent || info.BytesReceived) || !IsServerFailure(info.Err) {
+		if !serverFailed(info) {
 			return
 		}
 		// The cap never goes below the current average, so a failure on
@@ -202,16 +201,7 @@ func pickTimed(r *Ready, info balancer.PickInfo, now int64, clock Clock, lat *la
 	r.Stats.started()
 	c := callPool.Get().(*call)
 	c.e, c.start, c.clock, c.lat = r.Stats, now, clock, lat
-	if res.Done == nil {
-		res.Done = c.done
-		return res, nil
-	}
-	childDone, ours := res.Done, c.done
-	res.Done = func(di balancer.DoneInfo) {
-		ours(di)
-		childDone(di)
-	}
-	return res, nil
+	return withDone(res, c.done), nil
 }
 
 // decay is exp(-x) for x >= 0, to about 1e-7 relative error, at a fraction

@@ -50,7 +50,7 @@ func near(t *testing.T, what string, got, want time.Duration) {
 }
 
 func TestPeakEWMAPeakAndDecay(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, true)
+	l, e := testLatency(), newEndpoint("a", nil, false)
 	sec := int64(time.Second)
 	e.observe(ok(), int64(20*time.Millisecond), 0, l)
 	near(t, "first sample", avgOf(e), 20*time.Millisecond)
@@ -72,7 +72,7 @@ func TestPeakEWMAPeakAndDecay(t *testing.T) {
 }
 
 func TestPeakEWMAIdleDecay(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, true)
+	l, e := testLatency(), newEndpoint("a", nil, false)
 	e.observe(ok(), int64(time.Second), 0, l)
 	// Idle for two decay times: a picker sees e^-2 of the average.
 	got := e.PeakLoad(int64(20*time.Second), l)
@@ -84,7 +84,7 @@ func TestPeakEWMAIdleDecay(t *testing.T) {
 }
 
 func TestPeakEWMADefaultAndPending(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, true)
+	l, e := testLatency(), newEndpoint("a", nil, false)
 	// Never answered and idle: free, so it is tried at once.
 	if got := e.PeakLoad(0, l); got != 0 {
 		t.Errorf("load with no sample and nothing in flight = %v, want 0", got)
@@ -101,7 +101,7 @@ func TestPeakEWMADefaultAndPending(t *testing.T) {
 }
 
 func TestPeakEWMAFailures(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, true)
+	l, e := testLatency(), newEndpoint("a", nil, false)
 	e.observe(ok(), int64(20*time.Millisecond), 0, l)
 	// A fast server failure counts as twice the larger of the average and
 	// defaultRtt.
@@ -117,13 +117,13 @@ func TestPeakEWMAFailures(t *testing.T) {
 
 	// On an endpoint already slower than the cap, a failure cannot lower
 	// the average.
-	slow := newEndpoint("s", nil, true)
+	slow := newEndpoint("s", nil, false)
 	slow.observe(ok(), int64(10*time.Second), 0, l)
 	slow.observe(failed(codes.Unavailable), int64(time.Millisecond), 1, l)
 	near(t, "a failure on a very slow endpoint", avgOf(slow), 10*time.Second)
 
 	// What is not the backend's doing is not a sample.
-	f := newEndpoint("b", nil, true)
+	f := newEndpoint("b", nil, false)
 	f.observe(ok(), int64(20*time.Millisecond), 0, l)
 	for _, di := range []balancer.DoneInfo{
 		failed(codes.Canceled),

@@ -12,16 +12,6 @@ type LoadMetric interface {
 	Load(r *Ready) float64
 }
 
-// TimedLoadMetric is a LoadMetric that depends on the time (a latency
-// average that decays while an endpoint is idle). When a picker's metric
-// implements it and the policy's Settings ask for latency, the picker reads
-// the clock once per pick, calls LoadAt instead of Load, and times every
-// call so that its Done feeds the latency average.
-type TimedLoadMetric interface {
-	LoadMetric
-	LoadAt(r *Ready, now int64) float64
-}
-
 // LeastLoaded is the engine's d-choice picker: it samples choices distinct
 // READY endpoints uniformly at random and sends the RPC to the one with the
 // lowest
@@ -36,27 +26,27 @@ type LeastLoaded struct {
 	snap    *Snapshot
 	choices int
 	metric  LoadMetric
-	timed   TimedLoadMetric // metric, when it is timed and latency is on
-	peak    bool            // metric is PeakEWMA: read endpoints directly
+	timed   bool // metric is PeakEWMA and latency is on: read the clock once per pick, time calls
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
 // to [2, MaxChoices].
 func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded {
-	p := &LeastLoaded{snap: snap, choices: min(max(choices, 2), MaxChoices), metric: metric}
-	if tm, ok := metric.(TimedLoadMetric); ok && snap.latency != nil {
-		p.timed = tm
-		_, p.peak = metric.(PeakEWMA)
+	_, peak := metric.(PeakEWMA)
+	return &LeastLoaded{
+		snap:    snap,
+		choices: min(max(choices, 2), MaxChoices),
+		metric:  metric,
+		timed:   peak && snap.latency != nil,
 	}
-	return p
 }
 
 // Pick implements balancer.Picker.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	eps := p.snap.Endpoints
 	n := len(eps)
-	var now int64
-	if p.timed != nil {
+	var now int64 // Clock.Nanotime; 0 until someone needs it
+	if p.timed {
 		now = p.snap.Clock.Nanotime()
 	}
 	if n == 1 {
@@ -79,38 +69,37 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
 	}
-	return p.pickEndpoint(&eps[p.choose(cands, now)], info, now)
+	best, now := p.choose(cands, now)
+	return p.pickEndpoint(&eps[best], info, now)
 }
 
 func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, now int64) (balancer.PickResult, error) {
-	if p.timed != nil {
+	if p.timed {
 		return pickTimed(r, info, now, p.snap.Clock, p.snap.latency)
 	}
 	return PickEndpoint(r, info)
 }
 
-// choose returns the index of the cheapest candidate. mono is the
-// Nanotime reading of a timed picker.
-func (p *LeastLoaded) choose(cands []int, mono int64) int {
+// choose returns the index of the cheapest candidate, and the clock
+// reading now, taken if a candidate needed it and not taken before.
+func (p *LeastLoaded) choose(cands []int, now int64) (int, int64) {
 	s := p.snap
-	var now int64 // wall clock, read lazily: only a ramping candidate needs it
 	best, bestCost := -1, 0.0
 	for _, i := range cands {
 		r := &s.Endpoints[i]
 		inv := r.InvWeight
 		if r.RampEnd != 0 {
+			// Only a ramping candidate needs the time; a timed pick has
+			// read the clock already.
 			if now == 0 {
-				now = s.Clock.Now().UnixNano()
+				now = s.Clock.Nanotime()
 			}
 			inv = s.EffectiveInvWeight(r, now)
 		}
 		var load float64
-		switch {
-		case p.peak:
-			load = r.Stats.PeakLoad(mono, s.latency)
-		case p.timed != nil:
-			load = p.timed.LoadAt(r, mono)
-		default:
+		if p.timed {
+			load = r.Stats.PeakLoad(now, s.latency)
+		} else {
 			load = p.metric.Load(r)
 		}
 		cost := load * inv
@@ -121,5 +110,5 @@ func (p *LeastLoaded) choose(cands []int, mono int64) int {
 			best, bestCost = i, cost
 		}
 	}
-	return best
+	return best, now
 }

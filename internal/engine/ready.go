@@ -11,14 +11,12 @@ type Ready struct {
 	Picker balancer.Picker
 	// Stats is the endpoint's long-lived state.
 	Stats *Endpoint
-	// Weight is the endpoint's static weight (from the weight attribute,
-	// xDS's load_balancing_weight), at least 1.
-	Weight float64
-	// InvWeight is 1/Weight, so the pick path multiplies instead of
-	// dividing.
+	// InvWeight is 1/weight, the endpoint's static weight (from the weight
+	// attribute, xDS's load_balancing_weight, at least 1), so the pick path
+	// multiplies instead of dividing.
 	InvWeight float64
-	// RampStart and RampEnd bound the endpoint's slow start, in UnixNano of
-	// the engine's clock; RampEnd is 0 when it is not ramping.
+	// RampStart and RampEnd bound the endpoint's slow start, in the
+	// engine's Clock.Nanotime; RampEnd is 0 when it is not ramping.
 	RampStart, RampEnd int64
 }
 
@@ -35,18 +33,8 @@ type Snapshot struct {
 	latency *latency
 }
 
-// PeakLoad is r's Peak EWMA load at now (a Clock.Nanotime reading): its
-// latency average, decayed by idle time, times (in-flight + 1). It is 0
-// when the policy did not ask the engine to time calls.
-func (s *Snapshot) PeakLoad(r *Ready, now int64) float64 {
-	if s.latency == nil {
-		return 0
-	}
-	return r.Stats.PeakLoad(now, s.latency)
-}
-
 // EffectiveInvWeight is 1/weight after slow start, for an endpoint whose
-// RampEnd is not zero. now is the clock's UnixNano.
+// RampEnd is not zero. now is a Clock.Nanotime reading.
 func (s *Snapshot) EffectiveInvWeight(r *Ready, now int64) float64 {
 	if r.RampEnd == 0 || now >= r.RampEnd || s.ramp == nil {
 		return r.InvWeight
@@ -63,16 +51,21 @@ func PickEndpoint(r *Ready, info balancer.PickInfo) (balancer.PickResult, error)
 		return res, err
 	}
 	r.Stats.started()
+	return withDone(res, r.Stats.done), nil
+}
+
+// withDone makes ours res's Done, chained before the child's own if it has
+// one. A child that tracks its own calls is rare (pickfirst does not); only
+// then does a pick pay for a closure.
+func withDone(res balancer.PickResult, ours func(balancer.DoneInfo)) balancer.PickResult {
 	if res.Done == nil {
-		res.Done = r.Stats.done
-		return res, nil
+		res.Done = ours
+		return res
 	}
-	// A child that tracks its own calls is rare (pickfirst does not); only
-	// then does a pick pay for a closure.
-	childDone, ours := res.Done, r.Stats.done
+	childDone := res.Done
 	res.Done = func(di balancer.DoneInfo) {
 		ours(di)
 		childDone(di)
 	}
-	return res, nil
+	return res
 }

@@ -77,14 +77,14 @@ func (c constLoad) Load(*Ready) float64 { return float64(c) }
 func TestLeastLoadedTiesGoToFirstDraw(t *testing.T) {
 	eps := make([]Ready, 4)
 	for i := range eps {
-		eps[i] = Ready{Stats: newEndpoint(fmt.Sprint(i), nil, true), Weight: 1, InvWeight: 1}
+		eps[i] = Ready{Stats: newEndpoint(fmt.Sprint(i), nil, false), InvWeight: 1}
 	}
 	// Draw 3 first, then 1: with equal costs, 3 must win.
 	hi := uint64(1) << 32
 	x3 := uint64(3 * (hi / 4)) // reduce(x3, 4) = 3
 	x1 := uint64(1*(hi/3)) + 1 // reduce(x1, 3) = 1
 	p := NewLeastLoaded(&Snapshot{Endpoints: eps, Rand: &scriptedRand{vals: []uint64{x3 | x1<<32}}}, 2, constLoad(1))
-	if got := p.choose(pairOf(p), 0); got != 3 {
+	if got, _ := p.choose(pairOf(p), 0); got != 3 {
 		t.Fatalf("tie went to %d, want the first draw 3", got)
 	}
 }

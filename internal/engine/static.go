@@ -39,8 +39,7 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 		}
 		ready[i] = Ready{
 			Picker:    fixedPicker{res: balancer.PickResult{SubConn: sc}},
-			Stats:     newEndpoint(fmt.Sprint(i), ft, true),
-			Weight:    w,
+			Stats:     newEndpoint(fmt.Sprint(i), ft, false),
 			InvWeight: 1 / w,
 		}
 	}

@@ -56,7 +56,7 @@ func TestPenaltyMultiplier(t *testing.T) {
 }
 
 func TestFailureAverage(t *testing.T) {
-	e := newEndpoint("a", nil, true)
+	e := newEndpoint("a", nil, false)
 	alpha := 0.1
 	for i := 1; i <= 22; i++ {
 		e.recordOutcome(true, alpha)
