@@ -2,36 +2,22 @@ package p2c
 
 import (
 	"github.com/pickwise/pickwise/internal/engine"
-	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/serviceconfig"
 )
 
 // Name is the policy's name in service configs.
 const Name = "pickwise_p2c"
 
+// The policy is the engine's d-choice picker over the in-flight load
+// metric.
 func init() {
-	engine.Register(engine.Spec{
+	engine.RegisterLeastLoaded(engine.LeastLoadedSpec[*Config]{
 		Name:        Name,
 		ParseConfig: ParseConfig,
-		NewPolicy:   func() engine.Policy { return &policy{cfg: DefaultConfig()} },
+		Defaults:    DefaultConfig,
+		Settings: func(c *Config) engine.Settings {
+			return engine.Settings{SlowStart: c.SlowStart, FailurePenalty: c.FailurePenalty}
+		},
+		Choices: func(c *Config) int { return int(c.ChoiceCount) },
+		Metric:  func(c *Config, _ *engine.Snapshot) engine.LoadMetric { return loadMetric(c.ActiveRequestBias) },
 	})
-}
-
-// policy plugs the in-flight load metric into the engine's d-choice
-// sampler. Its fields are guarded by the engine's lock.
-type policy struct {
-	cfg *Config
-}
-
-func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
-	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
-	if err != nil {
-		return engine.Settings{}, err
-	}
-	p.cfg = cfg
-	return engine.Settings{SlowStart: p.cfg.SlowStart, FailurePenalty: p.cfg.FailurePenalty}, nil
-}
-
-func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
-	return engine.NewLeastLoaded(snap, int(p.cfg.ChoiceCount), loadMetric(p.cfg.ActiveRequestBias))
 }

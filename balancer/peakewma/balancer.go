@@ -4,44 +4,29 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
-	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/serviceconfig"
 )
 
 // Name is the policy's name in service configs.
 const Name = "pickwise_peak_ewma"
 
+// The policy is the engine's d-choice picker over its Peak EWMA metric;
+// the engine times calls and keeps the latency averages.
 func init() {
-	engine.Register(engine.Spec{
+	engine.RegisterLeastLoaded(engine.LeastLoadedSpec[*Config]{
 		Name:        Name,
 		ParseConfig: ParseConfig,
-		NewPolicy:   func() engine.Policy { return &policy{cfg: DefaultConfig()} },
-	})
-}
-
-// policy plugs the engine's Peak EWMA load metric into its d-choice
-// sampler; the engine times calls and keeps the latency averages. Its fields are guarded by
-// the engine's lock.
-type policy struct {
-	cfg *Config
-}
-
-func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
-	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
-	if err != nil {
-		return engine.Settings{}, err
-	}
-	p.cfg = cfg
-	return engine.Settings{
-		SlowStart:      p.cfg.SlowStart,
-		FailurePenalty: p.cfg.FailurePenalty,
-		Latency: &engine.LatencyConfig{
-			DecayTime:  time.Duration(p.cfg.DecayTime),
-			DefaultRTT: time.Duration(p.cfg.DefaultRTT),
+		Defaults:    DefaultConfig,
+		Settings: func(c *Config) engine.Settings {
+			return engine.Settings{
+				SlowStart:      c.SlowStart,
+				FailurePenalty: c.FailurePenalty,
+				Latency: &engine.LatencyConfig{
+					DecayTime:  time.Duration(c.DecayTime),
+					DefaultRTT: time.Duration(c.DefaultRTT),
+				},
+			}
 		},
-	}, nil
-}
-
-func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
-	return engine.NewLeastLoaded(snap, int(p.cfg.ChoiceCount), engine.NewPeakEWMA(snap))
+		Choices: func(c *Config) int { return int(c.ChoiceCount) },
+		Metric:  func(_ *Config, snap *engine.Snapshot) engine.LoadMetric { return engine.NewPeakEWMA(snap) },
+	})
 }

@@ -70,9 +70,9 @@ func DecodeConfig(policy string, js []byte, cfg any) error {
 	return nil
 }
 
-// ConfigAs returns a policy's parsed config as its own type: c itself, or
+// configAs returns a policy's parsed config as its own type: c itself, or
 // defaults() when a parent built the policy without a config.
-func ConfigAs[T serviceconfig.LoadBalancingConfig](policy string, c serviceconfig.LoadBalancingConfig, defaults func() T) (T, error) {
+func configAs[T serviceconfig.LoadBalancingConfig](policy string, c serviceconfig.LoadBalancingConfig, defaults func() T) (T, error) {
 	if c == nil {
 		return defaults(), nil
 	}

@@ -91,3 +91,48 @@ func (b builder) Build(cc balancer.ClientConn, bOpts balancer.BuildOptions) bala
 func (b builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	return b.spec.ParseConfig(js)
 }
+
+// LeastLoadedSpec describes a policy that is the engine's d-choice picker
+// over a load metric: a config type and how to read it. Everything else,
+// from connections to slow start, is the engine's.
+type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
+	Name        string
+	ParseConfig func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error)
+	// Defaults is the config of a policy built without one.
+	Defaults func() C
+	// Settings are the engine settings a config asks for.
+	Settings func(C) Settings
+	// Choices is the config's choiceCount.
+	Choices func(C) int
+	// Metric is the load metric pickers over snap compare.
+	Metric func(cfg C, snap *Snapshot) LoadMetric
+}
+
+// RegisterLeastLoaded registers a d-choice policy (see Register).
+func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
+	Register(Spec{
+		Name:        s.Name,
+		ParseConfig: s.ParseConfig,
+		NewPolicy:   func() Policy { return &leastLoadedPolicy[C]{spec: s, cfg: s.Defaults()} },
+	})
+}
+
+// leastLoadedPolicy is the Policy of a LeastLoadedSpec. cfg is guarded by
+// the engine's lock, like every Policy's state.
+type leastLoadedPolicy[C serviceconfig.LoadBalancingConfig] struct {
+	spec LeastLoadedSpec[C]
+	cfg  C
+}
+
+func (p *leastLoadedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
+	cfg, err := configAs(p.spec.Name, c, p.spec.Defaults)
+	if err != nil {
+		return Settings{}, err
+	}
+	p.cfg = cfg
+	return p.spec.Settings(cfg), nil
+}
+
+func (p *leastLoadedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker {
+	return NewLeastLoaded(snap, p.spec.Choices(p.cfg), p.spec.Metric(p.cfg, snap))
+}
