@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -19,4 +20,15 @@ func testScale() Scale {
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// column is the index of the policy called name among policies, the
+// columns of a scenario's result.
+func column(t *testing.T, policies []string, name string) int {
+	t.Helper()
+	j := slices.Index(policies, name)
+	if j < 0 {
+		t.Fatalf("no column %q in %q", name, policies)
+	}
+	return j
 }

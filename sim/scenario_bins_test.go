@@ -13,13 +13,7 @@ func TestBallsIntoBins(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.Table.String())
-	col := func(name string) int {
-		j := slices.Index(r.Policies, name)
-		if j < 0 {
-			t.Fatalf("no column %q in %q", name, r.Policies)
-		}
-		return j
-	}
+	col := func(name string) int { return column(t, r.Policies, name) }
 	random, rr, lr, lc, p2c := col("random"), col("round_robin"), col("least_request"), col("least-conn (full scan)"), col("pickwise_p2c")
 	i := slices.Index(r.N, 10_000)
 	if i < 0 {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
@@ -12,13 +11,7 @@ func TestHardwareGenerations(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.Table.String())
-	col := func(name string) int {
-		j := slices.Index(r.Policies, name)
-		if j < 0 {
-			t.Fatalf("no column %q in %q", name, r.Policies)
-		}
-		return j
-	}
+	col := func(name string) int { return column(t, r.Policies, name) }
 	rr, p2c, weighted := col("round_robin"), col("pickwise_p2c"), col("pickwise_p2c (weights)")
 	if len(r.Runs) != 2 || r.Runs[0].Clients != 1 || r.Runs[1].Clients != 20 {
 		t.Fatalf("runs for %d balancer counts, want 1 and 20", len(r.Runs))

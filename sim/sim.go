@@ -84,12 +84,16 @@ type Result struct {
 }
 
 // Quantile returns the q-quantile of successful latencies (0 when none).
-func (r *Result) Quantile(q float64) time.Duration {
-	if len(r.Latency) == 0 {
+func (r *Result) Quantile(q float64) time.Duration { return Quantile(r.Latency, q) }
+
+// Quantile is the nearest-rank q-quantile of sorted latencies (0 when
+// there are none).
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(math.Ceil(q*float64(len(r.Latency)))) - 1
-	return r.Latency[min(max(i, 0), len(r.Latency)-1)]
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // Share is backend id's share of placed requests.

@@ -90,8 +90,10 @@ func TestSlowEndpointAvoidedThenRecovered(t *testing.T) {
 	}
 }
 
-func TestBlackHoleAvoided(t *testing.T) {
-	h := testkit.NewHarness(t, peakewma.Name, `{}`)
+// blackHoleShare runs ten endpoints under cfg, the first failing every
+// call in 100µs while the rest answer in 20ms, and returns the first's share.
+func blackHoleShare(t *testing.T, cfg string) float64 {
+	h := testkit.NewHarness(t, peakewma.Name, cfg)
 	as := testkit.Addrs(10)
 	h.Start(as...)
 	backend := func(a string, _ time.Duration) (time.Duration, error) {
@@ -100,8 +102,11 @@ func TestBlackHoleAvoided(t *testing.T) {
 		}
 		return 20 * time.Millisecond, nil
 	}
-	got := run(h, 2, 5*time.Second, backend)
-	if s := share(got, as[0]); s > 0.02 {
+	return share(run(h, 2, 5*time.Second, backend), as[0])
+}
+
+func TestBlackHoleAvoided(t *testing.T) {
+	if s := blackHoleShare(t, `{}`); s > 0.02 {
 		t.Errorf("black hole's share = %.2f%%, want below 2%% (fair: 10%%)", 100*s)
 	}
 }
@@ -109,17 +114,7 @@ func TestBlackHoleAvoided(t *testing.T) {
 func TestPenaltyOffStillNoBlackHole(t *testing.T) {
 	// Without the engine's failure penalty, recording failures as slow
 	// samples alone keeps a fast-failing backend below its fair share.
-	h := testkit.NewHarness(t, peakewma.Name, `{"failurePenalty": {"enabled": false}}`)
-	as := testkit.Addrs(10)
-	h.Start(as...)
-	backend := func(a string, _ time.Duration) (time.Duration, error) {
-		if a == as[0] {
-			return 100 * time.Microsecond, status.Error(codes.Unavailable, "down")
-		}
-		return 20 * time.Millisecond, nil
-	}
-	got := run(h, 2, 5*time.Second, backend)
-	if s := share(got, as[0]); s > 0.10 {
+	if s := blackHoleShare(t, `{"failurePenalty": {"enabled": false}}`); s > 0.10 {
 		t.Errorf("black hole's share without the penalty = %.1f%%, want at most its fair 10%%", 100*s)
 	}
 }

@@ -32,9 +32,6 @@
 package main
 
 import (
-	"flag"
-	"log"
-	"os"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -78,10 +75,5 @@ var backends = []compare.Backend{
 }
 
 func main() {
-	rpcs := flag.Int("rpcs", 3000, "RPCs to send through each policy")
-	concurrency := flag.Int("concurrency", 24, "concurrent callers; load-aware policies differ from round robin only when calls overlap")
-	flag.Parse()
-	if err := compare.Run(os.Stdout, backends, policies, *rpcs, *concurrency); err != nil {
-		log.Fatalf("p2c: %v", err)
-	}
+	compare.Main("p2c", backends, policies, 3000, 24)
 }

@@ -30,9 +30,6 @@
 package main
 
 import (
-	"flag"
-	"log"
-	"os"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -69,10 +66,5 @@ var backends = []compare.Backend{
 }
 
 func main() {
-	rpcs := flag.Int("rpcs", 1000, "RPCs to send through each policy")
-	concurrency := flag.Int("concurrency", 4, "concurrent callers; with few, in-flight counts carry little and latency tells backends apart")
-	flag.Parse()
-	if err := compare.Run(os.Stdout, backends, policies, *rpcs, *concurrency); err != nil {
-		log.Fatalf("peakewma: %v", err)
-	}
+	compare.Main("peakewma", backends, policies, 1000, 4)
 }

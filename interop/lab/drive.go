@@ -201,15 +201,6 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 	return out
 }
 
-// quantile of sorted latencies.
-func quantile(l []time.Duration, q float64) time.Duration {
-	if len(l) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(l))+0.999999) - 1
-	return l[min(max(i, 0), len(l)-1)]
-}
-
 // shares returns each backend's share of calls, in the fleet's order.
 func (o outcome) shares(f *labFleet) []float64 {
 	out := make([]float64, len(f.names))

@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -214,13 +213,6 @@ func shortName(s string) string {
 		return s[i+1:]
 	}
 	return s
-}
-
-// sortedCopy returns latencies sorted ascending.
-func sortedCopy(d []time.Duration) []time.Duration {
-	out := append([]time.Duration(nil), d...)
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // ninesIndexes picks about 400 indexes into n sorted samples, spaced evenly

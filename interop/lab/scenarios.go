@@ -157,8 +157,8 @@ func blackHole(ctx context.Context, l *lab) (section, error) {
 	t := &sim.Table{Title: fmt.Sprintf("Black hole (real gRPC): %d backends at 20 ms, %s fails every call at once; 500 calls/s", n, broken), Columns: names(rs)}
 	t.AddRow("share to the broken backend (fair: 10%)", row(rs, func(o outcome) string { return sim.Pct(share(o, broken)) })...)
 	t.AddRow("errors seen by clients", row(rs, func(o outcome) string { return sim.Pct(float64(o.failed) / float64(max(o.total, 1))) })...)
-	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.5)) })...)
-	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.99)) })...)
+	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.5)) })...)
+	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
 	return l.section("black-hole", t, rs), nil
 }
 
@@ -177,7 +177,7 @@ func slowBackend(ctx context.Context, l *lab) (section, error) {
 	t := &sim.Table{Title: fmt.Sprintf("One slow backend (real gRPC): %d backends at 20 ms, %s at 400 ms; 400 calls/s, %v deadline", n, slow, deadline), Columns: names(rs)}
 	t.AddRow("share to the slow backend (fair: 10%)", row(rs, func(o outcome) string { return sim.Pct(share(o, slow)) })...)
 	for _, q := range []float64{0.5, 0.99, 0.999} {
-		t.AddRow(fmt.Sprintf("p%g of successful calls", 100*q), row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, q)) })...)
+		t.AddRow(fmt.Sprintf("p%g of successful calls", 100*q), row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, q)) })...)
 	}
 	t.AddRow("success within the deadline", row(rs, func(o outcome) string { return sim.Pct(1 - float64(o.failed)/float64(max(o.total, 1))) })...)
 	return l.section("slow-backend", t, rs), nil
@@ -213,8 +213,8 @@ func hardwareGenerations(ctx context.Context, l *lab) (section, error) {
 	}
 	t.AddRow("offered load, new generation", row(rs, func(o outcome) string { return offered(o, []int{0, 1, 2, 3, 4, 5, 6, 7, 8}, 100) })...)
 	t.AddRow("offered load, old generation", row(rs, func(o outcome) string { return offered(o, []int{9, 10, 11}, 60) })...)
-	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.5)) })...)
-	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(quantile(o.latencies, 0.99)) })...)
+	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.5)) })...)
+	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
 	return l.section("hardware-generations", t, rs), nil
 }
 

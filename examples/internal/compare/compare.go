@@ -7,8 +7,11 @@ package compare
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,6 +37,18 @@ type Backend struct {
 type Policy struct {
 	Name          string
 	ServiceConfig string
+}
+
+// Main is an example's main: it reads -rpcs and -concurrency (with the
+// example's defaults), runs the comparison on stdout, and exits non-zero
+// with the error if it fails.
+func Main(name string, backends []Backend, policies []Policy, rpcs, concurrency int) {
+	flag.IntVar(&rpcs, "rpcs", rpcs, "RPCs to send through each policy")
+	flag.IntVar(&concurrency, "concurrency", concurrency, "concurrent callers; load-aware policies differ from round robin only when calls overlap")
+	flag.Parse()
+	if err := Run(os.Stdout, backends, policies, rpcs, concurrency); err != nil {
+		log.Fatalf("%s: %v", name, err)
+	}
 }
 
 // Run starts len(backends) servers, connects one channel per policy to all

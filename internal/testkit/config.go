@@ -1,0 +1,61 @@
+package testkit
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// ParseCase is one row of a policy's ParseConfig table test: the config
+// JSON wants either the config Want or an error containing WantErr.
+type ParseCase[C serviceconfig.LoadBalancingConfig] struct {
+	Name    string
+	JSON    string
+	Want    C
+	WantErr string
+}
+
+// CheckParseConfig runs a ParseConfig table test.
+func CheckParseConfig[C serviceconfig.LoadBalancingConfig](t *testing.T, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error), cases []ParseCase[C]) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.Name, func(t *testing.T) {
+			got, err := parse(json.RawMessage(tt.JSON))
+			if tt.WantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.WantErr) {
+					t.Fatalf("ParseConfig(%s) error = %v, want one containing %q", tt.JSON, err, tt.WantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseConfig(%s) unexpected error: %v", tt.JSON, err)
+			}
+			// The embedded LoadBalancingConfig interface is a marker, nil in
+			// both.
+			if diff := cmp.Diff(tt.Want, got, cmpopts.IgnoreInterfaces(struct {
+				serviceconfig.LoadBalancingConfig
+			}{})); diff != "" {
+				t.Errorf("ParseConfig(%s) mismatch (-want +got):\n%s", tt.JSON, diff)
+			}
+		})
+	}
+}
+
+// CheckRejectedAtDial checks what a user sees when a channel's default
+// service config is bad: grpc.NewClient fails with a message containing
+// want (the policy and the field).
+func CheckRejectedAtDial(t *testing.T, serviceConfig, want string) {
+	t.Helper()
+	_, err := grpc.NewClient("passthrough:///127.0.0.1:1",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(serviceConfig))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("grpc.NewClient error = %v, want one containing %q", err, want)
+	}
+}
