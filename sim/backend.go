@@ -118,7 +118,8 @@ func (s *server) serviceTime(now time.Duration, r *rand.Rand) time.Duration {
 	return time.Duration(d)
 }
 
-// utilization is the busy share of the backend's servers since start.
+// utilization is the busy share of the backend's servers from the start
+// until now.
 func (s *server) utilization(now time.Duration) float64 {
 	if s.spec.Servers == 0 || now == 0 {
 		return 0

@@ -88,11 +88,6 @@ func hwBackends(weighted bool) []Backend {
 // with 20 balancers each one sees a twentieth of every backend's load and
 // the signal thins. "pickwise_p2c (weights)" is told the capacity ratio
 // through xDS-style endpoint weights (10 and 6).
-//
-// Utilization and offered load are measured over the arrival window (the
-// run's Duration), not until the last queued request drains: a backend
-// still draining an overload after arrivals stop would otherwise look
-// less loaded than it was.
 func HardwareGenerations(scale Scale) (*HardwareResult, error) {
 	duration := 20 * time.Second
 	if scale == Reduced {
@@ -183,46 +178,26 @@ type hwMeasurement struct {
 	inFlight      float64
 }
 
-// hwMeasure executes run with p and measures load over the arrival window
-// [0, run.Duration]. Result.Utilization and Result.Offered divide by the
-// time the run ends, after every queue has drained; here every request
-// succeeds (no deadline, no failures) and service times are constant, so a
-// request that completed at t kept one worker busy during [t-service, t],
-// and the window's share of that is exact.
+// hwMeasure executes run with p and averages each generation's
+// utilization and offered load, which the simulator measures over the
+// arrival window. It also measures how many requests one balancer sees in
+// flight per backend.
 func hwMeasure(run Run, p Policy) (hwMeasurement, error) {
 	window := run.Duration
-	overlap := func(from, to time.Duration) time.Duration {
-		return max(0, min(to, window)-max(from, 0))
-	}
-	var busy [2]time.Duration
 	var held time.Duration // request-time in flight within the window
-	run.OnDone = func(now time.Duration, _ *Request, backend int, lat time.Duration, err error) {
-		held += overlap(now-lat, now)
-		if err != nil || backend < 0 {
-			return
-		}
-		gen := hwGen(backend)
-		busy[gen] += overlap(now-hwService[gen], now)
+	run.OnDone = func(now time.Duration, _ *Request, _ int, lat time.Duration, _ error) {
+		held += max(0, min(now, window)-max(now-lat, 0))
 	}
 	res, err := run.Execute(p)
 	if err != nil {
 		return hwMeasurement{}, err
 	}
-	if res.Failed > 0 {
-		// Busy time is reconstructed from completions; a failure would
-		// leave a gap in it.
-		return hwMeasurement{}, fmt.Errorf("%s: %d requests failed; hardware-generations assumes none", p.Name, res.Failed)
-	}
 	var m hwMeasurement
-	var arrived [2]int
-	for id, n := range res.Picks {
-		arrived[hwGen(id)] += n
-	}
 	counts := [2]int{hwNew, hwOld}
-	for gen := range 2 {
-		capacity := float64(hwWorkers) / hwService[gen].Seconds()
-		m.offered[gen] = float64(arrived[gen]) / window.Seconds() / capacity / float64(counts[gen])
-		m.util[gen] = busy[gen].Seconds() / window.Seconds() / float64(hwWorkers*counts[gen])
+	for id := range res.Utilization {
+		gen := hwGen(id)
+		m.util[gen] += res.Utilization[id] / float64(counts[gen])
+		m.offered[gen] += res.Offered[id] / float64(counts[gen])
 	}
 	m.p99 = res.Quantile(0.99)
 	// Little's law over the window: mean in flight is held request-time

@@ -74,10 +74,13 @@ type Result struct {
 	// Latency holds every successful request's latency (a stream's: its
 	// first message's), sorted.
 	Latency []time.Duration
-	// Utilization is each backend's busy share of its servers over the run.
+	// Utilization is each backend's busy share of its servers while
+	// requests arrived: a backend still draining an overload after
+	// arrivals stop would look less loaded than it was if the drain
+	// counted.
 	Utilization []float64
-	// Offered is each backend's arrival rate, over the period requests
-	// arrived, divided by its capacity; unlike utilization it can exceed 1.
+	// Offered is each backend's arrival rate, over the same period,
+	// divided by its capacity; unlike utilization it can exceed 1.
 	Offered []float64
 	// End is the virtual time the run ended.
 	End time.Duration
@@ -186,15 +189,24 @@ func (run Run) Execute(p Policy) (*Result, error) {
 
 	s.res.End = s.loop.Now()
 	slices.Sort(s.res.Latency)
+	return s.res, nil
+}
+
+// closeWindow measures each backend's load over the period requests
+// arrived, which ends now.
+func (s *state) closeWindow() {
+	end := s.loop.Now()
 	s.res.Utilization = make([]float64, len(s.servers))
 	s.res.Offered = make([]float64, len(s.servers))
+	if end == 0 {
+		return
+	}
 	for i, srv := range s.servers {
-		s.res.Utilization[i] = srv.utilization(s.res.End)
-		if cap := srv.capacity(); cap > 0 && s.lastArrival > 0 {
-			s.res.Offered[i] = float64(srv.served) / s.lastArrival.Seconds() / cap
+		s.res.Utilization[i] = srv.utilization(end)
+		if cap := srv.capacity(); cap > 0 {
+			s.res.Offered[i] = float64(srv.served) / end.Seconds() / cap
 		}
 	}
-	return s.res, nil
 }
 
 // state is one Execute's mutable state.
@@ -208,8 +220,6 @@ type state struct {
 	present []int
 	seq     int
 	err     error
-	// lastArrival is when the last request arrived.
-	lastArrival time.Duration
 }
 
 // scheduleArrival schedules the next open-loop arrival.
@@ -217,9 +227,11 @@ func (s *state) scheduleArrival() {
 	gap := time.Duration(s.rand.ExpFloat64() / s.run.Rate * float64(time.Second))
 	at := s.loop.Now() + gap
 	if s.run.Requests > 0 && s.seq >= s.run.Requests {
+		s.closeWindow() // at the last arrival
 		return
 	}
 	if s.run.Duration > 0 && at > s.run.Duration {
+		s.loop.At(s.run.Duration, s.closeWindow)
 		return
 	}
 	s.loop.At(at, func() {
@@ -229,7 +241,6 @@ func (s *state) scheduleArrival() {
 }
 
 func (s *state) arrive() {
-	s.lastArrival = s.loop.Now()
 	req := &Request{Seq: s.seq, Client: s.seq % len(s.insts)}
 	s.seq++
 	if s.run.Key != nil {
