@@ -156,17 +156,16 @@ func (in *grpcInstance) settle() bool {
 // connection or reports a state newer than the `seen`-th. Some balancers
 // leave idle on a goroutine of their own (ring_hash's lazy children call
 // ExitIdle with go), so the work a pick caused comes after the pick
-// returned; a real RPC would block until then. It polls because a SubConn's
-// Connect, which may come last, wakes no one.
+// returned; a real RPC would block until then.
 func (in *grpcInstance) awaitBalancer(seen int) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for in.cc.Updates() <= seen && !in.connectRequested() {
-		if time.Now().After(deadline) {
-			return errors.New("sim: the balancer queued a pick and never acted on it")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return in.cc.WaitFor(ctx, func(balancer.State) error {
+		if in.cc.Updates() > seen || in.connectRequested() {
+			return nil
 		}
-		time.Sleep(20 * time.Microsecond)
-	}
-	return nil
+		return errors.New("sim: the balancer queued a pick and never acted on it")
+	})
 }
 
 // connectRequested reports whether a SubConn asked to connect since settle

@@ -110,7 +110,8 @@ func (cc *ClientConn) SubConnFor(addr string) *SubConn {
 }
 
 // WaitFor blocks until cond holds for the latest state or ctx ends; it
-// returns cond's last error in that case.
+// returns cond's last error in that case. It checks cond again after every
+// state update, new SubConn and connection request.
 func (cc *ClientConn) WaitFor(ctx context.Context, cond func(balancer.State) error) error {
 	for {
 		err := cond(cc.State())

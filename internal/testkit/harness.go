@@ -160,11 +160,13 @@ func (h *Harness) Lose(addr string) *SubConn {
 	sc := h.CC.SubConnFor(addr)
 	before := sc.Connects()
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
-	for sc.Connects() == before {
-		if h.Ctx.Err() != nil {
-			h.T.Fatalf("pickfirst never reconnected %s", addr)
+	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
+		if sc.Connects() == before {
+			return fmt.Errorf("pickfirst never reconnected %s", addr)
 		}
-		time.Sleep(time.Millisecond)
+		return nil
+	}); err != nil {
+		h.T.Fatal(err)
 	}
 	return sc
 }

@@ -32,11 +32,15 @@ func (sc *SubConn) Addr() string { return sc.addrs[0].Addr }
 // String names the SubConn in test failures.
 func (sc *SubConn) String() string { return fmt.Sprintf("subconn-%d(%s)", sc.id, sc.Addr()) }
 
-// Connect counts connection requests; the test decides what happens next.
+// Connect counts connection requests and wakes the ClientConn's waiters;
+// the test decides what happens next.
 func (sc *SubConn) Connect() {
 	sc.mu.Lock()
 	sc.connects++
 	sc.mu.Unlock()
+	sc.cc.mu.Lock()
+	sc.cc.notifyLocked()
+	sc.cc.mu.Unlock()
 }
 
 // Connects is how many times the balancer asked to connect.
