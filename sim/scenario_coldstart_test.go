@@ -8,11 +8,8 @@ func TestColdStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.Table.String())
-	col := map[string]int{}
-	for i, p := range r.Policies {
-		col[p] = i
-	}
-	lc, p2c, slow := col["least-conn (full scan)"], col["pickwise_p2c"], col["pickwise_p2c (slow start)"]
+	col := func(name string) int { return column(t, r.Policies, name) }
+	lc, p2c, slow := col("least-conn (full scan)"), col("pickwise_p2c"), col("pickwise_p2c (slow start)")
 	// The three columns asserted on are seeded, so these are exact replays.
 	// A full scan sees the newcomer's zero and herds onto it: it catches up
 	// 400 streams later, more than 2 s of arrivals at 150/s.

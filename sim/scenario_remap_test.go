@@ -8,11 +8,8 @@ func TestRemapStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.Table.String())
-	col := map[string]int{}
-	for i, p := range r.Policies {
-		col[p] = i
-	}
-	mod, ring := col["modulo hash"], col["ring_hash"]
+	col := func(name string) int { return column(t, r.Policies, name) }
+	mod, ring := col("modulo hash"), col("ring_hash")
 	// hash mod 10 = hash mod 11 for 10 residues in 110: 91% of keys move,
 	// nearly all of them between old backends.
 	if m := r.MovedKeys[mod]; m < 0.85 || m > 0.95 {

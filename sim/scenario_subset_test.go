@@ -11,11 +11,8 @@ func TestSubsetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.Table.String())
-	col := map[string]int{}
-	for i, p := range r.Policies {
-		col[p] = i
-	}
-	all, rnd, det := col["all-to-all"], col["random_subsetting"], col["deterministic subsetting"]
+	col := func(name string) int { return column(t, r.Policies, name) }
+	all, rnd, det := col("all-to-all"), col("random_subsetting"), col("deterministic subsetting")
 
 	// Without subsetting every backend has every client, and a removal
 	// moves nothing.

@@ -46,13 +46,6 @@ const (
 	e2eCallTimeout = 10 * time.Second
 )
 
-// e2eContext ends with the test or after e2eTimeout.
-func e2eContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // e2eSetLatency gives every backend of f the same latency.
 func e2eSetLatency(f *fleet.Fleet, d time.Duration) {
 	for _, b := range f.Backends {
@@ -127,7 +120,7 @@ func TestEndToEndEqualBackends(t *testing.T) {
 		// tighter still.
 		tolerance = 0.03
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, backends)
 	c := fleet.DialT(t, f.Addrs(), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
@@ -160,7 +153,7 @@ func TestEndToEndSlowBackend(t *testing.T) {
 		workers  = 20
 		fair     = 1.0 / backends
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, backends)
 	c := fleet.DialT(t, f.Addrs(), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
@@ -230,7 +223,7 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 		calls   = 1500
 		workers = 20
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, e2eBlackHoleBackends)
 	c := fleet.DialT(t, f.Addrs(), serviceConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)
@@ -254,7 +247,7 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 // added one gets its share.
 func TestEndToEndMembershipChange(t *testing.T) {
 	const workers = 8
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, 4)
 	removed, added := f.Backends[0], f.Backends[3]
 	c := fleet.DialT(t, fleet.AddrsOf(f.Backends[:3]), e2eConfig)
@@ -311,7 +304,7 @@ func TestEndToEndChurnRace(t *testing.T) {
 		callers  = 8
 		churnFor = 3 * time.Second
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, members+2)
 	pool, retired, outsider := f.Backends[:members], f.Backends[members], f.Backends[members+1]
 	initial := f.Backends[:members+1] // the pool and the retired backend
@@ -410,7 +403,7 @@ func TestEndToEndBackendKilled(t *testing.T) {
 		// despite its penalty, first through probes.
 		rejoinTimeout = 10 * time.Second
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, backends)
 	victim := f.Backends[0]
 	watch := &e2eCloseWatch{addr: victim.Addr(), closed: make(chan struct{})}
@@ -546,7 +539,7 @@ func TestEndToEndWeights(t *testing.T) {
 		workers = 24
 	)
 	weights := []uint32{1, 1, 4}
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, len(weights))
 	c := fleet.DialT(t, f.Addrs(), e2eConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends...)

@@ -53,13 +53,6 @@ const (
 	e2eCallTimeout = 10 * time.Second
 )
 
-// e2eContext ends with the test or after e2eTimeout.
-func e2eContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // e2eSpread gives the backends of bs fixed latencies evenly spaced over
 // [median-2ms, median+2ms], in fleet order. fleet.Behavior has no jitter;
 // distinct latencies keep the healthy backends from being exact copies of
@@ -309,7 +302,7 @@ type e2eSlowRun struct {
 // e2eSlowPhaseRun runs the slow-phase schedule under serviceConfig.
 func e2eSlowPhaseRun(t *testing.T, serviceConfig string) e2eSlowRun {
 	t.Helper()
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, e2eSlowBackends)
 	// The middle backend by latency, so the slow one is the fleet's median
 	// before and after its slow phase.
@@ -401,7 +394,7 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 		// About 1,500 calls at 20 workers and 20ms a call.
 		measure = 1500 * time.Millisecond
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, e2eBlackHoleBackends)
 	e2eSpread(f.Backends, 20*time.Millisecond)
 	c := fleet.DialT(t, f.Addrs(), serviceConfig)
@@ -493,7 +486,7 @@ type e2eNewcomerRun struct {
 func e2eNewcomer(t *testing.T, serviceConfig string) e2eNewcomerRun {
 	t.Helper()
 	const workers = 16 // about 3 in flight per old backend
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, e2eNewcomerOld+1)
 	old, newcomer := f.Backends[:e2eNewcomerOld], f.Backends[e2eNewcomerOld]
 	e2eSpread(old, 20*time.Millisecond)
@@ -561,7 +554,7 @@ func TestEndToEndEveryBackendReachedAtLowLoad(t *testing.T) {
 		decay    = time.Second
 		limit    = 5 * decay
 	)
-	ctx := e2eContext(t)
+	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, backends)
 	e2eSpread(f.Backends, 5*time.Millisecond)
 	c := fleet.DialT(t, f.Addrs(), e2eServiceConfig(peakewma.Name, fmt.Sprintf(`{"decayTime":%q}`, decay)))

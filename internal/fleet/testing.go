@@ -11,6 +11,15 @@ import (
 // The helpers below are for tests that use a fleet: they fail the test
 // instead of returning errors and clean up when it ends.
 
+// Context returns a context that ends with the test or after d, which
+// bounds a whole end-to-end test: waits end as soon as their condition
+// holds, so d matters only when something is broken.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // StartT starts n backends that answer at once and stops them when the test
 // ends.
 func StartT(t testing.TB, n int) *Fleet {
