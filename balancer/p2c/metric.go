@@ -11,19 +11,13 @@ import (
 func loadMetric(bias float64) engine.LoadMetric {
 	switch bias {
 	case 1:
-		return linearInFlight{}
+		return engine.InFlight{}
 	case 0:
 		return constantLoad{}
 	default:
 		return biasedInFlight{bias: bias}
 	}
 }
-
-// linearInFlight is inFlight + 1: least request with weights as Envoy
-// computes it for the default bias.
-type linearInFlight struct{}
-
-func (linearInFlight) Load(r *engine.Ready) float64 { return float64(r.Stats.InFlight() + 1) }
 
 // constantLoad ignores in-flight counts, so the cost is 1/weight: weighted
 // random among the candidates.

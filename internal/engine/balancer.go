@@ -29,7 +29,7 @@ type engineBalancer struct {
 	rand  Rand
 
 	// Shared with every endpoint's Done callback; atomic inside.
-	failures failureTracker
+	shared doneShared
 
 	mu          sync.Mutex // guards everything below
 	policy      Policy
@@ -58,7 +58,8 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		policy:    s.NewPolicy(),
 		endpoints: resolver.NewEndpointMap[*Endpoint](),
 	}
-	b.failures.schedule = b.scheduleDecay
+	b.shared.schedule = b.scheduleDecay
+	b.shared.clock = opts.Clock
 	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
 	return b
 }
@@ -84,8 +85,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	b.ramp = newRamp(settings.SlowStart)
 	b.latency = newLatency(settings.Latency)
+	b.shared.latency.Store(b.latency)
 	pen := newPenalty(settings.FailurePenalty)
-	b.failures.penalty.Store(pen)
+	b.shared.penalty.Store(pen)
 	if pen == nil {
 		// Forget failures seen while the penalty was on, so that turning it
 		// on again does not resurrect them.
@@ -106,7 +108,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		if !ok {
 			// Endpoints known before the first READY picker are the initial
 			// fleet: they are not cold newcomers, so they skip slow start.
-			e = newEndpoint(firstAddr(ep), &b.failures, b.everReady)
+			e = newEndpoint(firstAddr(ep), &b.shared, b.everReady)
 		}
 		next.Set(ep, e)
 		if len(ep.Addresses) == 1 {
@@ -249,7 +251,7 @@ func (b *engineBalancer) publishLocked(now int64) {
 		Clock:     b.clock,
 		Rand:      b.rand,
 		ramp:      b.ramp,
-		penalty:   b.failures.penalty.Load(),
+		penalty:   b.shared.penalty.Load(),
 		latency:   b.latency,
 	}
 	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(snap)})
@@ -290,9 +292,9 @@ func (b *engineBalancer) scheduleDecay() {
 }
 
 func (b *engineBalancer) scheduleDecayLocked() {
-	p := b.failures.penalty.Load()
+	p := b.shared.penalty.Load()
 	if b.closed || p == nil {
-		b.failures.decaying.Store(false)
+		b.shared.decaying.Store(false)
 		return
 	}
 	b.decayTimer = b.clock.AfterFunc(p.tick, b.decayTick)
@@ -304,8 +306,8 @@ func (b *engineBalancer) decayTick() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.decayTimer = nil
-	b.failures.decaying.Store(false)
-	p := b.failures.penalty.Load()
+	b.shared.decaying.Store(false)
+	p := b.shared.penalty.Load()
 	if b.closed || p == nil {
 		return
 	}
@@ -317,7 +319,7 @@ func (b *engineBalancer) decayTick() {
 	}
 	// A failure recorded since the flag was cleared may have scheduled a
 	// tick already; the swap lets exactly one of us do it.
-	if pending && b.failures.decaying.CompareAndSwap(false, true) {
+	if pending && b.shared.decaying.CompareAndSwap(false, true) {
 		b.scheduleDecayLocked()
 	}
 }

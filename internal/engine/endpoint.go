@@ -13,22 +13,22 @@ import (
 // so counters survive picker rebuilds. Every policy reads the same object;
 // only the engine writes it.
 type Endpoint struct {
-	// Atomic: written by Pick and Done on many goroutines. They fill a cache
-	// line of their own so that picks on neighbouring endpoints, allocated
-	// next to each other, do not invalidate each other's lines.
+	// The hot line: everything a pick reads and a Done writes, together, so
+	// that a pick touches one cache line per candidate, not two. The line
+	// is the start of the object and the object's size is a multiple of a
+	// line (see hotLinePad and tailPad), so the allocator, which places
+	// objects of one size class at multiples of that size within a
+	// page-aligned span, puts each endpoint's hot line on a line of its own:
+	// picks on neighbouring endpoints never invalidate each other.
 	inflight    atomic.Int64
 	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
-	_           [cacheLine - 16]byte
-
-	// Latency average for latency-aware policies; its own line, since it is
-	// written on every Done of those policies.
-	rtt rtt
-	_   [cacheLine - 16]byte
+	rtt         rtt           // latency average; written only by latency-aware policies
+	_           [hotLinePad]byte
 
 	// Immutable after creation.
-	addr     string
-	failures *failureTracker         // the balancer's failure accounting
-	done     func(balancer.DoneInfo) // built once, so Pick does not allocate
+	addr   string
+	shared *doneShared             // the balancer's state every Done reads
+	done   func(balancer.DoneInfo) // built once, so Pick does not allocate
 
 	// Guarded by the balancer's mu.
 	state     connectivity.State
@@ -38,7 +38,18 @@ type Endpoint struct {
 	picker    balancer.Picker // the pickfirst child's latest picker
 	weight    float64         // from the weight attribute, at least 1
 	gen       uint64          // the balancer update that last reported this endpoint
+
+	_ [tailPad]byte
 }
+
+// The paddings that make the hot line exactly one line and the object a
+// whole number of lines; TestEndpointLayout checks both.
+const (
+	hotLineSize = 40 // inflight, failureBits, rtt
+	hotLinePad  = cacheLine - hotLineSize
+	coldSize    = 88 // addr through gen
+	tailPad     = (cacheLine - coldSize%cacheLine) % cacheLine
+)
 
 // cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
 // arm64 servers).
@@ -46,8 +57,8 @@ const cacheLine = 64
 
 // newEndpoint creates an endpoint's state; cold says whether its first
 // READY starts a slow-start ramp.
-func newEndpoint(addr string, ft *failureTracker, cold bool) *Endpoint {
-	e := &Endpoint{addr: addr, failures: ft, coldReady: cold, state: connectivity.Idle}
+func newEndpoint(addr string, shared *doneShared, cold bool) *Endpoint {
+	e := &Endpoint{addr: addr, shared: shared, coldReady: cold, state: connectivity.Idle}
 	e.done = e.finish
 	return e
 }
@@ -68,18 +79,43 @@ func (e *Endpoint) FailureRatio() float64 {
 // started records a picked RPC.
 func (e *Endpoint) started() { e.inflight.Add(1) }
 
-// finish is the Done callback of every RPC picked for this endpoint.
+// finish is the Done callback of every RPC picked for this endpoint that
+// is not timed (see pickTimed). A latency-aware policy does not time every
+// call, but it must not miss a failure: a server-side failure still enters
+// the latency average, priced without its duration, which the failure
+// price (see observe) does not need.
 func (e *Endpoint) finish(info balancer.DoneInfo) {
-	e.inflight.Add(-1)
-	p := e.failures.penalty.Load()
-	if p == nil {
+	if !e.settle(info) {
 		return
 	}
-	failed := serverFailed(info)
-	e.recordOutcome(failed, p.alpha)
-	if failed {
-		e.failures.startDecay()
+	if l := e.shared.latency.Load(); l != nil {
+		e.observe(info, 0, e.shared.clock.Nanotime(), l)
 	}
+}
+
+// settle ends a call: it is no longer in flight, and its outcome enters
+// the failure average. It reports whether the call was a server-side
+// failure.
+func (e *Endpoint) settle(info balancer.DoneInfo) bool {
+	e.inflight.Add(-1)
+	if info.Err == nil {
+		// The common case, decided without classifying: a success of a
+		// healthy endpoint writes nothing more.
+		if e.failureBits.Load() != 0 {
+			if p := e.shared.penalty.Load(); p != nil {
+				e.recordOutcome(false, p.alpha)
+			}
+		}
+		return false
+	}
+	failed := serverFailed(info)
+	if p := e.shared.penalty.Load(); p != nil {
+		e.recordOutcome(failed, p.alpha)
+		if failed {
+			e.shared.startDecay()
+		}
+	}
+	return failed
 }
 
 // recordOutcome folds one outcome into the failure EWMA.
@@ -121,10 +157,13 @@ func (e *Endpoint) decayFailure(factor float64) float64 {
 	}
 }
 
-// failureTracker is the balancer-wide half of failure accounting, shared by
-// all its endpoints: the current penalty and the decay timer's state.
-type failureTracker struct {
+// doneShared is the balancer-wide state that every endpoint's Done reads:
+// the failure penalty and its decay timer, and what pricing a failure in
+// the latency average needs.
+type doneShared struct {
 	penalty atomic.Pointer[penalty] // nil when the penalty is off
+	latency atomic.Pointer[latency] // nil unless the policy is latency-aware
+	clock   Clock                   // set once by the balancer
 	// decaying is set while a decay tick is scheduled, so the Done of every
 	// failure does not schedule one of its own.
 	decaying atomic.Bool
@@ -133,8 +172,8 @@ type failureTracker struct {
 }
 
 // startDecay makes sure a decay tick is scheduled.
-func (ft *failureTracker) startDecay() {
-	if !ft.decaying.Load() && ft.decaying.CompareAndSwap(false, true) {
-		ft.schedule()
+func (d *doneShared) startDecay() {
+	if !d.decaying.Load() && d.decaying.CompareAndSwap(false, true) {
+		d.schedule()
 	}
 }

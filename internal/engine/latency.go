@@ -27,9 +27,10 @@ type LatencyConfig struct {
 // latency is a LatencyConfig in nanoseconds, as the pick and done paths
 // use it.
 type latency struct {
-	tau        float64
-	defaultRTT float64
-	maxRTT     float64
+	tau         float64
+	defaultRTT  float64
+	maxRTT      float64
+	sampleEvery int64 // see sampleShare
 }
 
 // maxFailureRTTFactor caps the latency a failure is recorded as, in
@@ -42,10 +43,30 @@ func newLatency(c *LatencyConfig) *latency {
 		return nil
 	}
 	return &latency{
-		tau:        float64(c.DecayTime),
-		defaultRTT: float64(c.DefaultRTT),
-		maxRTT:     maxFailureRTTFactor * float64(c.DefaultRTT),
+		tau:         float64(c.DecayTime),
+		defaultRTT:  float64(c.DefaultRTT),
+		maxRTT:      maxFailureRTTFactor * float64(c.DefaultRTT),
+		sampleEvery: int64(c.DecayTime / sampleShare),
 	}
+}
+
+// sampleShare sets how often a busy endpoint's calls are timed: a call is
+// timed unless another call to the same endpoint started being timed less
+// than DecayTime/sampleShare ago (150µs at the default 10s); until the
+// endpoint's first answer, every call is. Timing a call costs two clock
+// reads, on virtual machines most of a pick's cost, while a sample 150µs
+// after the previous one moves the average by 1/65536 of the difference:
+// at thousands of calls a second to one endpoint, timing each buys
+// nothing. Below that rate every call is timed; above it the average still
+// gets a sample started every 150µs, so a slowdown shows within that time
+// plus the slow call's latency, and every server-side failure enters it
+// whether timed or not (Endpoint.finish). In-flight counts are exact
+// regardless.
+const sampleShare = 1 << 16
+
+// wantsSample reports whether a call placed on e at now should be timed.
+func (e *Endpoint) wantsSample(now int64, l *latency) bool {
+	return now-e.rtt.lastTimed.Load() >= l.sampleEvery || e.rtt.bits.Load() == 0
 }
 
 // staleAfter is the gap between samples, in decay times, after which a
@@ -66,8 +87,9 @@ const pendingPenalty = 1e15 // nanoseconds: about 11 days
 // compare-and-swap and then the stamp; Pick reads both without a lock and
 // may see them from different updates, which only blurs one estimate.
 type rtt struct {
-	bits  atomic.Uint64 // math.Float64bits of the average, ns; 0 = no sample
-	stamp atomic.Int64  // Nanotime of the last sample
+	bits      atomic.Uint64 // math.Float64bits of the average, ns; 0 = no sample
+	stamp     atomic.Int64  // Nanotime of the last sample
+	lastTimed atomic.Int64  // Nanotime the last timed call started
 }
 
 // PeakLoad is an endpoint's Peak EWMA load at now: its latency average,
@@ -188,17 +210,18 @@ func (c *call) finish(info balancer.DoneInfo) {
 	*c = call{done: c.done}
 	callPool.Put(c)
 	now := clock.Nanotime()
-	e.finish(info)
+	e.settle(info)
 	e.observe(info, now-start, now, lat)
 }
 
-// pickTimed is PickEndpoint for policies that need each call's latency.
+// pickTimed is PickEndpoint for a call whose latency is to be sampled.
 func pickTimed(r *Ready, info balancer.PickInfo, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
 	res, err := r.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
 	r.Stats.started()
+	r.Stats.rtt.lastTimed.Store(now)
 	c := callPool.Get().(*call)
 	c.e, c.start, c.clock, c.lat = r.Stats, now, clock, lat
 	return withDone(res, c.done), nil

@@ -135,3 +135,96 @@ func TestPeakEWMAFailures(t *testing.T) {
 	}
 	near(t, "after ignored outcomes", avgOf(f), 20*time.Millisecond)
 }
+
+// manualClock is a Clock that moves only when a test says; it has no
+// timers.
+type manualClock struct{ now int64 }
+
+func (c *manualClock) Nanotime() int64                       { return c.now }
+func (c *manualClock) AfterFunc(time.Duration, func()) Timer { panic("no timers here") }
+func (c *manualClock) advance(d time.Duration)               { c.now += int64(d) }
+
+// timedPicker is a Peak EWMA LeastLoaded picker over one endpoint, built
+// directly on a snapshot, with the balancer-wide state its Done reads.
+func timedPicker(clk *manualClock) (*LeastLoaded, *Endpoint, *latency) {
+	lat := testLatency()
+	shared := &doneShared{schedule: func() {}, clock: clk}
+	shared.latency.Store(lat)
+	e := newEndpoint("a", shared, false)
+	snap := &Snapshot{
+		Endpoints: []Ready{{Picker: fixedPicker{}, Stats: e, InvWeight: 1}},
+		Clock:     clk,
+		Rand:      NewSeededRand(1),
+		latency:   lat,
+	}
+	return NewLeastLoaded(snap, 2, NewPeakEWMA(snap)), e, lat
+}
+
+func pickDone(t *testing.T, p *LeastLoaded) func(balancer.DoneInfo) {
+	t.Helper()
+	res, err := p.Pick(balancer.PickInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Done
+}
+
+func TestBusyEndpointIsSampledNotTimedOnEveryCall(t *testing.T) {
+	clk := &manualClock{now: int64(time.Hour)}
+	p, e, lat := timedPicker(clk)
+	interval := time.Duration(lat.sampleEvery)
+	if interval < 100*time.Microsecond || interval > 200*time.Microsecond {
+		t.Fatalf("sample interval at a 10s decay time = %v, want about 150µs", interval)
+	}
+
+	// Until its first answer, every call is timed: the slower of two
+	// calls placed together becomes the average.
+	a, b := pickDone(t, p), pickDone(t, p)
+	clk.advance(10 * time.Millisecond)
+	a(ok())
+	clk.advance(10 * time.Millisecond)
+	b(ok())
+	near(t, "average after two timed calls", avgOf(e), 20*time.Millisecond)
+
+	// A burst at one instant: only its first call is timed. The others
+	// take far longer; had they been timed, the average would be 500ms.
+	clk.advance(time.Second)
+	burst := make([]func(balancer.DoneInfo), 100)
+	for i := range burst {
+		burst[i] = pickDone(t, p)
+	}
+	if got := e.InFlight(); got != 100 {
+		t.Fatalf("in flight = %d, want 100: untimed calls are still counted", got)
+	}
+	clk.advance(20 * time.Millisecond)
+	burst[0](ok())
+	clk.advance(480 * time.Millisecond)
+	for _, done := range burst[1:] {
+		done(ok())
+	}
+	near(t, "average after a burst with one timed call", avgOf(e), 20*time.Millisecond)
+	if got := e.InFlight(); got != 0 {
+		t.Fatalf("in flight after the burst = %d, want 0", got)
+	}
+
+	// One interval later the next call is timed again, and its peak shows.
+	clk.advance(interval)
+	slow := pickDone(t, p)
+	clk.advance(300 * time.Millisecond)
+	slow(ok())
+	near(t, "average after a timed slow call", avgOf(e), 300*time.Millisecond)
+
+	// An untimed call that fails still raises the average, as a timed
+	// failure would: twice the average.
+	clk.advance(time.Millisecond)
+	first, second := pickDone(t, p), pickDone(t, p)
+	second(failed(codes.Unavailable))
+	near(t, "average after an untimed failure", avgOf(e), 600*time.Millisecond)
+	first(ok())
+	// An untimed client-side error is no sample at all.
+	clk.advance(time.Millisecond)
+	first, second = pickDone(t, p), pickDone(t, p)
+	second(failed(codes.Canceled))
+	near(t, "average after an untimed cancellation", avgOf(e), 600*time.Millisecond)
+	first(ok())
+}

@@ -12,6 +12,25 @@ type LoadMetric interface {
 	Load(r *Ready) float64
 }
 
+// InFlight is the least-request metric, in-flight + 1. A LeastLoaded picker
+// given it reads the counter directly instead of through the interface: it
+// is the metric of the cheapest policy, where an indirect call per
+// candidate is a measurable share of a pick.
+type InFlight struct{}
+
+// Load returns r's in-flight count + 1.
+func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inflight.Load() + 1) }
+
+// metricKind tells LeastLoaded which of the engine's metrics it was given,
+// so that it can compute them inline.
+type metricKind uint8
+
+const (
+	otherMetric    metricKind = iota // call LoadMetric.Load
+	inFlightMetric                   // InFlight
+	peakMetric                       // PeakEWMA with latency tracking on: timed picks
+)
+
 // LeastLoaded is the engine's d-choice picker: it samples choices distinct
 // READY endpoints uniformly at random and sends the RPC to the one with the
 // lowest
@@ -26,18 +45,28 @@ type LeastLoaded struct {
 	snap    *Snapshot
 	choices int
 	metric  LoadMetric
-	timed   bool // metric is PeakEWMA and latency is on: read the clock once per pick, time calls
+	kind    metricKind
+	timed   bool // kind is peakMetric: read the clock once per pick, time calls that need a sample
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
 // to [2, MaxChoices].
 func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded {
-	_, peak := metric.(PeakEWMA)
+	kind := otherMetric
+	switch metric.(type) {
+	case InFlight:
+		kind = inFlightMetric
+	case PeakEWMA:
+		if snap.latency != nil {
+			kind = peakMetric
+		}
+	}
 	return &LeastLoaded{
 		snap:    snap,
 		choices: min(max(choices, 2), MaxChoices),
 		metric:  metric,
-		timed:   peak && snap.latency != nil,
+		kind:    kind,
+		timed:   kind == peakMetric,
 	}
 }
 
@@ -74,7 +103,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 }
 
 func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, now int64) (balancer.PickResult, error) {
-	if p.timed {
+	if p.timed && r.Stats.wantsSample(now, p.snap.latency) {
 		return pickTimed(r, info, now, p.snap.Clock, p.snap.latency)
 	}
 	return PickEndpoint(r, info)
@@ -97,9 +126,12 @@ func (p *LeastLoaded) choose(cands []int, now int64) (int, int64) {
 			inv = s.EffectiveInvWeight(r, now)
 		}
 		var load float64
-		if p.timed {
+		switch p.kind {
+		case inFlightMetric:
+			load = float64(r.Stats.inflight.Load() + 1)
+		case peakMetric:
 			load = r.Stats.PeakLoad(now, s.latency)
-		} else {
+		default:
 			load = p.metric.Load(r)
 		}
 		cost := load * inv

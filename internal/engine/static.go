@@ -29,8 +29,10 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 	if err != nil {
 		return nil, err
 	}
-	ft := &failureTracker{schedule: func() {}} // decaying stays set: no timer
-	ft.penalty.Store(newPenalty(settings.FailurePenalty))
+	shared := &doneShared{schedule: func() {}, clock: opts.Clock} // decaying stays set: no timer
+	shared.penalty.Store(newPenalty(settings.FailurePenalty))
+	lat := newLatency(settings.Latency)
+	shared.latency.Store(lat)
 	ready := make([]Ready, len(conns))
 	for i, sc := range conns {
 		w := 1.0
@@ -39,7 +41,7 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 		}
 		ready[i] = Ready{
 			Picker:    fixedPicker{res: balancer.PickResult{SubConn: sc}},
-			Stats:     newEndpoint(fmt.Sprint(i), ft, false),
+			Stats:     newEndpoint(fmt.Sprint(i), shared, false),
 			InvWeight: 1 / w,
 		}
 	}
@@ -47,8 +49,8 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 		Endpoints: ready,
 		Clock:     opts.Clock,
 		Rand:      opts.Rand,
-		penalty:   ft.penalty.Load(),
-		latency:   newLatency(settings.Latency),
+		penalty:   shared.penalty.Load(),
+		latency:   lat,
 	}), nil
 }
 

@@ -227,15 +227,18 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 	return cc.State().Picker, bal.Close
 }
 
-// BenchmarkPick runs, for each policy (a registry name and its JSON config)
-// and each fleet size, one sub-benchmark "<name>/n=<size>" that picks and
-// runs Done from every benchmark goroutine at once, as a busy channel does.
-// Putting pickwise's policy and grpc-go's peer in one call measures them in
-// the same run.
+// BenchmarkPick runs, for each fleet size and each policy (a registry name
+// and its JSON config), one sub-benchmark "n=<size>/policy=<name>" that
+// picks and runs Done from every benchmark goroutine at once, as a busy
+// channel does. Sizes are the outer loop so that pickwise's policy and
+// grpc-go's peer at one size run back to back: on a shared machine whose
+// speed drifts over seconds, neighbours in time are measured under the same
+// conditions. The key=value names let benchstat put policies side by side
+// (benchstat -col /policy), with the first policy as the base.
 func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
-	for _, pol := range policies {
-		for _, n := range sizes {
-			b.Run(fmt.Sprintf("%s/n=%d", pol[0], n), func(b *testing.B) {
+	for _, n := range sizes {
+		for _, pol := range policies {
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
 				p, closeFn := ReadyPicker(b, pol[0], pol[1], n)
 				defer closeFn()
 				b.ReportAllocs()
