@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
+	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/resolver"
 )
@@ -36,6 +37,7 @@ type engineBalancer struct {
 	closed      bool
 	endpoints   *resolver.EndpointMap[*Endpoint]
 	byAddr      map[string]*Endpoint // single-address endpoints: a lookup without EndpointMap's key allocation
+	byAnyAddr   map[string]*Endpoint // every address of every endpoint, to find a connection's endpoint
 	order       []*Endpoint          // endpoints in resolver order, duplicates removed
 	ramp        *ramp
 	latency     *latency
@@ -45,8 +47,13 @@ type engineBalancer struct {
 	aggregate   balancer.State // endpointsharding's last aggregate
 	resolverErr error          // last resolver error, for messages
 	rampTimer   Timer
-	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
-	decayTimer  Timer // pending failure-decay tick, if any
+	rampTimerAt int64    // UnixNano when rampTimer fires; 0 if none
+	decayTimer  Timer    // pending failure-decay tick, if any
+	weights     *weights // nil unless the policy asks for Settings.Weights
+
+	// Immutable after construction.
+	metrics estats.MetricsRecorder
+	target  string // the channel's target, the metrics' label
 }
 
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
@@ -57,6 +64,11 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		rand:      opts.Rand,
 		policy:    s.NewPolicy(),
 		endpoints: resolver.NewEndpointMap[*Endpoint](),
+		metrics:   cc.MetricsRecorder(),
+		target:    bOpts.Target.String(),
+	}
+	if b.metrics == nil {
+		b.metrics = noMetrics{}
 	}
 	b.shared.schedule = b.scheduleDecay
 	b.shared.clock = opts.Clock
@@ -99,6 +111,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 
 	next := resolver.NewEndpointMap[*Endpoint]()
 	b.byAddr = make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
+	b.byAnyAddr = make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
 	for _, ep := range ccs.ResolverState.Endpoints {
 		if _, dup := next.Get(ep); dup {
@@ -114,9 +127,18 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		if len(ep.Addresses) == 1 {
 			b.byAddr[ep.Addresses[0].Addr] = e
 		}
+		for _, a := range ep.Addresses {
+			b.byAnyAddr[a.Addr] = e
+		}
 		b.order = append(b.order, e)
 	}
+	for ep, e := range b.endpoints.All() {
+		if _, kept := next.Get(ep); !kept {
+			e.stopOOBLocked()
+		}
+	}
 	b.endpoints = next
+	b.configureWeightsLocked(settings.Weights)
 	b.mu.Unlock()
 
 	// endpointsharding calls back into updateFromChildren synchronously, so
@@ -156,6 +178,7 @@ func (b *engineBalancer) Close() {
 		b.decayTimer.Stop()
 		b.decayTimer = nil
 	}
+	b.stopWeightsLocked()
 	b.mu.Unlock()
 	b.child.Close()
 }
@@ -253,6 +276,16 @@ func (b *engineBalancer) publishLocked(now int64) {
 		ramp:      b.ramp,
 		penalty:   b.shared.penalty.Load(),
 		latency:   b.latency,
+		Built:     now,
+	}
+	if b.weights != nil {
+		snap.Weights = b.readyWeightsLocked(ready)
+		if !b.weights.cfg.OutOfBand {
+			for i := range ready {
+				b.trackerLocked(ready[i].Stats)
+				ready[i].ReportDone = ready[i].Stats.orcaDone
+			}
+		}
 	}
 	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(snap)})
 	b.scheduleRampEndLocked(rampEnd, now)

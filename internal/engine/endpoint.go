@@ -3,7 +3,9 @@ package engine
 import (
 	"math"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/pickwise/pickwise/orca"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 )
@@ -15,16 +17,27 @@ import (
 type Endpoint struct {
 	// The hot line: everything a pick reads and a Done writes, together, so
 	// that a pick touches one cache line per candidate, not two. The line
-	// is the start of the object and the object's size is a multiple of a
-	// line (see hotLinePad and tailPad), so the allocator, which places
-	// objects of one size class at multiples of that size within a
-	// page-aligned span, puts each endpoint's hot line on a line of its own:
-	// picks on neighbouring endpoints never invalidate each other.
+	// is the start of the object and the object's size is a whole number
+	// of lines, so the allocator, which places objects of one size class at
+	// multiples of that size within a page-aligned span, puts each
+	// endpoint's hot line on a line of its own: picks on neighbouring
+	// endpoints never invalidate each other.
+	endpointHot
+	_ [cacheLine - unsafe.Sizeof(endpointHot{})]byte
+
+	endpointCold
+	_ [(cacheLine - unsafe.Sizeof(endpointCold{})%cacheLine) % cacheLine]byte
+}
+
+// endpointHot is the part of an Endpoint that picks and Dones touch. Atomic.
+type endpointHot struct {
 	inflight    atomic.Int64
 	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
 	rtt         rtt           // latency average; written only by latency-aware policies
-	_           [hotLinePad]byte
+}
 
+// endpointCold is the rest of an Endpoint.
+type endpointCold struct {
 	// Immutable after creation.
 	addr   string
 	shared *doneShared             // the balancer's state every Done reads
@@ -39,17 +52,15 @@ type Endpoint struct {
 	weight    float64         // from the weight attribute, at least 1
 	gen       uint64          // the balancer update that last reported this endpoint
 
-	_ [tailPad]byte
+	// Backend-reported weight, for policies with Settings.Weights; guarded
+	// by the balancer's mu (the tracker synchronizes itself).
+	orca       *orca.Tracker           // created on first use
+	orcaDone   func(balancer.DoneInfo) // orca.Done(), the per-call report hook
+	orcaWeight float64                 // at the last weight update
+	orcaStatus orca.Status             // at the last weight update
+	orcaSC     balancer.SubConn        // the READY connection that carries the OOB stream
+	stopOOB    func()                  // stops the OOB stream, if one is open
 }
-
-// The paddings that make the hot line exactly one line and the object a
-// whole number of lines; TestEndpointLayout checks both.
-const (
-	hotLineSize = 40 // inflight, failureBits, rtt
-	hotLinePad  = cacheLine - hotLineSize
-	coldSize    = 88 // addr through gen
-	tailPad     = (cacheLine - coldSize%cacheLine) % cacheLine
-)
 
 // cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
 // arm64 servers).
@@ -58,7 +69,7 @@ const cacheLine = 64
 // newEndpoint creates an endpoint's state; cold says whether its first
 // READY starts a slow-start ramp.
 func newEndpoint(addr string, shared *doneShared, cold bool) *Endpoint {
-	e := &Endpoint{addr: addr, shared: shared, coldReady: cold, state: connectivity.Idle}
+	e := &Endpoint{endpointCold: endpointCold{addr: addr, shared: shared, coldReady: cold, state: connectivity.Idle}}
 	e.done = e.finish
 	return e
 }

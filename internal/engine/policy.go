@@ -29,6 +29,9 @@ type Settings struct {
 	// least one started per DecayTime/65536 on a busy endpoint) and keep
 	// the per-endpoint latency average that Endpoint.PeakLoad reads.
 	Latency *LatencyConfig
+	// Weights, when not nil, makes the engine keep backend-reported
+	// weights (Snapshot.Weights). It must be validated.
+	Weights *WeightsConfig
 }
 
 // Spec describes one policy: its registry name, its config parser and a

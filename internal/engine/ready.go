@@ -18,6 +18,9 @@ type Ready struct {
 	// RampStart and RampEnd bound the endpoint's slow start, in the
 	// engine's Clock.Nanotime; RampEnd is 0 when it is not ramping.
 	RampStart, RampEnd int64
+	// ReportDone is the endpoint's per-call ORCA hook when the policy's
+	// weights come from per-call reports; nil otherwise.
+	ReportDone func(balancer.DoneInfo)
 }
 
 // Snapshot is what a policy builds a picker from: the READY endpoints and
@@ -25,6 +28,13 @@ type Ready struct {
 type Snapshot struct {
 	// Endpoints are the READY endpoints; never empty.
 	Endpoints []Ready
+	// Weights are the endpoints' backend-reported weights, aligned with
+	// Endpoints, when the policy asked for Settings.Weights: the median
+	// stands in for an endpoint without a usable weight, and all are 1 when
+	// fewer than two have one. Nil otherwise. Slow start is not applied.
+	Weights []float64
+	// Built is when the snapshot was taken, in Clock.Nanotime.
+	Built int64
 	// Clock and Rand are the engine's injected time and randomness.
 	Clock   Clock
 	Rand    Rand
@@ -40,6 +50,15 @@ func (s *Snapshot) EffectiveInvWeight(r *Ready, now int64) float64 {
 		return r.InvWeight
 	}
 	return r.InvWeight / s.ramp.factor(now-r.RampStart)
+}
+
+// RampFactor is slow start's multiplier of r's weight at now: in (0, 1]
+// during its ramp, 1 outside it.
+func (s *Snapshot) RampFactor(r *Ready, now int64) float64 {
+	if r.RampEnd == 0 || now >= r.RampEnd || s.ramp == nil {
+		return 1
+	}
+	return s.ramp.factor(now - r.RampStart)
 }
 
 // PickEndpoint asks r's child for a connection and, if it has one, counts

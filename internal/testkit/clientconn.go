@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
+	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/resolver"
 )
 
@@ -20,6 +21,9 @@ type ClientConn struct {
 	// test should do when a balancer uses something the fake lacks.
 	balancer.ClientConn
 
+	// Metrics is what MetricsRecorder returns.
+	Metrics *Metrics
+
 	mu       sync.Mutex
 	subConns []*SubConn
 	state    balancer.State
@@ -29,8 +33,11 @@ type ClientConn struct {
 
 // NewClientConn returns an empty fake.
 func NewClientConn() *ClientConn {
-	return &ClientConn{wake: make(chan struct{}, 1)}
+	return &ClientConn{wake: make(chan struct{}, 1), Metrics: NewMetrics()}
 }
+
+// MetricsRecorder returns cc.Metrics.
+func (cc *ClientConn) MetricsRecorder() estats.MetricsRecorder { return cc.Metrics }
 
 // NewSubConn records a SubConn for addrs.
 func (cc *ClientConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {

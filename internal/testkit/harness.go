@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -29,6 +30,9 @@ type Harness struct {
 	Clock *FakeClock
 	// Cfg is sent with every Update; tests may replace it.
 	Cfg serviceconfig.LoadBalancingConfig
+	// Metrics is CC.Metrics: what the balancer reports through grpc's
+	// metrics registry, with the target label "test:///harness".
+	Metrics *Metrics
 }
 
 // NewHarness builds policy (registered with the engine) with the config
@@ -46,7 +50,9 @@ func NewHarness(t testing.TB, policy, cfgJSON string) *Harness {
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	t.Cleanup(cancel)
 	h := &Harness{T: t, Ctx: ctx, CC: NewClientConn(), Clock: NewFakeClock(), Cfg: cfg}
-	h.B = spec.Build(h.CC, balancer.BuildOptions{}, engine.Options{Clock: h.Clock, Rand: engine.NewSeededRand(1)})
+	h.Metrics = h.CC.Metrics
+	bOpts := balancer.BuildOptions{Target: resolver.Target{URL: url.URL{Scheme: "test", Path: "/harness"}}}
+	h.B = spec.Build(h.CC, bOpts, engine.Options{Clock: h.Clock, Rand: engine.NewSeededRand(1)})
 	t.Cleanup(h.B.Close)
 	return h
 }
@@ -236,6 +242,12 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 // conditions. The key=value names let benchstat put policies side by side
 // (benchstat -col /policy), with the first policy as the base.
 func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
+	BenchmarkPickDone(b, policies, sizes, Outcome(nil))
+}
+
+// BenchmarkPickDone is BenchmarkPick with every call finished by info, for
+// policies whose Done reads something the call returned (a load report).
+func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo) {
 	for _, n := range sizes {
 		for _, pol := range policies {
 			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
@@ -251,7 +263,7 @@ func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
 							return
 						}
 						if res.Done != nil {
-							res.Done(Outcome(nil))
+							res.Done(info)
 						}
 					}
 				})

@@ -1,12 +1,17 @@
 package testkit
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 )
 
 // SubConn is a fake balancer.SubConn whose connectivity the test sets.
@@ -24,6 +29,8 @@ type SubConn struct {
 	health   func(balancer.SubConnState)
 	connects int
 	shutdown bool
+	streams  []string // methods of the streams producers opened, in order
+	closed   int      // producers closed
 }
 
 // Addr is the SubConn's first address.
@@ -53,9 +60,48 @@ func (sc *SubConn) Connects() int {
 // UpdateAddresses is not used by pickfirst children.
 func (sc *SubConn) UpdateAddresses([]resolver.Address) {}
 
-// GetOrBuildProducer returns no producer.
-func (sc *SubConn) GetOrBuildProducer(balancer.ProducerBuilder) (balancer.Producer, func()) {
-	return nil, func() {}
+// GetOrBuildProducer builds pb's producer over a fake connection on which
+// every call fails with Unimplemented, as on a server without the service:
+// grpc's ORCA producer then opens its stream once and gives up. The stream
+// is recorded (Streams), and so is the producer's close (ProducersClosed),
+// so a test sees whether a balancer asked for out-of-band reports and
+// stopped asking.
+func (sc *SubConn) GetOrBuildProducer(pb balancer.ProducerBuilder) (balancer.Producer, func()) {
+	p, closeFn := pb.Build(fakeConn{sc})
+	return p, func() {
+		closeFn()
+		sc.mu.Lock()
+		sc.closed++
+		sc.mu.Unlock()
+	}
+}
+
+// Streams lists the methods of the streams producers opened on sc.
+func (sc *SubConn) Streams() []string {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return slices.Clone(sc.streams)
+}
+
+// ProducersClosed is how many producers built on sc were closed.
+func (sc *SubConn) ProducersClosed() int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.closed
+}
+
+// fakeConn is the connection a producer on a fake SubConn talks over.
+type fakeConn struct{ sc *SubConn }
+
+func (c fakeConn) Invoke(_ context.Context, method string, _, _ any, _ ...grpc.CallOption) error {
+	return status.Errorf(codes.Unimplemented, "testkit: %s is not served", method)
+}
+
+func (c fakeConn) NewStream(_ context.Context, _ *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+	c.sc.mu.Lock()
+	c.sc.streams = append(c.sc.streams, method)
+	c.sc.mu.Unlock()
+	return nil, status.Errorf(codes.Unimplemented, "testkit: %s is not served", method)
 }
 
 // RegisterHealthListener keeps the listener; UpdateState reports READY to

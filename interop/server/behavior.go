@@ -38,6 +38,11 @@ const (
 	// load, to model a server that lies or measures something else (for
 	// example a host shared with other work).
 	UtilizationFixed = "fixed"
+	// UtilizationRate reports the completed calls per second over
+	// ORCAConfig.RatedQPS: a server with capacity C serving R calls a
+	// second reports R/C, the utilization that makes a weight of qps /
+	// utilization equal to its capacity whatever its share of the traffic.
+	UtilizationRate = "rate"
 )
 
 // Bounds that are ours rather than any standard's; each says why.
@@ -95,7 +100,7 @@ func (d Duration) String() string { return time.Duration(d).String() }
 //	  "errorRate": 0, "errorCode": "UNAVAILABLE", "errorLatency": "0s",
 //	  "coldStart": "0s", "coldFactor": 0,
 //	  "orca": {"perCall": false, "outOfBand": false, "interval": "1s",
-//	           "utilization": "computed", "fixedUtilization": 0}
+//	           "utilization": "computed", "fixedUtilization": 0, "ratedQps": 0}
 //	}
 type Behavior struct {
 	// Latency is the median service time of a successful call, measured
@@ -160,12 +165,16 @@ type ORCAConfig struct {
 	Interval Duration `json:"interval"`
 	// Utilization is how CPU utilization is obtained: "computed" (default)
 	// is calls in service / Capacity, or calls in service / 100 capped at 1
-	// when Capacity is 0; "fixed" is FixedUtilization.
+	// when Capacity is 0; "fixed" is FixedUtilization; "rate" is calls
+	// completed per second over RatedQPS.
 	Utilization string `json:"utilization"`
 	// FixedUtilization is the utilization reported in "fixed" mode. ORCA
 	// allows CPU utilization above 1 (more demand than cores), so the only
 	// bound is >= 0.
 	FixedUtilization float64 `json:"fixedUtilization"`
+	// RatedQPS is the calls per second the server is rated for, the
+	// denominator of "rate" utilization; required (> 0) in that mode.
+	RatedQPS float64 `json:"ratedQps"`
 }
 
 // Patch returns b with the fields present in patchJSON replaced, then
@@ -296,8 +305,16 @@ func (b *Behavior) normalize() error {
 	if o.Utilization == "" {
 		o.Utilization = UtilizationComputed
 	}
-	if o.Utilization != UtilizationComputed && o.Utilization != UtilizationFixed {
-		return bad("orca.utilization", o.Utilization, fmt.Sprintf("must be %q or %q", UtilizationComputed, UtilizationFixed))
+	switch o.Utilization {
+	case UtilizationComputed, UtilizationFixed, UtilizationRate:
+	default:
+		return bad("orca.utilization", o.Utilization, fmt.Sprintf("must be %q, %q or %q", UtilizationComputed, UtilizationFixed, UtilizationRate))
+	}
+	if !(o.RatedQPS >= 0) || math.IsInf(o.RatedQPS, 0) {
+		return bad("orca.ratedQps", o.RatedQPS, "must be a finite number >= 0")
+	}
+	if o.Utilization == UtilizationRate && o.RatedQPS == 0 {
+		return bad("orca.ratedQps", o.RatedQPS, fmt.Sprintf("must be > 0 when orca.utilization is %q", UtilizationRate))
 	}
 	if !(o.FixedUtilization >= 0) || math.IsInf(o.FixedUtilization, 0) {
 		return bad("orca.fixedUtilization", o.FixedUtilization, "must be a finite number >= 0")

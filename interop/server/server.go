@@ -354,11 +354,15 @@ func computedUtilization(active, capacity int) float64 {
 // load is the triple both ORCA channels report.
 func (s *Server) load(b *Behavior) (util, qps, eps float64) {
 	active, _, capacity := s.gate.load()
-	util = computedUtilization(active, capacity)
-	if b.ORCA.Utilization == UtilizationFixed {
-		util = b.ORCA.FixedUtilization
-	}
 	qps, eps = s.rates.rate(time.Now())
+	switch b.ORCA.Utilization {
+	case UtilizationFixed:
+		util = b.ORCA.FixedUtilization
+	case UtilizationRate:
+		util = qps / b.ORCA.RatedQPS
+	default:
+		util = computedUtilization(active, capacity)
+	}
 	return util, qps, eps
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -162,6 +163,8 @@ func TestSetBehaviorRejectsInvalid(t *testing.T) {
 		{`{"orca":{"interval":"1ms"}}`, `orca.interval "1ms": must be >= 10ms`},
 		{`{"orca":{"utilization":"guess"}}`, `orca.utilization "guess"`},
 		{`{"orca":{"fixedUtilization":-0.1}}`, `orca.fixedUtilization -0.1`},
+		{`{"orca":{"utilization":"rate"}}`, `orca.ratedQps 0: must be > 0 when orca.utilization is "rate"`},
+		{`{"orca":{"ratedQps":-5}}`, `orca.ratedQps -5`},
 		{`{"orca":{"perCall":true,"period":"1s"}}`, `unknown field "orca.period"`},
 		{`{"Latency":"1s"}`, `unknown field "Latency"`},
 		{`{"latency":"1s"} trailing`, `must be a JSON object`},
@@ -362,6 +365,22 @@ func TestPerCallORCA(t *testing.T) {
 	}
 	if e := r.GetEps(); !(e > 0) {
 		t.Errorf("eps after a failure = %v, want > 0", e)
+	}
+
+	// A rated server reports its completed calls per second over its
+	// rating: qps / ratedQps, in the same report.
+	if _, err := SetBehavior(ctx, conn, `{"errorRate":0,"orca":{"utilization":"rate","ratedQps":50}}`); err != nil {
+		t.Fatalf("SetBehavior: %v", err)
+	}
+	trailer = nil
+	if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); err != nil {
+		t.Fatalf("Call: %v", err)
+	}
+	if r, err = ParseLoadReport(trailer); err != nil || r == nil {
+		t.Fatalf("ParseLoadReport with rate utilization = %v, %v; want a report", r, err)
+	}
+	if q, u := r.GetRpsFractional(), r.GetCpuUtilization(); !(q > 0) || math.Abs(u-q/50) > 1e-9 {
+		t.Errorf("rate utilization = %v with qps %v, want qps/50 = %v", u, q, q/50)
 	}
 }
 

@@ -1,0 +1,53 @@
+// Package orcawrr implements pickwise_orca_wrr: smooth weighted round robin
+// over weights that backends report through ORCA (gRFC A51, A58, A64, A78).
+//
+// Each backend reports its load, per call in a trailer or on an
+// out-of-band stream, and each endpoint's weight is
+//
+//	weight = qps / (utilization + eps/qps * errorUtilizationPenalty)
+//
+// averaged over reports with a half-life (weightHalfLife), so that noise in
+// the reports does not become oscillation in the traffic while a real
+// change of capacity is followed within a few half-lives. Utilization is
+// the largest of the named metrics in metricNamesForComputingUtilization,
+// else application_utilization, else cpu_utilization. A weight is used
+// once its endpoint has reported for blackoutPeriod and dropped when no
+// report came for weightExpirationPeriod; an endpoint without a usable
+// weight gets the median of the usable ones (not the mean, which one
+// outlier would drag), and with fewer than two usable weights every
+// endpoint gets the same share. Bad reports (NaN, infinite or negative
+// values, zero qps, zero utilization under load) are ignored and counted.
+// See package github.com/pickwise/pickwise/orca for the computation and for
+// how a grpc-go backend reports its load.
+//
+// Picks follow a precomputed smooth order (earliest virtual deadline with
+// staggered phases): shares are exact over a cycle and no endpoint gets a
+// burst of consecutive calls. Each client starts at a random point of the
+// cycle, so that clients with the same weights do not visit the backends
+// in step. The order is rebuilt every weightUpdatePeriod; a pick is one
+// atomic increment and a table lookup, and the per-call report hook is
+// built once per endpoint, so picking allocates nothing.
+//
+// The fields gRFC A58 defines for grpc's weighted_round_robin keep their
+// names, defaults and meaning, so a config moves from one to the other by
+// changing the policy name:
+//
+//	import _ "github.com/pickwise/pickwise/balancer/orcawrr"
+//
+//	{"loadBalancingConfig": [{"pickwise_orca_wrr": {
+//	  "enableOobLoadReport": false,
+//	  "oobReportingPeriod": "10s",
+//	  "blackoutPeriod": "10s",
+//	  "weightExpirationPeriod": "3m",
+//	  "weightUpdatePeriod": "1s",
+//	  "errorUtilizationPenalty": 1.0,
+//	  "weightHalfLife": "5s",
+//	  "metricNamesForComputingUtilization": [],
+//	  "slowStart": {"window": "30s"}
+//	}}]}
+//
+// The weight metrics (pickwise.lb.weights.*: rr_fallback,
+// endpoint_weight_not_yet_usable, endpoint_weight_stale, endpoint_weights,
+// bad_reports) go through grpc's experimental/stats registry, so grpc's
+// OpenTelemetry plugin exports them when they are enabled by name.
+package orcawrr

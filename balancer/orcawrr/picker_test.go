@@ -1,0 +1,349 @@
+package orcawrr_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/pickwise/pickwise/balancer/orcawrr"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// report is a backend's load report: qps calls a second at utilization
+// util, with eps errors a second.
+func report(qps, util, eps float64) *v3orcapb.OrcaLoadReport {
+	return &v3orcapb.OrcaLoadReport{RpsFractional: qps, CpuUtilization: util, Eps: eps}
+}
+
+// serve makes n picks, each answered with the report its backend gives,
+// then lets the virtual clock run for step so that a weight update folds
+// the reports in. It returns the picks per address.
+func serve(h *testkit.Harness, n int, step time.Duration, reports map[string]*v3orcapb.OrcaLoadReport) map[string]int {
+	h.T.Helper()
+	got := map[string]int{}
+	for i := 0; i < n; i++ {
+		a, done := h.Pick()
+		got[a]++
+		if done != nil {
+			var load any
+			if r := reports[a]; r != nil {
+				load = r
+			}
+			done(balancer.DoneInfo{ServerLoad: load})
+		}
+	}
+	h.Clock.Advance(step)
+	return got
+}
+
+// shareOf is a's share of the picks in got.
+func shareOf(got map[string]int, a string) float64 {
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	return float64(got[a]) / float64(total)
+}
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.3f, want %.3f ± %.3f", what, got, want, tol)
+	}
+}
+
+func TestSharesFollowReportedCapacity(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s"}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	// Capacities 4:2:1: the same qps at utilizations 0.1, 0.2 and 0.4.
+	reports := map[string]*v3orcapb.OrcaLoadReport{
+		as[0]: report(100, 0.1, 0), as[1]: report(100, 0.2, 0), as[2]: report(100, 0.4, 0),
+	}
+	first := serve(h, 700, time.Second, reports)
+	// Before any weight update every endpoint had the same share.
+	near(t, "share before the first update", shareOf(first, as[2]), 1.0/3, 0.01)
+	got := serve(h, 700, time.Second, reports)
+	near(t, "share of capacity 4", shareOf(got, as[0]), 4.0/7, 0.01)
+	near(t, "share of capacity 2", shareOf(got, as[1]), 2.0/7, 0.01)
+	near(t, "share of capacity 1", shareOf(got, as[2]), 1.0/7, 0.01)
+}
+
+func TestErrorsLowerTheWeight(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "errorUtilizationPenalty": 1}`)
+	as := testkit.Addrs(2)
+	h.Start(as...)
+	// Same qps and utilization, but the second fails half its calls:
+	// weight = 100 / (0.5 + 0.5) against 100 / 0.5.
+	reports := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(100, 0.5, 0), as[1]: report(100, 0.5, 50)}
+	serve(h, 300, time.Second, reports)
+	got := serve(h, 300, time.Second, reports)
+	near(t, "share of the failing backend", shareOf(got, as[1]), 1.0/3, 0.01)
+}
+
+func TestBlackoutHoldsNewReporterAtMedian(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "5s", "weightHalfLife": "0s"}`)
+	as := testkit.Addrs(4)
+	h.Start(as...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{
+		as[0]: report(100, 1, 0), as[1]: report(100, 0.5, 0), as[2]: report(100, 0.25, 0), // weights 100, 200, 400
+	}
+	for i := 0; i < 7; i++ {
+		serve(h, 70, time.Second, reports)
+	}
+	// The fourth now reports a weight of 1000; for 5s it is held at the
+	// median of the others (200), which is also its share before it
+	// reported at all.
+	reports[as[3]] = report(100, 0.1, 0)
+	got := serve(h, 900, time.Second, reports)
+	near(t, "silent endpoint's share (median weight)", shareOf(got, as[3]), 200.0/900, 0.01)
+	for i := 0; i < 3; i++ {
+		got = serve(h, 900, time.Second, reports)
+	}
+	near(t, "share during blackout", shareOf(got, as[3]), 200.0/900, 0.01)
+	for i := 0; i < 3; i++ {
+		got = serve(h, 1700, time.Second, reports)
+	}
+	near(t, "share after blackout", shareOf(got, as[3]), 1000.0/1700, 0.01)
+	if n := h.Metrics.Total("pickwise.lb.weights.endpoint_weight_not_yet_usable"); n == 0 {
+		t.Error("not-yet-usable metric never counted the endpoint in blackout")
+	}
+	if l := h.Metrics.Label("pickwise.lb.weights.endpoint_weight_not_yet_usable"); l != "test:///harness" {
+		t.Errorf("metric target label = %q, want test:///harness", l)
+	}
+}
+
+func TestStaleWeightDroppedToMedian(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "weightExpirationPeriod": "10s", "weightHalfLife": "0s"}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{
+		as[0]: report(100, 1, 0), as[1]: report(100, 0.5, 0), as[2]: report(100, 0.1, 0), // 100, 200, 1000
+	}
+	serve(h, 130, time.Second, reports)
+	got := serve(h, 1300, time.Second, reports)
+	near(t, "reporting share", shareOf(got, as[2]), 1000.0/1300, 0.01)
+	// Its reports stop; within the expiration it keeps its weight, after
+	// it falls to the median of the others.
+	delete(reports, as[2])
+	for i := 0; i < 11; i++ {
+		got = serve(h, 450, time.Second, reports)
+	}
+	// The median of the two usable weights, 100 and 200, is 150.
+	near(t, "stale share", shareOf(got, as[2]), 150.0/450, 0.01)
+	if n := h.Metrics.Total("pickwise.lb.weights.endpoint_weight_stale"); n == 0 {
+		t.Error("stale metric never counted the expired weight")
+	}
+}
+
+func TestFewerThanTwoWeightsIsRoundRobin(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s"}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(100, 0.01, 0)}
+	serve(h, 300, time.Second, reports)
+	got := serve(h, 300, time.Second, reports)
+	for _, a := range as {
+		near(t, "share with one usable weight", shareOf(got, a), 1.0/3, 0.01)
+	}
+	if n := h.Metrics.Total("pickwise.lb.weights.rr_fallback"); n < 2 {
+		t.Errorf("round-robin fallback counted %v times, want one per update", n)
+	}
+}
+
+func TestBadReportsIgnoredAndCounted(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "weightHalfLife": "0s"}`)
+	as := testkit.Addrs(2)
+	h.Start(as...)
+	good := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(100, 0.25, 0), as[1]: report(100, 0.75, 0)}
+	serve(h, 400, time.Second, good)
+	before := serve(h, 400, time.Second, good)
+	near(t, "share with good reports", shareOf(before, as[0]), 0.75, 0.01)
+	// Now the first sends garbage: NaN, infinite, negative, zero qps, zero
+	// utilization under load. Its weight must stay as it was.
+	bad := []*v3orcapb.OrcaLoadReport{
+		report(math.NaN(), 0.5, 0), report(100, math.Inf(1), 0), report(-1, 0.5, 0),
+		report(0, 0.5, 0), report(100, 0, 0), report(100, 0.5, math.NaN()),
+	}
+	for _, r := range bad {
+		serve(h, 400, time.Second, map[string]*v3orcapb.OrcaLoadReport{as[0]: r, as[1]: good[as[1]]})
+	}
+	after := serve(h, 400, time.Second, good)
+	near(t, "share after bad reports", shareOf(after, as[0]), 0.75, 0.01)
+	if n := h.Metrics.Total("pickwise.lb.weights.bad_reports"); n < float64(len(bad)) {
+		t.Errorf("bad_reports = %v, want at least %d", n, len(bad))
+	}
+}
+
+func TestScheduleIsSmooth(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "weightHalfLife": "0s"}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	// Weights 5:1:1.
+	reports := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(100, 0.2, 0), as[1]: report(100, 1, 0), as[2]: report(100, 1, 0)}
+	serve(h, 7, time.Second, reports)
+	serve(h, 7, time.Second, reports)
+	run, longest := 0, 0
+	for i := 0; i < 700; i++ {
+		a, done := h.Pick()
+		done(balancer.DoneInfo{})
+		if a == as[0] {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	// Five of every seven calls go to the first; a smooth order never
+	// gives it more than three in a row (ideal: 5 spread over 2 gaps).
+	if longest > 3 {
+		t.Errorf("longest run on the heaviest endpoint = %d calls, want at most 3", longest)
+	}
+}
+
+func TestPickersStartAtRandomPositions(t *testing.T) {
+	// Clients with identical weights would move through the backends in
+	// step, all sending their first calls to the same one, if every
+	// schedule started at position 0. Each weight update builds a new
+	// picker; their first picks must spread.
+	h := testkit.NewHarness(t, orcawrr.Name, `{}`)
+	h.Start(testkit.Addrs(8)...)
+	firsts := map[string]bool{}
+	for i := 0; i < 8; i++ {
+		h.Clock.Advance(time.Second)
+		a, _ := h.Pick()
+		firsts[a] = true
+	}
+	if len(firsts) < 3 {
+		t.Errorf("8 pickers started on only %d distinct backends, want a random spread", len(firsts))
+	}
+}
+
+func TestSlowStartRampsNewcomer(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "slowStart": {"window": "10s", "minWeightPercent": 10}}`)
+	as := testkit.Addrs(3)
+	h.Start(as[:2]...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(100, 0.5, 0), as[1]: report(100, 0.5, 0), as[2]: report(100, 0.5, 0)}
+	serve(h, 200, time.Second, reports)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[2])
+	serve(h, 300, time.Second, reports)
+	early := serve(h, 300, time.Second, reports)
+	for i := 0; i < 10; i++ {
+		serve(h, 300, time.Second, reports)
+	}
+	late := serve(h, 300, time.Second, reports)
+	if s := shareOf(early, as[2]); s > 0.2 {
+		t.Errorf("newcomer's share 2s into a 10s ramp = %.2f, want well below its fair 0.33", s)
+	}
+	near(t, "newcomer's share after the ramp", shareOf(late, as[2]), 1.0/3, 0.01)
+}
+
+func TestPickAllocatesNothing(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s"}`)
+	as := testkit.Addrs(10)
+	h.Start(as...)
+	r := report(100, 0.5, 1)
+	serve(h, 100, time.Second, map[string]*v3orcapb.OrcaLoadReport{as[0]: r, as[1]: r})
+	p := h.CC.State().Picker
+	info := balancer.DoneInfo{ServerLoad: r}
+	allocs := testing.AllocsPerRun(2000, func() {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(info)
+	})
+	if allocs != 0 {
+		t.Errorf("Pick+Done with a report allocates %v times per call, want 0", allocs)
+	}
+}
+
+func TestOutOfBandStreamsFollowConnectionsAndConfig(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"enableOobLoadReport": true}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	// With out-of-band reporting, A58 ignores per-call reports; the pick
+	// then carries no Done at all.
+	if _, done := h.Pick(); done != nil {
+		t.Error("a pick in out-of-band mode carries a Done hook")
+	}
+	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
+	streams := func(a string) int {
+		n := 0
+		for _, m := range h.CC.SubConnFor(a).Streams() {
+			if m == method {
+				n++
+			}
+		}
+		return n
+	}
+	for _, a := range as {
+		waitFor(t, h, fmt.Sprintf("an ORCA stream on %s", a), func() bool { return streams(a) == 1 })
+	}
+	// A lost connection closes its stream; the new READY connection opens
+	// one.
+	old := h.Lose(as[0])
+	if old.ProducersClosed() != 1 {
+		t.Errorf("producers closed on a lost connection = %d, want 1", old.ProducersClosed())
+	}
+	// Turning out-of-band reporting off closes every stream and brings
+	// back the per-call hook.
+	h.Cfg = mustParse(t, `{}`)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range as[1:] {
+		if n := h.CC.SubConnFor(a).ProducersClosed(); n != 1 {
+			t.Errorf("producers closed on %s after turning OOB off = %d, want 1", a, n)
+		}
+	}
+	h.Clock.Advance(time.Second)
+	if _, done := h.Pick(); done == nil {
+		t.Error("a pick with per-call reporting carries no Done hook")
+	}
+}
+
+func waitFor(t *testing.T, h *testkit.Harness, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-h.Ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func mustParse(t *testing.T, js string) serviceconfig.LoadBalancingConfig {
+	t.Helper()
+	cfg, err := orcawrr.ParseConfig(json.RawMessage(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestEmptyEndpointList(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{}`)
+	if err := h.Update(); !errors.Is(err, balancer.ErrBadResolverState) {
+		t.Errorf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
+	}
+	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
+	if err == nil || !strings.Contains(err.Error(), "pickwise_orca_wrr: no endpoints to pick from") {
+		t.Fatalf("Pick error = %v, want one saying the policy has no endpoints", err)
+	}
+}

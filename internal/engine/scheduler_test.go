@@ -1,0 +1,590 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// schedCycle returns one full cycle of s, position 0 first.
+func schedCycle(s *Schedule) []int {
+	out := make([]int, s.Len())
+	for p := range out {
+		out[p] = s.Next(uint32(p))
+	}
+	return out
+}
+
+// schedCounts returns how often each of n endpoints occurs in order.
+func schedCounts(t *testing.T, order []int, n int) []int {
+	t.Helper()
+	c := make([]int, n)
+	for p, i := range order {
+		if i < 0 || i >= n {
+			t.Fatalf("position %d: endpoint %d out of [0, %d)", p, i, n)
+		}
+		c[i]++
+	}
+	return c
+}
+
+// schedCheckSlots fails unless one cycle of s gives endpoint i exactly
+// s.Slots(i) positions and the slots add up to Len.
+func schedCheckSlots(t *testing.T, s *Schedule, n int) []int {
+	t.Helper()
+	order := schedCycle(s)
+	counts := schedCounts(t, order, n)
+	total := 0
+	for i, c := range counts {
+		if c != s.Slots(i) {
+			t.Errorf("endpoint %d: %d positions in a cycle, Slots says %d", i, c, s.Slots(i))
+		}
+		total += s.Slots(i)
+	}
+	if total != s.Len() {
+		t.Errorf("slots sum to %d, Len = %d", total, s.Len())
+	}
+	return order
+}
+
+// schedRandomWeights draws n weights log-uniformly over three decades, so
+// sets mix heavy and light endpoints and some light ones hit the one-slot
+// floor at small n.
+func schedRandomWeights(r *rand.Rand, n int) []float64 {
+	w := make([]float64, n)
+	for i := range w {
+		w[i] = math.Exp(r.Float64() * math.Log(1000))
+	}
+	return w
+}
+
+func schedRange(n int, f func(i int) float64) []float64 {
+	w := make([]float64, n)
+	for i := range w {
+		w[i] = f(i)
+	}
+	return w
+}
+
+// TestScheduleExactProportions checks that integer weights whose reduced
+// total fits the exact cycle get exactly weight/GCD slots each.
+func TestScheduleExactProportions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+		want    []int // slots per endpoint
+	}{
+		{"one", []float64{1}, []int{1}},
+		{"one-heavy", []float64{7}, []int{1}},
+		{"one-fractional", []float64{1.5}, []int{1}},
+		{"equal", []float64{1, 1, 1}, []int{1, 1, 1}},
+		{"5-1-1", []float64{5, 1, 1}, []int{5, 1, 1}},
+		{"3-2", []float64{3, 2}, []int{3, 2}},
+		{"gcd-2", []float64{10, 6, 6, 6}, []int{5, 3, 3, 3}},
+		{"100-1", []float64{100, 1}, []int{100, 1}},
+		{"near-integer", []float64{2.0000000001, 3.9999999999}, []int{1, 2}},
+		{"largest-exact", []float64{65535, 1}, []int{65535, 1}},
+		{"1000x1..4", schedRange(1000, func(i int) float64 { return float64(1 + i%4) }), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.want
+			if want == nil {
+				want = make([]int, len(tc.weights))
+				for i, w := range tc.weights {
+					want[i] = int(w) // GCD is 1: weight 1 is present
+				}
+			}
+			s := NewSchedule(tc.weights)
+			wantLen := 0
+			for _, c := range want {
+				wantLen += c
+			}
+			if s.Len() != wantLen {
+				t.Fatalf("Len = %d, want %d", s.Len(), wantLen)
+			}
+			counts := schedCounts(t, schedCycle(s), len(tc.weights))
+			for i := range want {
+				if counts[i] != want[i] || s.Slots(i) != want[i] {
+					t.Errorf("endpoint %d: %d positions, Slots %d, want %d", i, counts[i], s.Slots(i), want[i])
+				}
+			}
+		})
+	}
+}
+
+// schedClustered returns weights proportional to the endpoints' phases, the
+// adversarial case for the build: every endpoint's first slot falls due at
+// nearly the same instant, so many slots share a bucket.
+func schedClustered(n int) []float64 {
+	return schedRange(n, func(i int) float64 { return float64(schedPhase(i)) / schedPhaseOne })
+}
+
+// TestScheduleOrderMatchesReference checks the bucket-sorted build against
+// the definition computed independently: every slot's due time
+// (k + phase_i)/s_i as an exact big.Rat, sorted, ties to the lower index.
+func TestScheduleOrderMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+	}{
+		{"5-1-1", []float64{5, 1, 1}},
+		{"equal/n=50", schedRange(50, func(int) float64 { return 1 })},
+		{"1000x1..4", schedRange(1000, func(i int) float64 { return float64(1 + i%4) })},
+		{"random/n=2", schedRandomWeights(r, 2)},
+		{"random/n=10", schedRandomWeights(r, 10)},
+		{"random/n=100", schedRandomWeights(r, 100)},
+		{"clustered/n=300", schedClustered(300)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSchedule(tc.weights)
+			type slot struct {
+				due *big.Rat
+				i   int
+			}
+			var ref []slot
+			for i := range tc.weights {
+				si := int64(s.Slots(i))
+				for k := range si {
+					num := new(big.Int).SetUint64(schedPhase(i))
+					num.Add(num, big.NewInt(k*schedPhaseOne))
+					due := new(big.Rat).SetFrac(num, big.NewInt(si*schedPhaseOne))
+					ref = append(ref, slot{due, i})
+				}
+			}
+			slices.SortFunc(ref, func(a, b slot) int {
+				if c := a.due.Cmp(b.due); c != 0 {
+					return c
+				}
+				return a.i - b.i
+			})
+			got := schedCycle(s)
+			if len(got) != len(ref) {
+				t.Fatalf("Len = %d, reference %d", len(got), len(ref))
+			}
+			for p := range ref {
+				if got[p] != ref[p].i {
+					t.Fatalf("position %d: endpoint %d, reference %d", p, got[p], ref[p].i)
+				}
+			}
+		})
+	}
+}
+
+// TestScheduleExactLimit checks the boundary of the exact cycle: one slot
+// past 1<<16 switches to the quantized cycle, which still keeps the light
+// endpoint in rotation.
+func TestScheduleExactLimit(t *testing.T) {
+	s := NewSchedule([]float64{65536, 1})
+	// T = 1024: 65536/65537*1024 rounds to 1024, the light endpoint is
+	// floored to one slot.
+	if s.Len() != 1025 || s.Slots(0) != 1024 || s.Slots(1) != 1 {
+		t.Errorf("Len %d, Slots %d %d; want 1025, 1024 1", s.Len(), s.Slots(0), s.Slots(1))
+	}
+	schedCheckSlots(t, s, 2)
+}
+
+// schedMaxCyclicRun is the longest run of endpoint i in order read as a
+// cycle.
+func schedMaxCyclicRun(order []int, i int) int {
+	n := len(order)
+	start := -1
+	for p, e := range order {
+		if e != i {
+			start = p
+			break
+		}
+	}
+	if start < 0 {
+		return n // the whole cycle is i
+	}
+	best, run := 0, 0
+	for k := 1; k <= n; k++ {
+		if order[(start+k)%n] == i {
+			run++
+			best = max(best, run)
+		} else {
+			run = 0
+		}
+	}
+	return best
+}
+
+// TestSchedule511 is the seeds' example: weights {5, 1, 1} must interleave,
+// with no cyclic run of the heavy endpoint longer than 3 (the least possible:
+// two light slots split five heavy ones) and the light endpoints apart.
+func TestSchedule511(t *testing.T) {
+	s := NewSchedule([]float64{5, 1, 1})
+	order := schedCheckSlots(t, s, 3)
+	t.Logf("{5,1,1} cycle: %v", order)
+	if run := schedMaxCyclicRun(order, 0); run > 3 {
+		t.Errorf("longest cyclic run of endpoint 0 = %d, want <= 3", run)
+	}
+	for p := range order {
+		a, b := order[p], order[(p+1)%len(order)]
+		if a != 0 && b != 0 {
+			t.Errorf("positions %d and %d: light endpoints %d and %d adjacent", p, (p+1)%len(order), a, b)
+		}
+	}
+}
+
+// TestScheduleEqualWeightsSpread checks that the phases keep equal-weight
+// endpoints apart: with two of weight 3, neither ever follows itself.
+func TestScheduleEqualWeightsSpread(t *testing.T) {
+	order := schedCheckSlots(t, NewSchedule([]float64{3, 3}), 2)
+	t.Logf("{3,3} cycle: %v", order)
+	for i := range 2 {
+		if run := schedMaxCyclicRun(order, i); run != 1 {
+			t.Errorf("endpoint %d: longest cyclic run %d, want 1", i, run)
+		}
+	}
+}
+
+// TestScheduleSmoothness checks the gap bound proved in scheduler.go: every
+// cyclic gap g between consecutive occurrences of endpoint i satisfies
+// |g - L/s_i| < m_i, where m_i counts the endpoints j != i whose s_j/s_i is
+// not an integer (so g = L/s_i exactly when m_i = 0). m_i <= n-1, tighter
+// than the L/s_i ± (n+1) a smooth schedule must meet.
+func TestScheduleSmoothness(t *testing.T) {
+	type set struct {
+		name    string
+		weights []float64
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	sets := []set{
+		{"5-1-1", []float64{5, 1, 1}},
+		{"10-6-6-6", []float64{10, 6, 6, 6}},
+		{"100-1", []float64{100, 1}},
+		{"1000x1..4", schedRange(1000, func(i int) float64 { return float64(1 + i%4) })},
+	}
+	for _, n := range []int{3, 10, 100, 1000} {
+		sets = append(sets, set{fmt.Sprintf("random/n=%d", n), schedRandomWeights(r, n)})
+	}
+	for _, tc := range sets {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(tc.weights)
+			s := NewSchedule(tc.weights)
+			order := schedCheckSlots(t, s, n)
+			L := len(order)
+			pos := make([][]int, n)
+			for p, i := range order {
+				pos[i] = append(pos[i], p)
+			}
+			worst := 0.0
+			for i := range n {
+				if len(pos[i]) == 0 {
+					t.Fatalf("endpoint %d never scheduled", i)
+				}
+				si := s.Slots(i)
+				m := 0
+				for j := range n {
+					if j != i && s.Slots(j)%si != 0 {
+						m++
+					}
+				}
+				ideal := float64(L) / float64(si)
+				for k, p := range pos[i] {
+					next := pos[i][(k+1)%len(pos[i])]
+					gap := (next - p + L) % L
+					if gap == 0 {
+						gap = L // a single slot: the gap is the whole cycle
+					}
+					dev := math.Abs(float64(gap) - ideal)
+					worst = max(worst, dev)
+					if m == 0 && dev != 0 || m > 0 && dev >= float64(m) {
+						t.Fatalf("endpoint %d (slots %d): gap %d from position %d, ideal %.3f, bound %d",
+							i, si, gap, p, ideal, m)
+					}
+				}
+			}
+			t.Logf("n=%d L=%d: largest |gap - L/s_i| = %.2f (proved bound < n-1 = %d)", n, L, worst, n-1)
+		})
+	}
+}
+
+// TestScheduleQuantizedShares checks the documented worst case for
+// fractional weights, |s_i/L - p_i| <= (1 + n*p_i)/(T - n/2), and that every
+// endpoint keeps at least one slot.
+func TestScheduleQuantizedShares(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{2, 3, 10, 100, 1000, 5000} {
+		for _, spread := range []string{"log", "uniform"} {
+			t.Run(fmt.Sprintf("n=%d/%s", n, spread), func(t *testing.T) {
+				var w []float64
+				if spread == "log" {
+					w = schedRandomWeights(r, n)
+				} else {
+					w = schedRange(n, func(int) float64 { return 0.5 + r.Float64() })
+				}
+				s := NewSchedule(w)
+				schedCheckSlots(t, s, n)
+				var sum float64
+				for _, x := range w {
+					sum += x
+				}
+				T := float64(schedTarget(n))
+				L := float64(s.Len())
+				worstRel := 0.0 // over endpoints of at least average weight
+				for i, x := range w {
+					if s.Slots(i) < 1 {
+						t.Fatalf("endpoint %d: %d slots", i, s.Slots(i))
+					}
+					p := x / sum
+					share := float64(s.Slots(i)) / L
+					bound := (1 + float64(n)*p) / (T - float64(n)/2)
+					if math.Abs(share-p) > bound {
+						t.Errorf("endpoint %d: share %.6g, want %.6g ± %.3g", i, share, p, bound)
+					}
+					// The relative bound holds for endpoints above the
+					// one-slot floor; the margin keeps an ideal count of
+					// exactly 1/2 (float noise either way) out of it.
+					xi := p * T
+					rel := math.Abs(share/p - 1)
+					if xi > 0.5+1e-9 {
+						relBound := (1/(2*xi) + float64(n)/T) / (1 - float64(n)/(2*T))
+						if rel > relBound {
+							t.Errorf("endpoint %d (ideal %.3f slots): relative error %.4g, bound %.4g", i, xi, rel, relBound)
+						}
+					}
+					if xi >= T/float64(n) {
+						worstRel = max(worstRel, rel)
+					}
+				}
+				t.Logf("L=%d (T=%.0f): largest relative share error of an endpoint of at least average weight %.3g%%",
+					s.Len(), T, 100*worstRel)
+			})
+		}
+	}
+}
+
+// TestScheduleBadWeights checks that weights the caller should never pass
+// do not panic and cost their endpoint nothing but weight: one slot each,
+// with the others still split by their own weights.
+func TestScheduleBadWeights(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+		want    []int // slots, when the split is predictable
+	}{
+		{"zero", []float64{0}, []int{1}},
+		{"negative", []float64{-1}, []int{1}},
+		{"nan", []float64{nan}, []int{1}},
+		{"+inf", []float64{inf}, []int{1}},
+		{"-inf", []float64{math.Inf(-1)}, []int{1}},
+		{"all-bad", []float64{0, -3, nan, inf}, []int{1, 1, 1, 1}},
+		{"zero-among-integers", []float64{5, 0, 1}, []int{5, 1, 1}},
+		{"nan-among-integers", []float64{5, nan, 1}, []int{5, 1, 1}},
+		{"inf-among-integers", []float64{4, inf, 2}, []int{2, 1, 1}},
+		{"mixed-fractional", []float64{1.5, inf, -2, 3}, nil},
+		{"huge", []float64{math.MaxFloat64, math.MaxFloat64, 1}, []int{512, 512, 1}},
+		{"tiny", []float64{math.SmallestNonzeroFloat64, 1}, []int{1, 1024}},
+		{"huge-integers", []float64{1 << 60, 1 << 60}, []int{512, 512}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSchedule(tc.weights)
+			schedCheckSlots(t, s, len(tc.weights))
+			for i, w := range tc.weights {
+				if s.Slots(i) < 1 {
+					t.Errorf("endpoint %d: %d slots, want >= 1", i, s.Slots(i))
+				}
+				if !schedUsable(w) && s.Slots(i) != 1 {
+					t.Errorf("endpoint %d (weight %v): %d slots, want 1", i, w, s.Slots(i))
+				}
+				if tc.want != nil && s.Slots(i) != tc.want[i] {
+					t.Errorf("endpoint %d (weight %v): %d slots, want %d", i, w, s.Slots(i), tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestScheduleEmptyPanics documents that an empty weight list is a caller
+// bug reported at build time rather than on the first pick.
+func TestScheduleEmptyPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("NewSchedule(nil) did not panic")
+		}
+	}()
+	NewSchedule(nil)
+}
+
+// TestScheduleFastmod checks the division-free reduction against % for
+// divisors across the whole range a cycle can take, and numerators at the
+// edges of uint32.
+func TestScheduleFastmod(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	divisors := []uint64{1, 2, 3, 7, 1000, 1025, 32000, 65535, 65536, 65537, 1<<20 + 999, 1<<31 - 1, 1<<32 - 5, 1<<32 - 1}
+	for range 200 {
+		divisors = append(divisors, 1+r.Uint64N(1<<32-1))
+	}
+	for _, d := range divisors {
+		m := schedFastmodMultiplier(d)
+		xs := []uint32{0, 1, 2, math.MaxUint32, math.MaxUint32 - 1, uint32(d - 1), uint32(d), uint32(d + 1)}
+		for range 500 {
+			xs = append(xs, r.Uint32())
+		}
+		for _, x := range xs {
+			if got, want := schedFastmod(x, m, d), uint64(x)%d; got != want {
+				t.Fatalf("%d mod %d = %d, want %d", x, d, got, want)
+			}
+		}
+	}
+}
+
+// TestScheduleNextPeriodic checks that Next has period Len, agrees with the
+// table at seq mod Len across the uint32 range, and stays in range through
+// the counter's wrap.
+func TestScheduleNextPeriodic(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+	}{
+		{"one", []float64{1}},
+		{"5-1-1", []float64{5, 1, 1}},
+		{"random/n=100", schedRandomWeights(r, 100)},
+		{"wide/n=70000", schedRange(70000, func(i int) float64 { return float64(1 + i%3) })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(tc.weights)
+			s := NewSchedule(tc.weights)
+			if (n <= 1<<16) != (s.narrow != nil) {
+				t.Fatalf("n=%d: narrow table %v", n, s.narrow != nil)
+			}
+			L := uint32(s.Len())
+			at := func(p uint32) int {
+				if s.narrow != nil {
+					return int(s.narrow[p])
+				}
+				return int(s.wide[p])
+			}
+			for seq := range 2 * min(L, 1<<17) {
+				if got, want := s.Next(seq), s.Next(seq%L); got != want {
+					t.Fatalf("Next(%d) = %d, Next(%d) = %d", seq, got, seq%L, want)
+				}
+			}
+			seqs := []uint32{math.MaxUint32, math.MaxUint32 - L, math.MaxUint32 - L + 1}
+			for range 1000 {
+				seqs = append(seqs, r.Uint32())
+			}
+			for _, seq := range seqs {
+				if got, want := s.Next(seq), at(seq%L); got != want {
+					t.Fatalf("Next(%d) = %d, want table[%d] = %d", seq, got, seq%L, want)
+				}
+			}
+			var c atomic.Uint32
+			c.Store(math.MaxUint32 - 2*min(L, 1000))
+			for range 4 * min(L, 1000) {
+				if i := s.Next(c.Add(1)); i < 0 || i >= n {
+					t.Fatalf("Next across the wrap = %d, out of [0, %d)", i, n)
+				}
+			}
+		})
+	}
+}
+
+// TestScheduleConcurrentShares has goroutines share one counter, as pickers
+// do: because every seq in a contiguous range is drawn exactly once, k full
+// cycles' worth of picks split exactly k*Slots(i), however they interleave.
+func TestScheduleConcurrentShares(t *testing.T) {
+	s := NewSchedule([]float64{5, 1, 1, 2.5})
+	const workers, cycles = 8, 400
+	per := cycles * s.Len() / workers
+	var c atomic.Uint32
+	c.Store(12345 - 1) // Add returns the new value: the first seq is 12345
+	counts := make([][]int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		counts[w] = make([]int, 4)
+		wg.Go(func() {
+			for range per {
+				counts[w][s.Next(c.Add(1))]++
+			}
+		})
+	}
+	wg.Wait()
+	if per*workers != cycles*s.Len() {
+		t.Fatalf("bad test setup: %d picks is not %d cycles", per*workers, cycles)
+	}
+	for i := range 4 {
+		total := 0
+		for w := range workers {
+			total += counts[w][i]
+		}
+		if total != cycles*s.Slots(i) {
+			t.Errorf("endpoint %d: %d picks, want %d", i, total, cycles*s.Slots(i))
+		}
+	}
+}
+
+// TestScheduleNextAllocs checks that a pick allocates nothing.
+func TestScheduleNextAllocs(t *testing.T) {
+	for _, n := range []int{3, 1000} {
+		s := NewSchedule(schedRange(n, func(i int) float64 { return float64(1 + i%5) }))
+		var seq uint32
+		sink := 0
+		if a := testing.AllocsPerRun(1000, func() {
+			seq++
+			sink += s.Next(seq)
+		}); a != 0 {
+			t.Errorf("n=%d: Next allocates %v times per call", n, a)
+		}
+		_ = sink
+	}
+}
+
+// BenchmarkNewSchedule measures a rebuild, which weight-following policies
+// do on every weight update (about once a second).
+func BenchmarkNewSchedule(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("float/n=%d", n), func(b *testing.B) {
+			w := schedRandomWeights(rand.New(rand.NewPCG(9, uint64(n))), n)
+			b.ReportAllocs()
+			for b.Loop() {
+				NewSchedule(w)
+			}
+		})
+	}
+	b.Run("clustered/n=1000", func(b *testing.B) {
+		w := schedClustered(1000)
+		b.ReportAllocs()
+		for b.Loop() {
+			NewSchedule(w)
+		}
+	})
+	b.Run("integer/n=1000", func(b *testing.B) {
+		w := schedRange(1000, func(i int) float64 { return float64(1 + i%4) })
+		b.ReportAllocs()
+		for b.Loop() {
+			NewSchedule(w)
+		}
+	})
+}
+
+var schedBenchSink atomic.Int64
+
+// BenchmarkScheduleNext measures a pick the way a picker makes it: all
+// goroutines share one atomic counter.
+func BenchmarkScheduleNext(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(10, uint64(n))), n))
+			var c atomic.Uint32
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				sum := 0
+				for pb.Next() {
+					sum += s.Next(c.Add(1))
+				}
+				schedBenchSink.Add(int64(sum))
+			})
+		})
+	}
+}

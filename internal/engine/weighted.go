@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"encoding/json"
+	"sync/atomic"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// WeightedRR is the engine's smooth weighted round-robin picker: every
+// pick takes the next position of a precomputed Schedule, so shares follow
+// the weights exactly over a cycle and no endpoint gets a burst. The
+// weights are the snapshot's backend-reported ones when it has them, the
+// static weights otherwise, times slow start's factor at the snapshot's
+// time (the engine republishes at every weight update, so a ramp advances
+// in those steps).
+type WeightedRR struct {
+	// Atomic: every pick advances it. On a line of its own, so that the
+	// immutable fields every pick reads are not invalidated with it.
+	next atomic.Uint32
+	_    [cacheLine - 4]byte
+
+	// Immutable after construction.
+	snap  *Snapshot
+	sched *Schedule
+}
+
+// NewWeightedRR returns a WeightedRR picker over snap, starting at a random
+// position so that many clients with the same weights do not move through
+// the backends in step.
+func NewWeightedRR(snap *Snapshot) *WeightedRR {
+	ws := make([]float64, len(snap.Endpoints))
+	for i := range snap.Endpoints {
+		r := &snap.Endpoints[i]
+		w := 1 / r.InvWeight
+		if snap.Weights != nil {
+			w = snap.Weights[i]
+		}
+		ws[i] = w * snap.RampFactor(r, snap.Built)
+	}
+	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}
+	p.next.Store(uint32(snap.Rand.Uint64()))
+	return p
+}
+
+// Schedule is the order the picker follows, for tests and tools.
+func (p *WeightedRR) Schedule() *Schedule { return p.sched }
+
+// Pick implements balancer.Picker. It does not count calls in flight: the
+// weights already say how much each endpoint should get, and the two
+// atomic writes per call would only slow it down.
+func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
+	res, err := r.Picker.Pick(info)
+	if err != nil || r.ReportDone == nil {
+		return res, err
+	}
+	return withDone(res, r.ReportDone), nil
+}
+
+// WeightedSpec describes a policy that is the engine's smooth weighted
+// round robin over weights the engine keeps (Settings.Weights) or static
+// ones.
+type WeightedSpec[C serviceconfig.LoadBalancingConfig] struct {
+	Name        string
+	ParseConfig func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error)
+	// Defaults is the config of a policy built without one.
+	Defaults func() C
+	// Settings are the engine settings a config asks for.
+	Settings func(C) Settings
+}
+
+// RegisterWeighted registers a weighted round-robin policy (see Register).
+func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
+	Register(Spec{
+		Name:        s.Name,
+		ParseConfig: s.ParseConfig,
+		NewPolicy:   func() Policy { return &weightedPolicy[C]{spec: s, cfg: s.Defaults()} },
+	})
+}
+
+// weightedPolicy is the Policy of a WeightedSpec; cfg is guarded by the
+// engine's lock.
+type weightedPolicy[C serviceconfig.LoadBalancingConfig] struct {
+	spec WeightedSpec[C]
+	cfg  C
+}
+
+func (p *weightedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
+	cfg, err := configAs(p.spec.Name, c, p.spec.Defaults)
+	if err != nil {
+		return Settings{}, err
+	}
+	p.cfg = cfg
+	return p.spec.Settings(cfg), nil
+}
+
+func (p *weightedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker { return NewWeightedRR(snap) }
