@@ -49,6 +49,10 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	if b.weights == nil {
 		b.weights = &weights{cfg: *cfg, listener: orca.NewListener(cfg.ORCA)}
 		b.scheduleWeightUpdateLocked()
+		for _, e := range b.endpoints.All() {
+			e.orca, e.orcaDone = nil, nil // from an earlier listener, if weights were on before
+			b.restartOOBLocked(e)
+		}
 	} else {
 		old := b.weights.cfg
 		b.weights.cfg = *cfg
@@ -173,18 +177,22 @@ func (c childCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOp
 func (b *engineBalancer) subConnStateChanged(sc balancer.SubConn, addrs []resolver.Address, s balancer.SubConnState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || b.weights == nil || len(addrs) == 0 {
+	if b.closed || len(addrs) == 0 {
 		return
 	}
 	e := b.byAnyAddr[addrs[0].Addr]
 	if e == nil {
 		return
 	}
+	// The connection is followed even while weights are off, so that
+	// turning them on finds it.
 	switch {
 	case s.ConnectivityState == connectivity.Ready && e.orcaSC == nil:
 		e.orcaSC = sc
-		b.trackerLocked(e).Reset()
-		b.restartOOBLocked(e)
+		if b.weights != nil {
+			b.trackerLocked(e).Reset()
+			b.restartOOBLocked(e)
+		}
 	case s.ConnectivityState != connectivity.Ready && e.orcaSC == sc:
 		e.stopOOBLocked()
 		e.orcaSC = nil
