@@ -11,6 +11,7 @@ import (
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/balancer/orcawrr"
+	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -273,10 +274,12 @@ func TestOutOfBandStreamsFollowConnectionsAndConfig(t *testing.T) {
 	h := testkit.NewHarness(t, orcawrr.Name, `{"enableOobLoadReport": true}`)
 	as := testkit.Addrs(3)
 	h.Start(as...)
-	// With out-of-band reporting, A58 ignores per-call reports; the pick
-	// then carries no Done at all.
-	if _, done := h.Pick(); done != nil {
-		t.Error("a pick in out-of-band mode carries a Done hook")
+	// With out-of-band reporting, A58 ignores per-call reports: a report
+	// in a call's trailer changes nothing.
+	_, done := h.Pick()
+	done(balancer.DoneInfo{ServerLoad: report(100, 0.01, 0)})
+	if n := h.Metrics.Total("pickwise.lb.weights.bad_reports"); n != 0 {
+		t.Errorf("bad reports = %v, want 0", n)
 	}
 	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
 	streams := func(a string) int {
@@ -308,9 +311,30 @@ func TestOutOfBandStreamsFollowConnectionsAndConfig(t *testing.T) {
 			t.Errorf("producers closed on %s after turning OOB off = %d, want 1", a, n)
 		}
 	}
-	h.Clock.Advance(time.Second)
-	if _, done := h.Pick(); done == nil {
-		t.Error("a pick with per-call reporting carries no Done hook")
+}
+
+func TestInFlightCounted(t *testing.T) {
+	// Per-endpoint state means the same under every policy: calls are in
+	// flight from pick to Done, with per-call reports or without.
+	for _, cfg := range []string{`{}`, `{"enableOobLoadReport": true}`} {
+		h := testkit.NewHarness(t, orcawrr.Name, cfg)
+		as := testkit.Addrs(2)
+		h.Start(as...)
+		_, held := h.Count(10, true)
+		endpoints := h.CC.State().Picker.(*engine.WeightedRR).Snapshot().Endpoints
+		inFlight := 0
+		for _, r := range endpoints {
+			inFlight += int(r.Stats.InFlight())
+		}
+		if inFlight != 10 {
+			t.Errorf("%s: in flight after 10 held picks = %d, want 10", cfg, inFlight)
+		}
+		testkit.Finish(held, nil)
+		for _, r := range endpoints {
+			if n := r.Stats.InFlight(); n != 0 {
+				t.Errorf("%s: %s in flight after every Done = %d, want 0", cfg, r.Stats.Addr(), n)
+			}
+		}
 	}
 }
 

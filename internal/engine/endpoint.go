@@ -55,7 +55,7 @@ type endpointCold struct {
 	// Backend-reported weight, for policies with Settings.Weights; guarded
 	// by the balancer's mu (the tracker synchronizes itself).
 	orca       *orca.Tracker           // created on first use
-	orcaDone   func(balancer.DoneInfo) // orca.Done(), the per-call report hook
+	orcaDone   func(balancer.DoneInfo) // finish, then the tracker's per-call report hook
 	orcaWeight float64                 // at the last weight update
 	orcaStatus orca.Status             // at the last weight update
 	orcaSC     balancer.SubConn        // the READY connection that carries the OOB stream

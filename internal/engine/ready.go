@@ -18,8 +18,9 @@ type Ready struct {
 	// RampStart and RampEnd bound the endpoint's slow start, in the
 	// engine's Clock.Nanotime; RampEnd is 0 when it is not ramping.
 	RampStart, RampEnd int64
-	// ReportDone is the endpoint's per-call ORCA hook when the policy's
-	// weights come from per-call reports; nil otherwise.
+	// ReportDone, when the policy's weights come from per-call reports, is
+	// the Done to give the endpoint's calls instead of the engine's own: it
+	// does what that one does and then reads the call's ORCA report.
 	ReportDone func(balancer.DoneInfo)
 }
 

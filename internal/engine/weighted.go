@@ -47,15 +47,23 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 // Schedule is the order the picker follows, for tests and tools.
 func (p *WeightedRR) Schedule() *Schedule { return p.sched }
 
-// Pick implements balancer.Picker. It does not count calls in flight: the
-// weights already say how much each endpoint should get, and the two
-// atomic writes per call would only slow it down.
+// Snapshot is what the picker was built from, for tests and tools.
+func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
+
+// Pick implements balancer.Picker. Like every engine picker it counts the
+// call in flight and tracks its outcome, so that per-endpoint state means
+// the same under every policy; with per-call reports, the call's Done also
+// reads its ORCA report.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
+	if r.ReportDone == nil {
+		return PickEndpoint(r, info)
+	}
 	res, err := r.Picker.Pick(info)
-	if err != nil || r.ReportDone == nil {
+	if err != nil {
 		return res, err
 	}
+	r.Stats.started()
 	return withDone(res, r.ReportDone), nil
 }
 

@@ -86,7 +86,11 @@ func (b *engineBalancer) stopWeightsLocked() {
 func (b *engineBalancer) trackerLocked(e *Endpoint) *orca.Tracker {
 	if e.orca == nil {
 		e.orca = b.weights.listener.NewTracker()
-		e.orcaDone = e.orca.Done()
+		report := e.orca.Done()
+		e.orcaDone = func(info balancer.DoneInfo) {
+			e.finish(info)
+			report(info)
+		}
 	}
 	return e.orca
 }
