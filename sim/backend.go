@@ -31,6 +31,15 @@ type Backend struct {
 	// Weight is the endpoint weight an xDS control plane would publish
 	// (0 means none).
 	Weight uint32
+	// Cores is the denominator of the backend's ORCA cpu_utilization: how
+	// many requests in progress make it fully busy (see report.go). 0
+	// means Servers; a backend with neither reports no load.
+	Cores int
+	// ReportNoise makes the reported utilization noisy: each report's is
+	// multiplied by 1 + U(-ReportNoise, ReportNoise), drawn from the run's
+	// seed, as a gauge sampled at an unlucky instant or disturbed by a
+	// neighbour would read. The backend's true load does not change.
+	ReportNoise float64
 }
 
 // Window is a period of virtual time.
@@ -74,6 +83,11 @@ type server struct {
 	busyTime  time.Duration // integral of busy servers over time
 	lastBusy  time.Duration
 	maxQueued int
+	// At the end of the warm-up (Run.Warmup): busyTime and served then.
+	warmBusy   time.Duration
+	warmServed int
+	// load is the backend's ORCA reporting.
+	load *loadGauge
 }
 
 // call is one request in flight.
@@ -84,7 +98,7 @@ type call struct {
 	deadline *event
 	finished bool
 	queued   bool
-	done     func(err error)
+	done     finishFunc
 }
 
 // capacity is the requests per second the backend sustains at its median
@@ -118,12 +132,12 @@ func (s *server) serviceTime(now time.Duration, r *rand.Rand) time.Duration {
 	return time.Duration(d)
 }
 
-// utilization is the busy share of the backend's servers from the start
-// until now.
-func (s *server) utilization(now time.Duration) float64 {
-	if s.spec.Servers == 0 || now == 0 {
+// utilization is the busy share of the backend's servers from from (the
+// end of the warm-up, when busyTime was warmBusy) until now.
+func (s *server) utilization(from, now time.Duration) float64 {
+	if s.spec.Servers == 0 || now <= from {
 		return 0
 	}
 	s.accountBusy(now)
-	return float64(s.busyTime) / float64(now) / float64(s.spec.Servers)
+	return float64(s.busyTime-s.warmBusy) / float64(now-from) / float64(s.spec.Servers)
 }

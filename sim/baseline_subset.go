@@ -3,6 +3,8 @@ package sim
 import (
 	"math/rand/v2"
 	"slices"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 )
 
 // DeterministicSubset is the deterministic subsetting of Google's SRE book
@@ -47,13 +49,13 @@ func (in *subsetInstance) setBackends(ids []int) error {
 
 func (in *subsetInstance) close() {}
 
-func (in *subsetInstance) pick(*Request) (int, func(error), error) {
+func (in *subsetInstance) pick(*Request) (int, finishFunc, error) {
 	if len(in.subset) == 0 {
 		return -1, nil, errNoBackends
 	}
 	id := in.subset[in.next%len(in.subset)]
 	in.next++
-	return id, func(error) {}, nil
+	return id, func(error, *v3orcapb.OrcaLoadReport) {}, nil
 }
 
 // connections is the backends the client connects to: its subset.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 )
@@ -27,11 +28,11 @@ type randomInstance struct {
 
 func (in *randomInstance) setBackends(ids []int) error { in.ids = slices.Clone(ids); return nil }
 func (in *randomInstance) close()                      {}
-func (in *randomInstance) pick(*Request) (int, func(error), error) {
+func (in *randomInstance) pick(*Request) (int, finishFunc, error) {
 	if len(in.ids) == 0 {
 		return -1, nil, errNoBackends
 	}
-	return in.ids[in.env.rand.IntN(len(in.ids))], func(error) {}, nil
+	return in.ids[in.env.rand.IntN(len(in.ids))], func(error, *v3orcapb.OrcaLoadReport) {}, nil
 }
 
 // LeastConnections scans every backend and picks the one with the fewest
@@ -50,7 +51,7 @@ type leastConnInstance struct {
 
 func (in *leastConnInstance) setBackends(ids []int) error { in.ids = slices.Clone(ids); return nil }
 func (in *leastConnInstance) close()                      {}
-func (in *leastConnInstance) pick(*Request) (int, func(error), error) {
+func (in *leastConnInstance) pick(*Request) (int, finishFunc, error) {
 	if len(in.ids) == 0 {
 		return -1, nil, errNoBackends
 	}
@@ -68,7 +69,7 @@ func (in *leastConnInstance) pick(*Request) (int, func(error), error) {
 		}
 	}
 	in.inflight[best]++
-	return best, func(error) { in.inflight[best]-- }, nil
+	return best, func(error, *v3orcapb.OrcaLoadReport) { in.inflight[best]-- }, nil
 }
 
 // Modulo hashes a request's key onto the backend list: key mod n. Requests
@@ -87,14 +88,14 @@ func (in *moduloInstance) setBackends(ids []int) error {
 	return nil
 }
 func (in *moduloInstance) close() {}
-func (in *moduloInstance) pick(req *Request) (int, func(error), error) {
+func (in *moduloInstance) pick(req *Request) (int, finishFunc, error) {
 	if len(in.ids) == 0 {
 		return -1, nil, errNoBackends
 	}
 	if !req.HasKey {
-		return in.ids[in.env.rand.IntN(len(in.ids))], func(error) {}, nil
+		return in.ids[in.env.rand.IntN(len(in.ids))], func(error, *v3orcapb.OrcaLoadReport) {}, nil
 	}
-	return in.ids[req.Key%uint64(len(in.ids))], func(error) {}, nil
+	return in.ids[req.Key%uint64(len(in.ids))], func(error, *v3orcapb.OrcaLoadReport) {}, nil
 }
 
 // Static is a column for a pickwise policy's real picker built directly
@@ -147,7 +148,7 @@ func (in *staticInstance) setBackends(ids []int) error {
 
 func (in *staticInstance) close() {}
 
-func (in *staticInstance) pick(*Request) (int, func(error), error) {
+func (in *staticInstance) pick(*Request) (int, finishFunc, error) {
 	if in.picker == nil {
 		return -1, nil, errNoBackends
 	}
@@ -155,8 +156,5 @@ func (in *staticInstance) pick(*Request) (int, func(error), error) {
 	if err != nil {
 		return -1, nil, err
 	}
-	done := res.Done
-	return res.SubConn.(*staticConn).id, func(err error) {
-		done(balancer.DoneInfo{Err: err, BytesSent: true, BytesReceived: true})
-	}, nil
+	return res.SubConn.(*staticConn).id, grpcDone(res.Done), nil
 }

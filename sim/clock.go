@@ -2,7 +2,6 @@ package sim
 
 import (
 	"container/heap"
-	"math"
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
@@ -16,7 +15,10 @@ type event struct {
 	fn        func()
 	cancelled bool
 	fired     bool
-	index     int
+	// daemon events (a balancer's timers) never keep RunAll going: see
+	// Loop.Clock.
+	daemon bool
+	index  int
 }
 
 type eventHeap []*event
@@ -40,19 +42,27 @@ type Loop struct {
 	now    time.Duration
 	seq    uint64
 	events eventHeap
+	// work counts the events in the heap that are not daemons, cancelled
+	// ones included (they leave the heap when their time comes).
+	work int
 }
 
 // Now is the virtual time since the start of the run.
 func (l *Loop) Now() time.Duration { return l.now }
 
 // At schedules fn at virtual time at (not before now).
-func (l *Loop) At(at time.Duration, fn func()) *event {
+func (l *Loop) At(at time.Duration, fn func()) *event { return l.schedule(at, fn, false) }
+
+func (l *Loop) schedule(at time.Duration, fn func(), daemon bool) *event {
 	if at < l.now {
 		at = l.now
 	}
 	l.seq++
-	e := &event{at: at, seq: l.seq, fn: fn}
+	e := &event{at: at, seq: l.seq, fn: fn, daemon: daemon}
 	heap.Push(&l.events, e)
+	if !daemon {
+		l.work++
+	}
 	return e
 }
 
@@ -68,23 +78,41 @@ func (l *Loop) Run(until time.Duration) {
 	}
 }
 
-// RunAll processes every event; the clock stops at the last one.
-func (l *Loop) RunAll() { l.drain(math.MaxInt64) }
-
-func (l *Loop) drain(until time.Duration) {
-	for len(l.events) > 0 && l.events.peek().at <= until {
-		e := heap.Pop(&l.events).(*event)
-		if e.cancelled {
-			continue
-		}
-		l.now = e.at
-		e.fired = true
-		e.fn()
+// RunAll processes events until only daemon events (a balancer's timers)
+// are left; the clock stops at the last event it ran. A policy may keep a
+// periodic timer for as long as it lives (pickwise_orca_wrr recomputes
+// its weights every second), so waiting for every event would never end;
+// once no request is left, nothing those timers do can change a result.
+func (l *Loop) RunAll() {
+	for l.work > 0 {
+		l.step()
 	}
 }
 
+func (l *Loop) drain(until time.Duration) {
+	for len(l.events) > 0 && l.events.peek().at <= until {
+		l.step()
+	}
+}
+
+// step runs the earliest event.
+func (l *Loop) step() {
+	e := heap.Pop(&l.events).(*event)
+	if !e.daemon {
+		l.work--
+	}
+	if e.cancelled {
+		return
+	}
+	l.now = e.at
+	e.fired = true
+	e.fn()
+}
+
 // Clock adapts the loop to engine.Clock, so pickwise's pickers and
-// balancers read virtual time and their timers fire as loop events.
+// balancers read virtual time and their timers fire as loop events. Those
+// timers are daemon events: they run in time order with everything else
+// while the run has work, but RunAll does not wait for them.
 func (l *Loop) Clock() engine.Clock { return loopClock{l} }
 
 type loopClock struct{ l *Loop }
@@ -92,7 +120,7 @@ type loopClock struct{ l *Loop }
 func (c loopClock) Nanotime() int64 { return int64(c.l.now) }
 
 func (c loopClock) AfterFunc(d time.Duration, f func()) engine.Timer {
-	return timer{c.l.After(d, f)}
+	return timer{c.l.schedule(c.l.now+d, f, true)}
 }
 
 type timer struct{ e *event }

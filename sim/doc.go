@@ -9,13 +9,21 @@
 // distribution, slowdown windows, fast failure, cold start). Requests arrive
 // open-loop; each pick's Done runs when the modelled backend finishes, so
 // the policy sees in-flight counts and outcomes as it would in production.
+// Backends also report their load through ORCA, as a grpc-go server with
+// per-call metrics does: each answer's Done carries the backend's last
+// published report (DoneInfo.ServerLoad: completions and errors per second
+// and the busy share of its workers over a 1 s window, optionally noisy;
+// see report.go), which pickwise_orca_wrr turns into weights. A run can
+// warm up before it is measured (Run.Warmup), so that a policy that
+// learns before it acts is compared in its steady state.
 //
 // Scenarios (see Scenarios) reproduce the failure modes load balancers are
 // known for: balls into bins, the black hole, cold-start herding, two
-// hardware generations, one slow backend, a hot key, a remap storm and
-// subsetting. Each prints one table with policies as columns.
+// hardware generations, one slow backend, noisy load reports, a hot key, a
+// remap storm and subsetting. Each prints one table with policies as
+// columns.
 //
 // Where a policy cannot run in virtual time or with a fixed seed (grpc-go's
-// built-ins draw from the global random source; some use wall-clock
-// timers), its column says so.
+// built-ins draw from the global random source; weighted_round_robin's
+// blackout and weight updates follow the wall clock), its column says so.
 package sim

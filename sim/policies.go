@@ -1,11 +1,13 @@
 package sim
 
 import (
+	_ "github.com/pickwise/pickwise/balancer/orcawrr"  // registers pickwise_orca_wrr
 	_ "github.com/pickwise/pickwise/balancer/p2c"      // registers pickwise_p2c
 	_ "github.com/pickwise/pickwise/balancer/peakewma" // registers pickwise_peak_ewma
 	_ "google.golang.org/grpc/balancer/leastrequest"
 	_ "google.golang.org/grpc/balancer/ringhash"
 	_ "google.golang.org/grpc/balancer/roundrobin"
+	_ "google.golang.org/grpc/balancer/weightedroundrobin" // built by the weighted_round_robin smoke test
 )
 
 // The columns shared by the load-aware scenarios. Later policies add
@@ -18,6 +20,7 @@ func loadAwarePolicies() []Policy {
 		LeastConnections(),
 		GRPC("pickwise_p2c", "pickwise_p2c", `{}`),
 		GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`),
+		GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`),
 	}
 }
 
@@ -30,4 +33,36 @@ func hashPolicies() []Policy {
 	// its ring depends only on the addresses: the column is reproducible.
 	ring.Note = ""
 	return []Policy{Modulo(), ring}
+}
+
+// grpc-go's weighted_round_robin is pickwise_orca_wrr's peer, but the
+// simulator cannot run it meaningfully: its column is filled with
+// wallClockCell and explained by wallClockNote.
+const (
+	// wrrName is the name grpc-go registers it under, and its column's.
+	wrrName = "weighted_round_robin"
+	// wallClockCell fills its cells.
+	wallClockCell = "n/a (wall clock)"
+	// wallClockNote explains why, under every table that has the column.
+	wallClockNote = wrrName + ": " + wallClockCell + `. grpc-go's policy reads the same per-call ORCA reports (it builds and places ` +
+		`requests in the simulator: TestWeightedRoundRobinRuns) and computes the same weight, qps / (utilization + eps/qps x ` +
+		`errorUtilizationPenalty), from each endpoint's last report, but its blackout (10 s), its weight-update ticker (1 s) and ` +
+		`its expiry run on grpc's own wall clock, which cannot be injected. A simulated run covers its virtual time many times ` +
+		`faster than real time, so the policy would never leave blackout and would place as round robin does, and on a slower ` +
+		`machine its weights would change at arbitrary virtual instants; either way the cells would not describe it. Its ` +
+		`formula with raw weights is pickwise_orca_wrr with weightHalfLife "0s" (noisy-reports)`
+)
+
+// addWallClockColumn appends the weighted_round_robin column to a finished
+// table.
+func addWallClockColumn(t *Table) {
+	t.Columns = append(t.Columns[:len(t.Columns):len(t.Columns)], wrrName)
+	for i := range t.Rows {
+		r := &t.Rows[i]
+		for len(r.Cells) < len(t.Columns)-1 {
+			r.Cells = append(r.Cells, "")
+		}
+		r.Cells = append(r.Cells[:len(r.Cells):len(r.Cells)], wallClockCell)
+	}
+	t.AddNote(wallClockNote)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
@@ -37,10 +38,16 @@ type instance interface {
 	// setBackends replaces the endpoint list.
 	setBackends(ids []int) error
 	// pick chooses a backend; done reports the outcome when the request
-	// ends (nil err for success).
-	pick(req *Request) (backend int, done func(err error), err error)
+	// ends: err nil for success, load the backend's ORCA report when the
+	// answer carried one (see report.go), nil otherwise.
+	pick(req *Request) (backend int, done finishFunc, err error)
 	close()
 }
+
+// finishFunc ends a call at the balancer that placed it: err is nil for
+// success, and load is the ORCA report the backend's answer carried (nil
+// when none did).
+type finishFunc = func(err error, load *v3orcapb.OrcaLoadReport)
 
 // env is what an instance may use: the virtual clock, a seeded source and
 // the backend specs (for weights).
@@ -102,6 +109,22 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		in.bal = builder.Build(in.cc, balancer.BuildOptions{})
 	}
 	return in, nil
+}
+
+// grpcDone adapts a pick's Done to the simulator's outcome, as grpc fills
+// DoneInfo: ServerLoad holds the trailer's ORCA report, and is a nil
+// interface, not a nil pointer, when there was none.
+func grpcDone(done func(balancer.DoneInfo)) finishFunc {
+	return func(err error, load *v3orcapb.OrcaLoadReport) {
+		if done == nil {
+			return
+		}
+		info := balancer.DoneInfo{Err: err, BytesSent: true, BytesReceived: true}
+		if load != nil {
+			info.ServerLoad = load
+		}
+		done(info)
+	}
 }
 
 func backendAddr(id int) string { return "backend-" + strconv.Itoa(id) }
@@ -179,7 +202,7 @@ func (in *grpcInstance) connectRequested() bool {
 	return false
 }
 
-func (in *grpcInstance) pick(req *Request) (int, func(error), error) {
+func (in *grpcInstance) pick(req *Request) (int, finishFunc, error) {
 	info := balancer.PickInfo{FullMethodName: "/sim.Backend/Call", Ctx: context.Background()}
 	if req.HasKey {
 		info.Ctx = metadata.AppendToOutgoingContext(info.Ctx, HashHeader, strconv.FormatUint(req.Key, 10))
@@ -213,11 +236,6 @@ func (in *grpcInstance) pick(req *Request) (int, func(error), error) {
 			}
 			in.ids[res.SubConn] = id
 		}
-		done := res.Done
-		return id, func(err error) {
-			if done != nil {
-				done(balancer.DoneInfo{Err: err, BytesSent: true, BytesReceived: true})
-			}
-		}, nil
+		return id, grpcDone(res.Done), nil
 	}
 }

@@ -62,7 +62,7 @@ func Lookup(name string) (Scenario, error) {
 // placement question to fleet-wide effects.
 var scenarioOrder = []string{
 	"balls-into-bins", "black-hole", "cold-start", "hardware-generations",
-	"slow-backend", "hot-key", "remap-storm", "subsetting",
+	"slow-backend", "noisy-reports", "hot-key", "remap-storm", "subsetting",
 }
 
 func order(name string) int {
@@ -72,19 +72,6 @@ func order(name string) int {
 		}
 	}
 	return len(scenarioOrder)
-}
-
-// runAll executes run once per policy, in order.
-func runAll(run Run, policies []Policy) ([]*Result, error) {
-	out := make([]*Result, len(policies))
-	for i, p := range policies {
-		r, err := run.Execute(p)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = r
-	}
-	return out, nil
 }
 
 // columns returns the policies' names.

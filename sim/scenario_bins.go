@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 )
 
 func init() {
@@ -255,7 +257,7 @@ func (in *bucketInstance) move(id, delta int) {
 	}
 }
 
-func (in *bucketInstance) pick(*Request) (int, func(error), error) {
+func (in *bucketInstance) pick(*Request) (int, finishFunc, error) {
 	for in.least < len(in.buckets) && len(in.buckets[in.least]) == 0 {
 		in.least++
 	}
@@ -265,5 +267,5 @@ func (in *bucketInstance) pick(*Request) (int, func(error), error) {
 	b := in.buckets[in.least]
 	id := b[in.env.rand.IntN(len(b))]
 	in.move(id, 1)
-	return id, func(error) { in.move(id, -1) }, nil
+	return id, func(error, *v3orcapb.OrcaLoadReport) { in.move(id, -1) }, nil
 }

@@ -120,7 +120,7 @@ func TestBucketLeastConnections(t *testing.T) {
 	}
 	ops := rand.New(rand.NewPCG(3, 4))
 	inflight := make([]int, n)
-	var open []func(error)
+	var open []finishFunc
 	var openIDs []int
 	chosen := make([]int, n)
 	for step := range 20_000 {
@@ -133,7 +133,7 @@ func TestBucketLeastConnections(t *testing.T) {
 		}
 		if len(open) > 0 && ops.IntN(2) == 0 {
 			k := ops.IntN(len(open))
-			open[k](nil)
+			open[k](nil, nil)
 			inflight[openIDs[k]]--
 			open = slices.Delete(open, k, k+1)
 			openIDs = slices.Delete(openIDs, k, k+1)

@@ -1,6 +1,10 @@
 package sim
 
-import "testing"
+import (
+	"slices"
+	"testing"
+	"time"
+)
 
 func TestBlackHole(t *testing.T) {
 	r, err := BlackHole(testScale())
@@ -40,23 +44,44 @@ func TestBlackHole(t *testing.T) {
 	} else if s >= 0.02 {
 		t.Errorf("pickwise_peak_ewma: broken backend share %.3f, want below 0.02", s)
 	}
+
+	// ORCA: the broken backend reports eps = qps, which the error penalty
+	// charges as 100% utilization, so its weight is about its own qps, half
+	// a healthy backend's at first and less as its share shrinks.
+	orca, raw := column(t, r.Policies, "pickwise_orca_wrr"), column(t, r.Policies, "pickwise_orca_wrr (raw)")
+	if s := r.Share[orca]; s >= 0.05 {
+		t.Errorf("pickwise_orca_wrr: broken backend share %.3f, want below half the fair 0.10", s)
+	}
+	// The share keeps falling: the run's end sees less of it than the run.
+	if r.TailShare[orca] >= r.Share[orca] {
+		t.Errorf("pickwise_orca_wrr: broken backend share %.4f in the last 10 s, %.4f overall; want it falling", r.TailShare[orca], r.Share[orca])
+	}
+	// Raw weights run the loop without averaging: at the scheduler's floor
+	// within seconds, where the smoothed weights take about a minute.
+	if s := r.Share[raw]; s >= 0.01 || s >= r.Share[orca] {
+		t.Errorf("pickwise_orca_wrr (raw): broken backend share %.4f, want below 0.01 and below the smoothed %.4f", s, r.Share[orca])
+	}
 }
 
 func TestBlackHoleDeterministic(t *testing.T) {
-	a, err := BlackHole(Reduced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := BlackHole(Reduced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range a.Policies {
-		switch p {
-		case "pickwise_p2c", "pickwise_peak_ewma", "random", "least-conn (full scan)":
-			if a.Share[i] != b.Share[i] {
-				t.Errorf("%s: two runs with the same seed gave %v and %v", p, a.Share[i], b.Share[i])
-			}
+	// grpc-go's own columns draw from the global source; these do not.
+	run := bhRun(3 * time.Second)
+	for _, p := range []Policy{
+		Random(), LeastConnections(),
+		GRPC("pickwise_p2c", "pickwise_p2c", `{}`),
+		GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`),
+		GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`),
+	} {
+		a, err := run.Execute(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := run.Execute(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Picks, b.Picks) || a.Failed != b.Failed {
+			t.Errorf("%s: two runs with the same seed placed %v (%d failed) and %v (%d failed)", p.Name, a.Picks, a.Failed, b.Picks, b.Failed)
 		}
 	}
 }

@@ -82,7 +82,8 @@ func ColdStart(Scale) (*ColdStartResult, error) {
 		Changes:    []Change{{At: join, Backends: backendIDs(n)}},
 	}
 	policies := append(loadAwarePolicies(),
-		GRPC("pickwise_p2c (slow start)", "pickwise_p2c", `{"slowStart":{"window":"30s"}}`))
+		GRPC("pickwise_p2c (slow start)", "pickwise_p2c", `{"slowStart":{"window":"30s"}}`),
+		GRPC("pickwise_orca_wrr (slow start)", "pickwise_orca_wrr", `{"slowStart":{"window":"30s"}}`))
 	out := &ColdStartResult{Policies: columns(policies)}
 	for _, p := range policies {
 		var opened2, opened10, opened30, to2, to10, to30 int
@@ -145,7 +146,10 @@ func ColdStart(Scale) (*ColdStartResult, error) {
 	t.AddRow("fleet's p99 first-message latency, first 10 s", fleetP99...)
 	t.AddNote("latency: a stream's first message, 20 ms x cold factor x streams/100 workers; a warm backend with 400 streams answers in about 80 ms")
 	t.AddNote("pickwise_peak_ewma repeats pickwise_p2c's column: a call's latency reaches the policy when the call ends, and these streams outlive the run, so no backend ever has a latency sample; its cost is then the pending penalty plus the streams in flight, which orders backends as pickwise_p2c's in-flight count does, and with the same seed it makes the same picks. Its newcomer rule (one call at a time until the first answer) needs an answer, which a stream gives only when it closes")
+	t.AddNote("pickwise_orca_wrr receives no load report here: a per-call report travels in the trailer that ends a call, and these streams outlive the run (long-lived streams need enableOobLoadReport, an ORCA stream per connection, which the simulator's fake connections answer with Unimplemented). With no usable weight anywhere it falls back to equal weights, a smooth round robin, and gives the newcomer its fair share: what blackout and the median give a newcomer in a fleet that does report, whose first 10 s of reports are ignored and whose weight meanwhile is the median of the others'. It never herds, and never learns that the newcomer is cold either")
+	t.AddNote("pickwise_orca_wrr (slow start): the same fallback weights, the newcomer's scaled by slow start's ramp (10% of its weight at first, full after 30 s), which advances each time the weights are republished, every second")
 	notes(t, policies)
+	addWallClockColumn(t)
 	out.Table = t
 	return out, nil
 }

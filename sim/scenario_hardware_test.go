@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -46,13 +47,42 @@ func TestHardwareGenerations(t *testing.T) {
 	if many.OldOffered[p2c] < one.OldOffered[p2c]+0.05 {
 		t.Errorf("pickwise_p2c: old-generation offered load %.3f with 20 balancers, %.3f with 1; want the thin signal to show", many.OldOffered[p2c], one.OldOffered[p2c])
 	}
+
+	// Backend-reported load is a global signal: every balancer reads each
+	// backend's own qps and utilization, which do not thin out with the
+	// number of balancers, and qps / utilization is the backend's
+	// capacity. Both generations land within a few points of the even
+	// 83%, with 1 balancer and with 20.
+	orca := col("pickwise_orca_wrr")
+	const even = hwRate / (hwNew*1000.0 + hwOld*600.0)
+	for _, run := range r.Runs {
+		for gen, u := range map[string]float64{"new": run.NewUtil[orca], "old": run.OldUtil[orca]} {
+			if d := u - even; d < -0.03 || d > 0.03 {
+				t.Errorf("pickwise_orca_wrr, %d balancers: %s-generation utilization %.3f, want %.3f within 0.03", run.Clients, gen, u, even)
+			}
+		}
+		// No queue builds: p99 stays within a few service times.
+		if run.P99[orca] > 50*time.Millisecond {
+			t.Errorf("pickwise_orca_wrr, %d balancers: p99 %v, want at most 50ms", run.Clients, run.P99[orca])
+		}
+	}
+	// With 20 balancers it keeps the old generation nearer even than
+	// pickwise_p2c, whose local counts thin out.
+	if d, dp := math.Abs(many.OldUtil[orca]-even), math.Abs(many.OldUtil[p2c]-even); d >= dp {
+		t.Errorf("20 balancers: old-generation utilization off even by %.3f for pickwise_orca_wrr, %.3f for pickwise_p2c; want pickwise_orca_wrr closer", d, dp)
+	}
 }
 
 func TestHardwareGenerationsDeterministic(t *testing.T) {
 	// grpc-go's own columns draw from the global source; these do not.
-	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`)} {
+	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`), GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`)} {
 		for _, clients := range []int{1, 20} {
-			run := Run{Seed: 7, Backends: hwBackends(true), Clients: clients, Rate: hwRate, Duration: time.Second}
+			// The warm-up is kept, so that pickwise_orca_wrr's weights are
+			// in use when the run is measured, at a lower rate to keep the
+			// test short: a few reports a second per balancer and backend
+			// are enough to leave blackout.
+			run := hwRun(true, clients, time.Second)
+			run.WarmupRate = hwRate / 20
 			a, err := hwMeasure(run, p)
 			if err != nil {
 				t.Fatal(err)

@@ -179,7 +179,7 @@ func pickKey(in instance, key uint64) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	done(nil)
+	done(nil, nil)
 	return id, nil
 }
 

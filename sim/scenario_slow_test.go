@@ -3,6 +3,7 @@ package sim
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestSlowBackend(t *testing.T) {
@@ -77,13 +78,35 @@ func TestSlowBackend(t *testing.T) {
 	if s := r.SlowShare[ewma]; s >= 0.01 {
 		t.Errorf("pickwise_peak_ewma: slow backend's share %.4f, want below 0.01", s)
 	}
+
+	// ORCA: the slow backend reports 12 times the utilization per query
+	// and its late answers as errors. Its weight falls once its first slow
+	// report arrives, about 3 s into the slowdown; until then it has its
+	// fair share, which bounds how low its share over the window can be.
+	orca, raw := slices.Index(r.Policies, "pickwise_orca_wrr"), slices.Index(r.Policies, "pickwise_orca_wrr (raw)")
+	if orca < 0 || raw < 0 {
+		t.Fatalf("columns %q lack pickwise_orca_wrr or pickwise_orca_wrr (raw)", r.Policies)
+	}
+	for _, j := range []int{orca, raw} {
+		if s := r.SlowShare[j]; s >= r.SlowShare[rr]/2 {
+			t.Errorf("%s: slow backend's share %.3f, want below half round_robin's %.3f", r.Policies[j], s, r.SlowShare[rr])
+		}
+		if r.Success[j] <= r.Success[rr] {
+			t.Errorf("success: %s %.4f, round_robin %.4f; want %s higher", r.Policies[j], r.Success[j], r.Success[rr], r.Policies[j])
+		}
+	}
+	// After the recovery the raw weights follow the first fast reports;
+	// the smoothed ones average out the 60-fold cost over half a minute.
+	if r.RecoveredShare[raw] <= 2*r.RecoveredShare[orca] {
+		t.Errorf("share in the 10 s after the recovery: raw %.4f, smoothed %.4f; want raw at least twice the smoothed", r.RecoveredShare[raw], r.RecoveredShare[orca])
+	}
 }
 
 func TestSlowBackendDeterministic(t *testing.T) {
 	run, from, to := slowRun(Reduced)
-	run.Duration /= 2 // the window still starts at a quarter of the run
+	run.Duration = from + 3*time.Second // into the slowdown, to keep it short
 	// grpc-go's own columns draw from the global source; these do not.
-	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`)} {
+	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`), GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`)} {
 		a, err := slowMeasure(run, p, from, to)
 		if err != nil {
 			t.Fatal(err)

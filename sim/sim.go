@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -44,9 +45,22 @@ type Run struct {
 	// Rate is the open-loop arrival rate, requests per second (Poisson).
 	Rate float64
 	// Requests stops arrivals after that many; Duration stops them at that
-	// time. One of the two must be set; both may be.
+	// time. One of the two must be set; both may be. Both count from the
+	// start of the run, warm-up included.
 	Requests int
 	Duration time.Duration
+	// Warmup is how long the run goes before it is measured: requests that
+	// arrive earlier are placed and served, but the Result's counts,
+	// latencies, utilization and offered load cover only what arrives
+	// after it (OnDone and OnPick still see every request). A policy that
+	// learns before it acts, as pickwise_orca_wrr ignores a backend's
+	// reports for its first 10 s (blackout), is then measured in its
+	// steady state rather than in its start-up.
+	Warmup time.Duration
+	// WarmupRate, when positive, is the arrival rate during Warmup: a fleet
+	// that warms up off-peak leaves no policy a backlog from its start-up
+	// to carry into the measured window.
+	WarmupRate float64
 	// Deadline fails a request that has not finished after it (0: none).
 	Deadline time.Duration
 	// Key gives each request a hash key; nil means none.
@@ -63,7 +77,8 @@ type Run struct {
 	OnPick func(now time.Duration, req *Request, backend int, first time.Duration)
 }
 
-// Result is what one policy did in one Run.
+// Result is what one policy did in one Run. Its counts and measures cover
+// the requests that arrived after Run.Warmup.
 type Result struct {
 	Policy string
 	// Picks counts requests placed on each backend.
@@ -147,7 +162,7 @@ func (run Run) Execute(p Policy) (*Result, error) {
 	}
 	s.servers = make([]*server, len(run.Backends))
 	for i, b := range run.Backends {
-		s.servers[i] = &server{spec: b, id: i}
+		s.servers[i] = &server{spec: b, id: i, load: newLoadGauge(b, run.Seed, i)}
 	}
 	for c := range s.insts {
 		in, err := p.newInstance(e)
@@ -180,6 +195,14 @@ func (run Run) Execute(p Policy) (*Result, error) {
 			}
 		})
 	}
+	if run.Warmup > 0 {
+		s.loop.At(run.Warmup, func() {
+			for _, srv := range s.servers {
+				srv.accountBusy(s.loop.Now())
+				srv.warmBusy, srv.warmServed = srv.busyTime, srv.served
+			}
+		})
+	}
 	s.present = slices.Clone(initial)
 	s.scheduleArrival()
 	s.loop.RunAll()
@@ -193,18 +216,18 @@ func (run Run) Execute(p Policy) (*Result, error) {
 }
 
 // closeWindow measures each backend's load over the period requests
-// arrived, which ends now.
+// arrived after the warm-up, which ends now.
 func (s *state) closeWindow() {
-	end := s.loop.Now()
+	end, from := s.loop.Now(), s.run.Warmup
 	s.res.Utilization = make([]float64, len(s.servers))
 	s.res.Offered = make([]float64, len(s.servers))
-	if end == 0 {
+	if end <= from {
 		return
 	}
 	for i, srv := range s.servers {
-		s.res.Utilization[i] = srv.utilization(end)
+		s.res.Utilization[i] = srv.utilization(from, end)
 		if cap := srv.capacity(); cap > 0 {
-			s.res.Offered[i] = float64(srv.served) / end.Seconds() / cap
+			s.res.Offered[i] = float64(srv.served-srv.warmServed) / (end - from).Seconds() / cap
 		}
 	}
 }
@@ -224,7 +247,12 @@ type state struct {
 
 // scheduleArrival schedules the next open-loop arrival.
 func (s *state) scheduleArrival() {
-	gap := time.Duration(s.rand.ExpFloat64() / s.run.Rate * float64(time.Second))
+	rate := s.run.Rate
+	warming := s.run.WarmupRate > 0 && s.loop.Now() < s.run.Warmup
+	if warming {
+		rate = s.run.WarmupRate
+	}
+	gap := time.Duration(s.rand.ExpFloat64() / rate * float64(time.Second))
 	at := s.loop.Now() + gap
 	if s.run.Requests > 0 && s.seq >= s.run.Requests {
 		s.closeWindow() // at the last arrival
@@ -232,6 +260,12 @@ func (s *state) scheduleArrival() {
 	}
 	if s.run.Duration > 0 && at > s.run.Duration {
 		s.loop.At(s.run.Duration, s.closeWindow)
+		return
+	}
+	if warming && at >= s.run.Warmup {
+		// Arrivals are memoryless: the first at the peak rate is drawn
+		// from the instant the rate changes.
+		s.loop.At(s.run.Warmup, s.scheduleArrival)
 		return
 	}
 	s.loop.At(at, func() {
@@ -249,13 +283,18 @@ func (s *state) arrive() {
 	if s.run.StreamLife != nil {
 		req.Stream = s.run.StreamLife(s.rand)
 	}
-	s.res.Total++
+	measured := s.loop.Now() >= s.run.Warmup
+	if measured {
+		s.res.Total++
+	}
 	id, done, err := s.insts[req.Client].pick(req)
 	if err != nil {
-		s.finish(&call{req: req, started: s.loop.Now()}, -1, status.Error(codes.Unavailable, err.Error()))
+		s.finish(&call{req: req, started: s.loop.Now()}, -1, status.Error(codes.Unavailable, err.Error()), nil)
 		return
 	}
-	s.res.Picks[id]++
+	if measured {
+		s.res.Picks[id]++
+	}
 	c := &call{req: req, srv: s.servers[id], started: s.loop.Now(), done: done}
 	if s.run.Deadline > 0 && req.Stream == 0 {
 		c.deadline = s.loop.After(s.run.Deadline, func() { s.expire(c) })
@@ -270,17 +309,23 @@ func (s *state) admit(c *call) {
 	now := s.loop.Now()
 	if c.req.Stream > 0 {
 		srv.streams++
+		srv.load.change(now, +1)
 		lat := srv.serviceTime(now, s.rand)
 		if srv.spec.Servers > 0 {
 			lat = time.Duration(float64(lat) * max(1, float64(srv.streams)/float64(srv.spec.Servers)))
 		}
-		s.res.Latency = append(s.res.Latency, lat)
+		if c.started >= s.run.Warmup {
+			s.res.Latency = append(s.res.Latency, lat)
+		}
 		if s.run.OnPick != nil {
 			s.run.OnPick(now, c.req, srv.id, lat)
 		}
 		s.loop.After(c.req.Stream, func() {
+			now := s.loop.Now()
 			srv.streams--
-			s.finish(c, srv.id, nil)
+			srv.load.change(now, -1)
+			srv.load.complete(now, false)
+			s.finish(c, srv.id, nil, srv.load.current(now))
 		})
 		return
 	}
@@ -293,7 +338,15 @@ func (s *state) admit(c *call) {
 		if code == codes.OK {
 			code = codes.Unavailable
 		}
-		s.loop.After(srv.spec.FailAfter, func() { s.finish(c, srv.id, status.Error(code, "backend failed")) })
+		// A fast failure does no service, but answering it holds a worker
+		// for FailAfter: the gauge sees a little busy time.
+		srv.load.change(now, +1)
+		s.loop.After(srv.spec.FailAfter, func() {
+			now := s.loop.Now()
+			srv.load.change(now, -1)
+			srv.load.complete(now, true)
+			s.finish(c, srv.id, status.Error(code, "backend failed"), srv.load.current(now))
+		})
 		return
 	}
 	if srv.spec.Servers > 0 && srv.busy >= srv.spec.Servers {
@@ -311,16 +364,25 @@ func (s *state) serve(c *call) {
 	now := s.loop.Now()
 	srv.accountBusy(now)
 	srv.busy++
+	srv.load.change(now, +1)
 	s.loop.After(srv.serviceTime(now, s.rand), func() {
-		srv.accountBusy(s.loop.Now())
+		now := s.loop.Now()
+		srv.accountBusy(now)
 		srv.busy--
-		s.finish(c, srv.id, nil)
+		srv.load.change(now, -1)
+		// An answer after the client gave up ends, on the server, with
+		// DeadlineExceeded: its counters see a failure.
+		srv.load.complete(now, c.finished)
+		s.finish(c, srv.id, nil, srv.load.current(now))
 		// The freed server takes the oldest call still waiting.
 		for len(srv.queue) > 0 {
 			next := srv.queue[0]
 			srv.queue = srv.queue[1:]
 			if next.finished {
-				continue // its client gave up while it waited
+				// Its client gave up while it waited; the server ends it
+				// with DeadlineExceeded as it takes it up.
+				srv.load.complete(now, true)
+				continue
 			}
 			next.queued = false
 			s.serve(next)
@@ -335,11 +397,14 @@ func (s *state) expire(c *call) {
 	if c.finished {
 		return
 	}
-	s.finish(c, c.srv.id, status.Error(codes.DeadlineExceeded, "deadline exceeded"))
+	// The client's deadline fires before any answer, so no load report
+	// reaches it.
+	s.finish(c, c.srv.id, status.Error(codes.DeadlineExceeded, "deadline exceeded"), nil)
 }
 
-// finish records a call's outcome once and runs the balancer's Done.
-func (s *state) finish(c *call, backend int, err error) {
+// finish records a call's outcome once and runs the balancer's Done with
+// the backend's load report, if the answer carried one.
+func (s *state) finish(c *call, backend int, err error, load *v3orcapb.OrcaLoadReport) {
 	if c.finished {
 		return
 	}
@@ -349,13 +414,15 @@ func (s *state) finish(c *call, backend int, err error) {
 	}
 	now := s.loop.Now()
 	lat := now - c.started
-	if err != nil {
-		s.res.Failed++
-	} else if c.req.Stream == 0 {
-		s.res.Latency = append(s.res.Latency, lat)
+	if c.started >= s.run.Warmup {
+		if err != nil {
+			s.res.Failed++
+		} else if c.req.Stream == 0 {
+			s.res.Latency = append(s.res.Latency, lat)
+		}
 	}
 	if c.done != nil {
-		c.done(err)
+		c.done(err, load)
 	}
 	if s.run.OnDone != nil {
 		s.run.OnDone(now, c.req, backend, lat, err)

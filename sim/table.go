@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -91,3 +92,16 @@ func Pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
 // Ms formats a duration in milliseconds.
 func Ms(d interface{ Seconds() float64 }) string { return fmt.Sprintf("%.0fms", d.Seconds()*1000) }
+
+// thousands formats n with commas between groups of three digits, as the
+// tables' titles write rates: 9,000 rps.
+func thousands(n int) string {
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

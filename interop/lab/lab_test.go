@@ -44,16 +44,30 @@ func TestLabScenarios(t *testing.T) {
 	}
 
 	// The black hole's share under pickwise's policies is far below round
-	// robin's fair 10%: both make failures expensive.
-	bh := sections[0].Table
-	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+	// robin's fair 10%: both make failures expensive. So it is under the
+	// ORCA policies, whose weights charge its reported errors per second
+	// as utilization.
+	bh := named(t, sections, "black-hole").Table
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "weighted_round_robin"} {
 		if share := pct(t, cell(t, bh, 0, p)); share > 5 {
 			t.Errorf("%s black-hole share %.1f%%, want below 5%%", p, share)
 		}
 	}
+	// Two hardware generations: weights from the backends' reports give
+	// each generation calls in proportion to its capacity, so both run at
+	// 900/1080 = 83% of it (round robin: 75% and 125%). Rows 0 and 1 are
+	// the new and old generation's load.
+	hw := named(t, sections, "hardware-generations").Table
+	for _, p := range []string{"pickwise_orca_wrr", "weighted_round_robin"} {
+		for r, gen := range []string{"new", "old"} {
+			if load := pct(t, cell(t, hw, r, p)); load < 73 || load > 93 {
+				t.Errorf("%s: %s generation's load %.1f%%, want 83%% ± 10", p, gen, load)
+			}
+		}
+	}
 	// One slow backend of ten: pickwise_peak_ewma drops it after its first
 	// slow answers, so it gets well under half its fair 10%.
-	slow := sections[1].Table
+	slow := named(t, sections, "slow-backend").Table
 	if share := pct(t, cell(t, slow, 0, "pickwise_peak_ewma")); share > 5 {
 		t.Errorf("pickwise_peak_ewma slow-backend share %.1f%%, want below 5%%", share)
 	}
@@ -93,6 +107,16 @@ func TestRunLabRejectsUnknownScenario(t *testing.T) {
 	if _, err := runLab(context.Background(), "cold-start", "", 1); err == nil || !strings.Contains(err.Error(), "-sim") {
 		t.Errorf("runLab(cold-start) = %v, want a pointer to -sim", err)
 	}
+}
+
+// named is the section of scenario name.
+func named(t *testing.T, sections []section, name string) section {
+	t.Helper()
+	i := slices.IndexFunc(sections, func(s section) bool { return s.Name == name })
+	if i < 0 {
+		t.Fatalf("no section %q", name)
+	}
+	return sections[i]
 }
 
 // cell is table's cell in row and the column named column.

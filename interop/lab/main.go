@@ -3,9 +3,10 @@
 // By default it starts its own fleet of pickwise-backend servers on
 // 127.0.0.1 and runs small, real-gRPC versions of the scenarios (a black
 // hole, one slow backend, two hardware generations, a hot key, a remap
-// storm) through grpc-go's round_robin and least_request_experimental and
-// through pickwise's policies, then prints one table per scenario. The whole
-// run takes about a minute.
+// storm) through grpc-go's round_robin, least_request_experimental and, where
+// backends report their load over ORCA, weighted_round_robin, and through
+// pickwise's policies, then prints one table per scenario. The whole run
+// takes a little over a minute.
 //
 //	go run ./interop/lab                       # the real-gRPC lab
 //	go run ./interop/lab -report report.html   # plus an HTML page with plots

@@ -8,6 +8,11 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/sim"
+
+	// The ORCA columns' policies, registered here rather than relied on
+	// through another package's imports.
+	_ "github.com/pickwise/pickwise/balancer/orcawrr"
+	_ "google.golang.org/grpc/balancer/weightedroundrobin"
 )
 
 // labPolicy is one column: a service config.
@@ -17,6 +22,12 @@ type labPolicy struct {
 	// weighted gives backends endpoint weights proportional to capacity,
 	// as an xDS control plane would.
 	weighted bool
+	// settle sends the scenario's traffic at half its rate for settleFor
+	// before the measured calls, not counted: the policy's weights come
+	// from ORCA reports and are used only after a blackout, and a
+	// scenario measures the steady state a long-lived client is in, not
+	// the first second of a new one.
+	settle bool
 }
 
 func lbConfig(name, cfg string) string {
@@ -30,11 +41,34 @@ var (
 	p2cWeighted  = labPolicy{name: "pickwise_p2c (weights)", config: lbConfig("pickwise_p2c", "{}"), weighted: true}
 	peakEWMA     = labPolicy{name: "pickwise_peak_ewma", config: lbConfig("pickwise_peak_ewma", "{}")}
 	ringHash     = labPolicy{name: "ring_hash", config: lbConfig("ring_hash_experimental", `{"requestHashHeader":"`+keyHeader+`","minRingSize":1024}`)}
+	orcaWRR      = labPolicy{name: "pickwise_orca_wrr", config: lbConfig("pickwise_orca_wrr", orcaLabConfig), settle: true}
+	grpcWRR      = labPolicy{name: "weighted_round_robin", config: lbConfig("weighted_round_robin", orcaLabConfig), settle: true}
 )
+
+// orcaLabConfig is the config of both ORCA columns, ours and grpc-go's, so
+// that they differ only in how they turn reports into picks. The defaults
+// (a 10s blackout, weights recomputed every 1s) are for fleets that run
+// for hours; a scenario runs for seconds. The durations are written the
+// way grpc-go's parser requires ("0.1s", not "100ms").
+const orcaLabConfig = `{"blackoutPeriod":"1s","weightUpdatePeriod":"0.1s"}`
+
+// settleFor is how long the ORCA columns' unmeasured traffic lasts: the
+// blackout, which started with the warm-up's reports, and two weight
+// updates.
+const settleFor = 1200 * time.Millisecond
+
+// orcaNote says how the ORCA columns were run, under their tables.
+var orcaNote = fmt.Sprintf("pickwise_orca_wrr, weighted_round_robin: blackoutPeriod 1s, weightUpdatePeriod 100ms, other fields at their defaults (pickwise_orca_wrr's weightHalfLife 5s); each first gets %v of the same traffic at half the rate, not counted, so that measuring starts after the blackout", settleFor)
 
 // loadAware are the columns of the load-aware scenarios. A new policy is
 // one entry here.
 var loadAware = []labPolicy{roundRobin, leastRequest, p2c, peakEWMA}
+
+// withORCA is loadAware plus the policies that follow backends' ORCA
+// reports, for the scenarios whose backends report a load that matters.
+func withORCA(ps ...labPolicy) []labPolicy {
+	return append(append(append([]labPolicy(nil), loadAware...), ps...), orcaWRR, grpcWRR)
+}
 
 // labScenario is a small, real-gRPC version of a simulated scenario.
 type labScenario struct {
@@ -54,7 +88,7 @@ var labScenarios = []labScenario{
 
 // simOnly are scenarios that need scale or long-lived streams a loopback lab
 // cannot give; -sim runs them.
-var simOnly = []string{"balls-into-bins", "cold-start", "subsetting"}
+var simOnly = []string{"balls-into-bins", "cold-start", "noisy-reports", "subsetting"}
 
 // result is one policy's run of a scenario.
 type result struct {
@@ -85,6 +119,16 @@ func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies 
 		if err := ch.warm(ctx, n); err != nil {
 			ch.conn.Close()
 			return nil, fmt.Errorf("%s/%s: %w", scenario, p.name, err)
+		}
+		if p.settle {
+			if tr.rate <= 0 {
+				ch.conn.Close()
+				return nil, fmt.Errorf("%s/%s: settling needs open-loop traffic (a rate)", scenario, p.name)
+			}
+			st := traffic{calls: int(tr.rate / 2 * settleFor.Seconds()), rate: tr.rate / 2, deadline: tr.deadline}
+			prog := l.progress.start(scenario, p.name+" (settle)", st.calls)
+			drive(ctx, ch, st, prog.update)
+			prog.finish()
 		}
 		// Warm-up calls must not count, and backends start the run cold
 		// only if the scenario says so.
@@ -144,12 +188,21 @@ func share(o outcome, backend string) float64 {
 }
 
 // blackHole: one backend fails every call at once; the rest take 20 ms.
+//
+// Every backend reports ORCA per call, rated for 100 calls/s: utilization
+// is calls answered per second / 100 ("rate"), so a healthy backend at
+// its fair 50 calls/s reports 50%, and the broken one reports its errors
+// per second as well. Its failures count as calls answered, which gives it
+// a utilization above 0: a report of 0 is discarded by both ORCA policies
+// (no finite weight), and with it the error rate the scenario is about.
+// The server's "computed" utilization would report exactly that 0, since a
+// failing call never takes a slot.
 func blackHole(ctx context.Context, l *lab) (section, error) {
 	n := 10
-	rs, err := l.runPolicies(ctx, "black-hole", n, loadAware,
-		`{"latency":"20ms","latencySpread":0.2}`,
+	rs, err := l.runPolicies(ctx, "black-hole", n, withORCA(),
+		`{"latency":"20ms","latencySpread":0.2,"orca":{"perCall":true,"utilization":"rate","ratedQps":100}}`,
 		map[int]string{0: `{"errorRate":1,"errorCode":"UNAVAILABLE","errorLatency":"0s"}`}, nil,
-		traffic{calls: l.calls(2000), rate: 500})
+		traffic{calls: l.calls(1500), rate: 500})
 	if err != nil {
 		return section{}, err
 	}
@@ -159,6 +212,8 @@ func blackHole(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("errors seen by clients", row(rs, func(o outcome) string { return sim.Pct(float64(o.failed) / float64(max(o.total, 1))) })...)
 	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.5)) })...)
 	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
+	t.AddNote("every backend reports ORCA per call: utilization = calls answered per second / 100, and errors per second; the broken backend's failures count as calls answered, so its reports carry its error rate rather than a utilization of 0, which both ORCA policies would discard")
+	t.AddNote(orcaNote)
 	return l.section("black-hole", t, rs), nil
 }
 
@@ -185,21 +240,33 @@ func slowBackend(ctx context.Context, l *lab) (section, error) {
 
 // hardwareGenerations: 9 backends serve 100 calls/s, 3 older ones 60;
 // 900 calls/s offered. An even split gives the old ones 75: 125% load.
+//
+// A backend is one slot with a fixed service time, so its capacity is
+// 1/latency. Every backend reports ORCA per call with utilization = calls
+// served per second / that capacity ("rate"): with one slot and a fixed
+// service time this is exactly the fraction of the last second the slot
+// was busy, what a CPU meter shows. The server's "computed" utilization,
+// busy slots / capacity at the moment a call finishes, would read 100% on
+// every report here, because the finishing call holds the only slot.
 func hardwareGenerations(ctx context.Context, l *lab) (section, error) {
 	n := 12
+	const newLatency, oldLatency = 10 * time.Millisecond, 16700 * time.Microsecond
+	orcaReport := func(latency time.Duration) string {
+		return fmt.Sprintf(`"orca":{"perCall":true,"utilization":"rate","ratedQps":%.2f}`, 1/latency.Seconds())
+	}
 	patches, weights := map[int]string{}, map[int]uint32{}
 	for i := 0; i < n; i++ {
 		weights[i] = 10
 		if i >= 9 {
-			patches[i] = `{"latency":"16.7ms"}`
+			patches[i] = fmt.Sprintf(`{"latency":%q,%s}`, oldLatency, orcaReport(oldLatency))
 			weights[i] = 6
 		}
 	}
-	policies := append(append([]labPolicy(nil), loadAware...), p2cWeighted)
+	policies := withORCA(p2cWeighted)
 	rate := 900.0
 	rs, err := l.runPolicies(ctx, "hardware-generations", n, policies,
-		`{"latency":"10ms","capacity":1}`, patches, weights,
-		traffic{calls: l.calls(2700), rate: rate})
+		fmt.Sprintf(`{"latency":%q,"capacity":1,%s}`, newLatency, orcaReport(newLatency)), patches, weights,
+		traffic{calls: l.calls(2250), rate: rate})
 	if err != nil {
 		return section{}, err
 	}
@@ -215,6 +282,8 @@ func hardwareGenerations(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("offered load, old generation", row(rs, func(o outcome) string { return offered(o, []int{9, 10, 11}, 60) })...)
 	t.AddRow("p50 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.5)) })...)
 	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
+	t.AddNote("every backend reports ORCA per call: utilization = calls served per second / its capacity (100 or 60), the busy fraction of its one slot")
+	t.AddNote(orcaNote)
 	return l.section("hardware-generations", t, rs), nil
 }
 

@@ -1,23 +1,29 @@
 // Package compare runs the examples' side-by-side comparisons: it starts a
 // small fleet on loopback, sends the same bounded traffic through one
 // channel per policy, and prints each backend's share and each policy's
-// error rate and latency. Each example supplies only its fleet and its
-// policies, so what it shows stays in its own main.go.
+// error rate and latency. When the backends report ORCA load, it prints
+// each backend's reported utilization beside its share. Each example
+// supplies only its fleet and its policies, so what it shows stays in its
+// own main.go.
 package compare
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/pickwise/pickwise/internal/fleet"
+	"github.com/pickwise/pickwise/interop/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -31,6 +37,13 @@ import (
 type Backend struct {
 	About    string
 	Behavior fleet.Behavior
+	// Server, when set, runs this backend as an interop/server (package
+	// github.com/pickwise/pickwise/interop/server) with this behavior
+	// instead of as a fleet backend with Behavior, for examples that need
+	// what only that server models: a capacity limit and ORCA load
+	// reports. Either every backend of a comparison sets it or none does,
+	// because the two kinds serve different services.
+	Server *server.Behavior
 }
 
 // Policy is one column: a name and the service config that selects it.
@@ -39,14 +52,60 @@ type Policy struct {
 	ServiceConfig string
 }
 
+// Options are the settings of a comparison. A zero field keeps what Run
+// does, so Run is RunOptions with RPCs and Concurrency alone.
+type Options struct {
+	// RPCs is how many calls are measured through each policy, and
+	// Concurrency how many goroutines make them. MainOptions uses them as
+	// the defaults of -rpcs and -concurrency.
+	RPCs, Concurrency int
+	// Settle is how long each channel sends calls that are not counted
+	// before its measured ones, from Concurrency goroutines. Policies that
+	// learn from the backends, such as ORCA weights that are used only
+	// after a blackout period, are then measured as a long-running client
+	// sees them; and the backends' one-second rate windows, which their
+	// ORCA reports are computed from, forget the previous policy's traffic.
+	Settle time.Duration
+	// Notes are printed under the table, one paragraph each.
+	Notes []string
+	// Check, when set, judges the outcomes, in policy order, after the
+	// table is printed; its error fails the run, so an example run by CI
+	// notices when it stops showing what it says it shows.
+	Check func([]Outcome) error
+}
+
+// Outcome is what one policy did with the measured calls, for
+// Options.Check.
+type Outcome struct {
+	// Policy is the column's name, Policy.Name.
+	Policy string
+	// Share is the fraction of the calls each backend handled, by backend
+	// index.
+	Share []float64
+	// Utilization is each backend's mean ORCA-reported utilization over
+	// the calls it handled, by backend index; NaN for a backend that sent
+	// no report.
+	Utilization []float64
+	// Failed counts calls that returned an error.
+	Failed int
+	// Throughput is calls completed per second of wall time.
+	Throughput float64
+}
+
 // Main is an example's main: it reads -rpcs and -concurrency (with the
 // example's defaults), runs the comparison on stdout, and exits non-zero
 // with the error if it fails.
 func Main(name string, backends []Backend, policies []Policy, rpcs, concurrency int) {
-	flag.IntVar(&rpcs, "rpcs", rpcs, "RPCs to send through each policy")
-	flag.IntVar(&concurrency, "concurrency", concurrency, "concurrent callers; load-aware policies differ from round robin only when calls overlap")
+	MainOptions(name, backends, policies, Options{RPCs: rpcs, Concurrency: concurrency})
+}
+
+// MainOptions is Main with the rest of Options; o.RPCs and o.Concurrency
+// are the flags' defaults.
+func MainOptions(name string, backends []Backend, policies []Policy, o Options) {
+	flag.IntVar(&o.RPCs, "rpcs", o.RPCs, "RPCs to send through each policy")
+	flag.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "concurrent callers; load-aware policies differ from round robin only when calls overlap")
 	flag.Parse()
-	if err := Run(os.Stdout, backends, policies, rpcs, concurrency); err != nil {
+	if err := RunOptions(os.Stdout, backends, policies, o); err != nil {
 		log.Fatalf("%s: %v", name, err)
 	}
 }
@@ -56,18 +115,23 @@ func Main(name string, backends []Backend, policies []Policy, rpcs, concurrency 
 // concurrency goroutines through each channel in turn, and writes the
 // table to w.
 func Run(w io.Writer, backends []Backend, policies []Policy, rpcs, concurrency int) error {
-	if rpcs < 1 || concurrency < 1 {
+	return RunOptions(w, backends, policies, Options{RPCs: rpcs, Concurrency: concurrency})
+}
+
+// RunOptions is Run with the rest of Options.
+func RunOptions(w io.Writer, backends []Backend, policies []Policy, o Options) error {
+	if o.RPCs < 1 || o.Concurrency < 1 {
 		return fmt.Errorf("rpcs and concurrency must be at least 1")
 	}
-	f, err := fleet.Start(len(backends))
+	f, err := start(backends)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.close()
 
 	conns := make([]*grpc.ClientConn, len(policies))
 	for i, p := range policies {
-		conn, err := dial(f.Addrs(), p.ServiceConfig)
+		conn, err := dial(f.addrs, p.ServiceConfig)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
@@ -80,20 +144,107 @@ func Run(w io.Writer, backends []Backend, policies []Policy, rpcs, concurrency i
 		}
 		conns[i] = conn
 	}
-	for i, b := range f.Backends {
-		b.SetBehavior(backends[i].Behavior)
+	if err := f.apply(); err != nil {
+		return err
 	}
 
 	results := make([]result, len(policies))
 	for i := range policies {
-		results[i] = measure(conns[i], rpcs, concurrency)
+		if o.Settle > 0 {
+			settle(conns[i], f.method, o.Settle, o.Concurrency)
+		}
+		results[i] = measure(conns[i], f.method, o.RPCs, o.Concurrency)
 	}
-	report(w, f, backends, policies, rpcs, concurrency, results)
-	return nil
+	report(w, f.names, backends, policies, o, results)
+	if o.Check == nil {
+		return nil
+	}
+	outs := make([]Outcome, len(policies))
+	for i, r := range results {
+		outs[i] = r.outcome(policies[i].Name, f.names, o.RPCs)
+	}
+	return o.Check(outs)
 }
 
-// width is a column's width: its header's, and at least 12.
-func width(name string) int { return max(len(name), 12) }
+// backendSet is the running fleet, of either kind of backend, reduced to
+// what a comparison needs.
+type backendSet struct {
+	names, addrs []string
+	method       string       // the traffic RPC's full name
+	apply        func() error // gives every backend its behavior
+	close        func()
+}
+
+// start starts one backend per entry of backends, answering at once until
+// apply.
+func start(backends []Backend) (*backendSet, error) {
+	servers := 0
+	for _, b := range backends {
+		if b.Server != nil {
+			servers++
+		}
+	}
+	switch servers {
+	case 0:
+		return startFleet(backends)
+	case len(backends):
+		return startServers(backends)
+	}
+	return nil, errors.New("either every backend or none must set Server")
+}
+
+func startFleet(backends []Backend) (*backendSet, error) {
+	f, err := fleet.Start(len(backends))
+	if err != nil {
+		return nil, err
+	}
+	s := &backendSet{addrs: f.Addrs(), method: fleet.CallMethod, close: f.Close}
+	for _, b := range f.Backends {
+		s.names = append(s.names, b.Name())
+	}
+	s.apply = func() error {
+		for i, b := range f.Backends {
+			b.SetBehavior(backends[i].Behavior)
+		}
+		return nil
+	}
+	return s, nil
+}
+
+func startServers(backends []Backend) (*backendSet, error) {
+	var running []*server.Server
+	s := &backendSet{method: server.CallMethod, close: func() {
+		for _, srv := range running {
+			srv.Stop()
+		}
+	}}
+	for i := range backends {
+		// Zero behavior until apply, like a fleet backend: the warm-up
+		// then sees no queue and no load reports.
+		srv, err := server.New(fmt.Sprintf("backend-%d", i), server.Behavior{})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		addr, err := srv.Start("127.0.0.1:0")
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		running = append(running, srv)
+		s.names = append(s.names, srv.Name())
+		s.addrs = append(s.addrs, addr)
+	}
+	s.apply = func() error {
+		for i, srv := range running {
+			if err := srv.SetBehavior(*backends[i].Server); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s, nil
+}
 
 // dial opens a channel to addrs that balances with the policy serviceConfig
 // names. Nothing here is specific to pickwise: the policy is chosen entirely
@@ -113,32 +264,42 @@ func dial(addrs []string, serviceConfig string) (*grpc.ClientConn, error) {
 	)
 }
 
-// call makes one RPC to the fleet's test service and reports which backend
-// handled it. Backends name themselves in a trailer because a failed call
+// call makes one RPC to the fleet's test service (method) and reports which
+// backend handled it, and the utilization in its ORCA load report (NaN
+// without one). Backends name themselves in a trailer because a failed call
 // has no reply to carry the name.
-func call(ctx context.Context, conn *grpc.ClientConn) (backend string, err error) {
+func call(ctx context.Context, conn *grpc.ClientConn, method string) (backend string, util float64, err error) {
 	var trailer metadata.MD
-	err = conn.Invoke(ctx, fleet.CallMethod, new(wrapperspb.StringValue), new(wrapperspb.StringValue),
+	err = conn.Invoke(ctx, method, new(wrapperspb.StringValue), new(wrapperspb.StringValue),
 		grpc.Trailer(&trailer),
 		// Wait for a connection instead of failing while one is set up.
 		grpc.WaitForReady(true))
 	if v := trailer.Get(fleet.TrailerBackend); len(v) > 0 {
 		backend = v[0]
 	}
-	return backend, err
+	util = math.NaN()
+	if r, perr := server.ParseLoadReport(trailer); perr == nil && r != nil {
+		// The utilization a policy following gRFC A58 uses: the
+		// application's when it sends one, else the CPU's.
+		util = r.GetApplicationUtilization()
+		if util == 0 {
+			util = r.GetCpuUtilization()
+		}
+	}
+	return backend, util, err
 }
 
 // warmUp calls until every backend of f has answered. With every backend
 // idle, both policies spread calls over whichever connections are ready, so
 // this takes a few dozen calls.
-func warmUp(conn *grpc.ClientConn, f *fleet.Fleet) error {
+func warmUp(conn *grpc.ClientConn, f *backendSet) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	seen := make(map[string]bool)
-	for len(seen) < len(f.Backends) {
-		backend, err := call(ctx, conn)
+	for len(seen) < len(f.names) {
+		backend, _, err := call(ctx, conn, f.method)
 		if ctx.Err() != nil {
-			return fmt.Errorf("warm-up: only %d of %d backends answered: %v", len(seen), len(f.Backends), err)
+			return fmt.Errorf("warm-up: only %d of %d backends answered: %v", len(seen), len(f.names), err)
 		}
 		if backend != "" {
 			seen[backend] = true
@@ -147,17 +308,54 @@ func warmUp(conn *grpc.ClientConn, f *fleet.Fleet) error {
 	return nil
 }
 
+// settle makes calls on conn from concurrency goroutines for d and forgets
+// them. A call that fails here is not an error of the run: the measured
+// calls that follow count failures.
+func settle(conn *grpc.ClientConn, method string, d time.Duration, concurrency int) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _, _ = call(ctx, conn, method)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // result is what one policy did with the traffic.
 type result struct {
-	perBackend map[string]int  // calls each backend handled, failures included
-	failed     int             // calls that returned an error
-	latencies  []time.Duration // of the calls that succeeded, sorted
-	wall       time.Duration   // time to make every call
+	perBackend map[string]int     // calls each backend handled, failures included
+	utilSum    map[string]float64 // sum of the utilizations each backend reported
+	utilN      map[string]int     // how many reports utilSum adds up
+	failed     int                // calls that returned an error
+	latencies  []time.Duration    // of the calls that succeeded, sorted
+	wall       time.Duration      // time to make every call
+}
+
+// utilization is backend's mean reported utilization, NaN without reports.
+func (r result) utilization(backend string) float64 {
+	if r.utilN[backend] == 0 {
+		return math.NaN()
+	}
+	return r.utilSum[backend] / float64(r.utilN[backend])
+}
+
+// outcome exports r for Options.Check.
+func (r result) outcome(policy string, names []string, rpcs int) Outcome {
+	o := Outcome{Policy: policy, Failed: r.failed, Throughput: float64(rpcs) / r.wall.Seconds()}
+	for _, n := range names {
+		o.Share = append(o.Share, float64(r.perBackend[n])/float64(rpcs))
+		o.Utilization = append(o.Utilization, r.utilization(n))
+	}
+	return o
 }
 
 // measure makes rpcs calls on conn from concurrency goroutines.
-func measure(conn *grpc.ClientConn, rpcs, concurrency int) result {
-	res := result{perBackend: make(map[string]int)}
+func measure(conn *grpc.ClientConn, method string, rpcs, concurrency int) result {
+	res := result{perBackend: make(map[string]int), utilSum: make(map[string]float64), utilN: make(map[string]int)}
 	var (
 		mu      sync.Mutex // guards res
 		claimed atomic.Int64
@@ -169,12 +367,16 @@ func measure(conn *grpc.ClientConn, rpcs, concurrency int) result {
 			for claimed.Add(1) <= int64(rpcs) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				t0 := time.Now()
-				backend, err := call(ctx, conn)
+				backend, util, err := call(ctx, conn, method)
 				took := time.Since(t0)
 				cancel()
 
 				mu.Lock()
 				res.perBackend[backend]++
+				if !math.IsNaN(util) {
+					res.utilSum[backend] += util
+					res.utilN[backend]++
+				}
 				if err != nil {
 					res.failed++
 				} else {
@@ -199,20 +401,51 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// report prints one column per policy.
-func report(w io.Writer, f *fleet.Fleet, backends []Backend, policies []Policy, rpcs, concurrency int, results []result) {
+// report prints one column per policy: each backend's share of the calls,
+// and beside it the utilization the backend reported when any backend
+// sent ORCA reports.
+func report(w io.Writer, names []string, backends []Backend, policies []Policy, o Options, results []result) {
 	const row = "%-10s  %-24s"
-	fmt.Fprintf(w, "%d backends on 127.0.0.1; %d RPCs through each policy from %d concurrent callers.\n\n", len(f.Backends), rpcs, concurrency)
-
-	fmt.Fprintf(w, row, "backend", "behavior")
-	for _, p := range policies {
-		fmt.Fprintf(w, "  %*s", width(p.Name), p.Name)
+	fmt.Fprintf(w, "%d backends on 127.0.0.1; %d RPCs through each policy from %d concurrent callers.\n", len(names), o.RPCs, o.Concurrency)
+	if o.Settle > 0 {
+		fmt.Fprintf(w, "Before its measured RPCs, each channel made calls for %v that are not counted.\n", o.Settle)
 	}
 	fmt.Fprintln(w)
-	for i, b := range f.Backends {
-		fmt.Fprintf(w, row, b.Name(), backends[i].About)
+
+	withUtil := slices.ContainsFunc(results, func(r result) bool { return len(r.utilN) > 0 })
+	// width is a column's width: its header's, and at least what its cells
+	// need.
+	width := func(name string) int { return max(len(name), 12) }
+	if withUtil {
+		width = func(name string) int { return max(len(name), 14) }
+		fmt.Fprintf(w, row, "", "")
+		for _, p := range policies {
+			fmt.Fprintf(w, "  %*s", width(p.Name), p.Name)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, row, "backend", "behavior")
+	for _, p := range policies {
+		if withUtil {
+			fmt.Fprintf(w, "  %*s", width(p.Name), "share    util")
+		} else {
+			fmt.Fprintf(w, "  %*s", width(p.Name), p.Name)
+		}
+	}
+	fmt.Fprintln(w)
+	for i, name := range names {
+		fmt.Fprintf(w, row, name, backends[i].About)
 		for j, r := range results {
-			fmt.Fprintf(w, "  %*.1f%%", width(policies[j].Name)-1, 100*float64(r.perBackend[b.Name()])/float64(rpcs))
+			share := 100 * float64(r.perBackend[name]) / float64(o.RPCs)
+			if !withUtil {
+				fmt.Fprintf(w, "  %*.1f%%", width(policies[j].Name)-1, share)
+				continue
+			}
+			util := "-"
+			if u := r.utilization(name); !math.IsNaN(u) {
+				util = fmt.Sprintf("%.0f%%", 100*u)
+			}
+			fmt.Fprintf(w, "  %*s", width(policies[j].Name), fmt.Sprintf("%.1f%%  %6s", share, util))
 		}
 		fmt.Fprintln(w)
 	}
@@ -225,11 +458,37 @@ func report(w io.Writer, f *fleet.Fleet, backends []Backend, policies []Policy, 
 		}
 		fmt.Fprintln(w)
 	}
-	line("error rate", func(r result) string { return fmt.Sprintf("%.1f%%", 100*float64(r.failed)/float64(rpcs)) })
+	line("error rate", func(r result) string { return fmt.Sprintf("%.1f%%", 100*float64(r.failed)/float64(o.RPCs)) })
 	line("p50 latency (successful RPCs)", func(r result) string { return fmtDuration(percentile(r.latencies, 50)) })
 	line("p90 latency (successful RPCs)", func(r result) string { return fmtDuration(percentile(r.latencies, 90)) })
 	line("p99 latency (successful RPCs)", func(r result) string { return fmtDuration(percentile(r.latencies, 99)) })
 	line("wall time", func(r result) string { return fmtDuration(r.wall) })
+	line("throughput (calls per second)", func(r result) string { return fmt.Sprintf("%.0f", float64(o.RPCs)/r.wall.Seconds()) })
+
+	for _, n := range o.Notes {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, wrap(n, 78))
+	}
+}
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(text) {
+		if n > 0 && n+1+len(word) > width {
+			b.WriteString("\n")
+			n = 0
+		}
+		if n > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // fmtDuration rounds d to a width that fits the table.
