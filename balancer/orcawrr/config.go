@@ -52,6 +52,12 @@ type Config struct {
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
 	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
+	// FailurePenalty divides the weight of endpoints whose calls this
+	// client saw fail server-side, by the same penalty(f) pickwise_p2c
+	// multiplies costs with. Reports can hide a black hole (one that reports
+	// zero utilization has its reports discarded, A58, and keeps the median
+	// weight); what the client sees cannot. On by default.
+	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
 }
 
 // Defaults of the fields above (gRFC A58's where it has one).
@@ -82,6 +88,7 @@ func DefaultConfig() *Config {
 		WeightUpdatePeriod:      engine.Duration(DefaultWeightUpdatePeriod),
 		ErrorUtilizationPenalty: DefaultErrorUtilizationPenalty,
 		WeightHalfLife:          engine.Duration(DefaultWeightHalfLife),
+		FailurePenalty:          engine.DefaultFailurePenalty(),
 	}
 }
 
@@ -120,13 +127,17 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	if err := cfg.SlowStart.Validate(Name); err != nil {
 		return nil, err
 	}
+	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
 // settings turns a config into the engine's settings.
 func settings(c *Config) engine.Settings {
 	return engine.Settings{
-		SlowStart: c.SlowStart,
+		SlowStart:      c.SlowStart,
+		FailurePenalty: c.FailurePenalty,
 		Weights: &engine.WeightsConfig{
 			ORCA: orca.Config{
 				BlackoutPeriod:          time.Duration(c.BlackoutPeriod),

@@ -17,6 +17,12 @@
 // outlier would drag), and with fewer than two usable weights every
 // endpoint gets the same share. Bad reports (NaN, infinite or negative
 // values, zero qps, zero utilization under load) are ignored and counted.
+//
+// Reports can hide a black hole: a backend that fails every call and
+// reports zero utilization has its reports discarded and keeps the median
+// weight. So the weight is also divided by the engine's failure penalty
+// (failurePenalty, as in pickwise_p2c, on by default), computed from the
+// server-side failures this client saw, which a backend cannot misreport.
 // See package github.com/pickwise/pickwise/orca for the computation and for
 // how a grpc-go backend reports its load.
 //
@@ -43,7 +49,8 @@
 //	  "errorUtilizationPenalty": 1.0,
 //	  "weightHalfLife": "5s",
 //	  "metricNamesForComputingUtilization": [],
-//	  "slowStart": {"window": "30s"}
+//	  "slowStart": {"window": "30s"},
+//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
 //	}}]}
 //
 // The weight metrics (pickwise.lb.weights.*: rr_fallback,

@@ -14,8 +14,10 @@ import (
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/serviceconfig"
+	"google.golang.org/grpc/status"
 )
 
 // report is a backend's load report: qps calls a second at utilization
@@ -88,6 +90,46 @@ func TestErrorsLowerTheWeight(t *testing.T) {
 	serve(h, 300, time.Second, reports)
 	got := serve(h, 300, time.Second, reports)
 	near(t, "share of the failing backend", shareOf(got, as[1]), 1.0/3, 0.01)
+}
+
+// blackHoleShare runs three endpoints that report weights 100, 200 and 400
+// while a fourth fails every call and reports utilization 0, which A58
+// discards: by its reports it is an endpoint without a weight, at the
+// median. It returns the fourth's share after a few updates.
+func blackHoleShare(t *testing.T, cfg string) float64 {
+	h := testkit.NewHarness(t, orcawrr.Name, cfg)
+	as := testkit.Addrs(4)
+	h.Start(as...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{
+		as[0]: report(100, 1, 0), as[1]: report(100, 0.5, 0), as[2]: report(100, 0.25, 0), as[3]: report(100, 0, 100),
+	}
+	var got map[string]int
+	for i := 0; i < 5; i++ {
+		got = map[string]int{}
+		for j := 0; j < 900; j++ {
+			a, done := h.Pick()
+			got[a]++
+			var err error
+			if a == as[3] {
+				err = status.Error(codes.Unavailable, "down")
+			}
+			info := testkit.Outcome(err)
+			info.ServerLoad = reports[a]
+			done(info)
+		}
+		h.Clock.Advance(time.Second)
+	}
+	return shareOf(got, as[3])
+}
+
+func TestFailurePenaltyStarvesBlackHoleThatReportsNothingUseful(t *testing.T) {
+	if s := blackHoleShare(t, `{"blackoutPeriod": "0s"}`); s > 0.01 {
+		t.Errorf("black hole's share with the failure penalty = %.2f%%, want under 1%%", 100*s)
+	}
+	// Without it, its discarded reports leave it at the median: 200 of 900.
+	if s := blackHoleShare(t, `{"blackoutPeriod": "0s", "failurePenalty": {"enabled": false}}`); math.Abs(s-200.0/900) > 0.01 {
+		t.Errorf("black hole's share without the failure penalty = %.1f%%, want the median's %.1f%%", 100*s, 100*200.0/900)
+	}
 }
 
 func TestBlackoutHoldsNewReporterAtMedian(t *testing.T) {

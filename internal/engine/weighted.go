@@ -12,9 +12,9 @@ import (
 // pick takes the next position of a precomputed Schedule, so shares follow
 // the weights exactly over a cycle and no endpoint gets a burst. The
 // weights are the snapshot's backend-reported ones when it has them, the
-// static weights otherwise, times slow start's factor at the snapshot's
-// time (the engine republishes at every weight update, so a ramp advances
-// in those steps).
+// static weights otherwise, times slow start's factor and divided by the
+// failure penalty, both as of the snapshot's time: the engine republishes
+// at every weight update, so a ramp or a penalty moves in those steps.
 type WeightedRR struct {
 	// Atomic: every pick advances it. On a line of its own, so that the
 	// immutable fields every pick reads are not invalidated with it.
@@ -37,7 +37,11 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 		if snap.Weights != nil {
 			w = snap.Weights[i]
 		}
-		ws[i] = w * snap.RampFactor(r, snap.Built)
+		w *= snap.RampFactor(r, snap.Built)
+		if snap.penalty != nil {
+			w /= snap.penalty.multiplier(r.Stats.FailureRatio())
+		}
+		ws[i] = w
 	}
 	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}
 	p.next.Store(uint32(snap.Rand.Uint64()))
