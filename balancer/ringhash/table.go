@@ -1,0 +1,228 @@
+package ringhash
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// This file defines what the three hash tables (ring, Maglev, rendezvous)
+// have in common: the endpoint they are built from, the candidate walk the
+// picker drives, and the canonical order that makes placement independent
+// of the order the resolver listed the endpoints in.
+//
+// Placement contract. A table is a pure function of the set of (identity,
+// weight) pairs: every balancer that sees the same set, in any order, on any
+// platform, maps every key to the same endpoint and walks the same candidate
+// sequence. That is what keeps affinity across many independent clients (the
+// seeds' "divergent views" failure). So a table never reads the caller's
+// list order: builders sort the endpoints by identity first, and every tie
+// (equal ring positions, Maglev's claiming rotation, equal rendezvous
+// scores, the fallback sweep) is broken by that canonical order. Only the
+// endpoint indices a table hands back refer to the caller's slice.
+//
+// Duplicates. Two endpoints with the same identity would be one endpoint
+// owning two shares, and which of their indices a key reached would depend
+// on list order. The caller (the balancer) dedupes before building, so a
+// builder treats a duplicate as a programming error and rejects the set
+// rather than guessing which copy was meant.
+
+// endpoint is one backend as a table sees it.
+type endpoint struct {
+	// id is the stable identity the endpoint is placed by: its address, or
+	// its gRFC A76 hash_key when the control plane sets one. The caller
+	// decides; the tables only hash it.
+	id string
+	// weight is the endpoint's relative share. 0 is treated as 1, the
+	// default weight of an endpoint without one, so that a missing weight
+	// cannot take an endpoint out of the table.
+	weight uint32
+}
+
+// cursor is the position of a candidate walk. It is a small value that the
+// caller passes back into table.next, so a walk allocates nothing and
+// involves no closure: the picker keeps it on its stack.
+//
+// Only endpoint is meant to be read by the caller; the other fields are the
+// table's bookkeeping, and their meaning depends on the table. There are
+// exactly four, of at most 8 bytes each: the Go compiler keeps a struct that
+// small in registers (it gives up on structs of more than four fields and
+// spills them to the stack), which more than halves the cost of a step.
+type cursor struct {
+	// key is the key hash the walk started from.
+	key uint64
+	// at is where the walk is. Ring and Maglev: the steps taken since the
+	// first candidate in the high 32 bits, the table position probed last
+	// in the low 32. Rendezvous: the current candidate's score.
+	at uint64
+	// endpoint is the current candidate: an index into the slice the table
+	// was built from.
+	endpoint int32
+	// ref is, for ring and Maglev, the walk's first candidate, which they
+	// never offer twice since a caller asking for more has turned it down;
+	// for rendezvous, the current candidate's canonical rank, its
+	// tie-break.
+	ref int32
+}
+
+// probeCursor packs a ring or Maglev walk's step count and table position
+// into cursor.at; probeState unpacks them. Positions fit in 32 bits (rings
+// have at most 2^23 entries, Maglev tables fewer), and a walk takes at most
+// 2n steps, n < 2^31.
+func probeCursor(steps, pos uint32) uint64 { return uint64(steps)<<32 | uint64(pos) }
+
+// probeState is the inverse of probeCursor.
+func probeState(at uint64) (steps, pos uint32) { return uint32(at >> 32), uint32(at) }
+
+// table maps a 64-bit key hash to an ordered walk over candidate endpoints.
+//
+// A table is immutable after its builder returns and safe for concurrent use.
+// The walk is deterministic for a given key hash and endpoint set, never
+// allocates, and offers every endpoint at least once within walkBound
+// candidates; the picker uses it to skip endpoints in TRANSIENT_FAILURE and,
+// with bounded load, endpoints over their cap.
+type table interface {
+	// first returns a walk positioned at the key's primary endpoint.
+	first(keyHash uint64) cursor
+	// next advances the walk to its next candidate. It reports false once
+	// the walk is over, every endpoint having been offered; the returned
+	// cursor is then spent and names no new candidate.
+	next(c cursor) (cursor, bool)
+	// walkBound is the most candidates a walk offers, the first included.
+	walkBound() int
+	// size is the number of endpoints the table was built from.
+	size() int
+	// stats reports what the table costs.
+	stats() tableStats
+}
+
+// tableStats is what a table costs in memory and build time, reported for
+// tests, benchmarks and the balancer's logs.
+type tableStats struct {
+	// kind names the algorithm: "ring", "maglev" or "rendezvous".
+	kind string
+	// endpoints is the number of endpoints placed.
+	endpoints int
+	// entries is the number of lookup entries: ring positions, Maglev
+	// slots, or endpoints for rendezvous, which has no other table.
+	entries int
+	// bytes is the table's heap footprint: every slice it keeps, counted
+	// at capacity. It excludes the identity strings, which the caller owns.
+	bytes int
+	// buildTime is the wall time the builder took. It is reported, never
+	// acted on, so it does not make placement depend on the clock.
+	buildTime time.Duration
+}
+
+// bytesPerEntry is the table's footprint divided by its entries: the
+// marginal cost of a bigger ring or Maglev table, all overheads included.
+func (s tableStats) bytesPerEntry() float64 {
+	if s.entries == 0 {
+		return 0
+	}
+	return float64(s.bytes) / float64(s.entries)
+}
+
+// String formats the stats for logs and test output.
+func (s tableStats) String() string {
+	return fmt.Sprintf("%s: %d endpoints, %d entries, %d bytes (%.1f B/entry), built in %v",
+		s.kind, s.endpoints, s.entries, s.bytes, s.bytesPerEntry(), s.buildTime)
+}
+
+// errNoEndpoints is returned by every builder for an empty endpoint list:
+// a table with nothing to map to has no meaning, and the balancer handles
+// "no endpoints" before it builds one.
+var errNoEndpoints = errors.New("pickwise_ring_hash: no endpoints")
+
+// canonical is the endpoint set in the order placement is defined by.
+type canonical struct {
+	// order[r] is the caller's index of the endpoint of rank r, ranks
+	// assigned by ascending identity.
+	order []int32
+	// hashes[r] is hashIdentity of the endpoint of rank r.
+	hashes []uint64
+	// weights[r] is the weight of the endpoint of rank r, 0 raised to 1.
+	weights []uint32
+}
+
+// canonicalize sorts the endpoints by identity, hashes the identities and
+// normalizes the weights. It rejects an empty set, a duplicate identity, and
+// more endpoints than an int32 index can name.
+func canonicalize(eps []endpoint) (canonical, error) {
+	if len(eps) == 0 {
+		return canonical{}, errNoEndpoints
+	}
+	if len(eps) > 1<<31-1 {
+		return canonical{}, fmt.Errorf("pickwise_ring_hash: %d endpoints: more than a table can index", len(eps))
+	}
+	order := make([]int32, len(eps))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(eps[a].id, eps[b].id) })
+	c := canonical{
+		order:   order,
+		hashes:  make([]uint64, len(eps)),
+		weights: make([]uint32, len(eps)),
+	}
+	for r, i := range order {
+		if r > 0 && eps[order[r-1]].id == eps[i].id {
+			return canonical{}, fmt.Errorf("pickwise_ring_hash: duplicate endpoint identity %q", eps[i].id)
+		}
+		c.hashes[r] = hashIdentity(eps[i].id)
+		c.weights[r] = max(eps[i].weight, 1)
+	}
+	return c, nil
+}
+
+// weightStats returns the smallest, largest and total weight.
+func (c *canonical) weightStats() (lo, hi, sum uint64) {
+	lo = uint64(c.weights[0])
+	for _, w := range c.weights {
+		lo = min(lo, uint64(w))
+		hi = max(hi, uint64(w))
+		sum += uint64(w)
+	}
+	return lo, hi, sum
+}
+
+// sweep is the second phase of the ring and Maglev walks: one pass over all
+// endpoints in canonical order, starting at an offset drawn from the key.
+//
+// Probing neighbouring table positions is what keeps a key's fallback
+// stable and spread out, but it has no useful bound on how many positions
+// it takes to meet every endpoint (a light endpoint may own one Maglev slot
+// in 65537, or a few ring entries in millions). So a walk probes only n
+// positions, then sweeps: every endpoint is offered within 2n steps, each
+// O(1). Starting the sweep at a key-derived offset, rather than at rank 0
+// or next to the first candidate, keeps the rare keys that get this far
+// from all landing on one endpoint.
+type sweep struct {
+	order []int32 // canonical order, as in canonical.order
+}
+
+// next offers the next endpoint of the sweep; steps counts the walk's steps
+// so far, the sweep's own being those past n. It skips the walk's first
+// candidate, which was offered before the probe phase, and the candidate
+// just offered, which would otherwise come twice in a row where the probe
+// phase hands over to the sweep; both have been offered, so the sweep still
+// completes the set.
+func (s sweep) next(c cursor, steps uint32) (cursor, bool) {
+	n := uint32(len(s.order))
+	start := uint32(reduce(mix64(c.key^golden), uint64(n)))
+	for steps < 2*n {
+		r := start + (steps - n)
+		if r >= n {
+			r -= n
+		}
+		steps++
+		if ep := s.order[r]; ep != c.ref && ep != c.endpoint {
+			c.endpoint = ep
+			c.at = probeCursor(steps, 0)
+			return c, true
+		}
+	}
+	return c, false
+}
