@@ -59,7 +59,8 @@ func BlackHole(scale Scale) (*BlackHoleResult, error) {
 	}
 	run := bhRun(measured)
 	policies := append(loadAwarePolicies(),
-		GRPC("pickwise_orca_wrr (raw)", "pickwise_orca_wrr", `{"weightHalfLife":"0s"}`))
+		GRPC("pickwise_orca_wrr (reports only)", "pickwise_orca_wrr", `{"failurePenalty":{"enabled":false}}`),
+		GRPC("pickwise_orca_wrr (raw, reports only)", "pickwise_orca_wrr", `{"weightHalfLife":"0s","failurePenalty":{"enabled":false}}`))
 	out := &BlackHoleResult{Policies: columns(policies)}
 	// The last bhTail of arrivals show where a policy settles.
 	tailFrom := run.Duration - bhTail
@@ -92,8 +93,9 @@ func BlackHole(scale Scale) (*BlackHoleResult, error) {
 	t.AddRow(fmt.Sprintf("share to the broken backend, last %.0f s", bhTail.Seconds()), tail...)
 	t.AddRow("errors seen by clients", errs...)
 	t.AddNote("measured after a 15 s warm-up at the same load, which pickwise_orca_wrr needs to leave its 10 s blackout (it places as round robin until then); the other columns are as without it")
-	t.AddNote("pickwise_orca_wrr: backends report ORCA load as 10-core machines, so a healthy one reports about 100 qps at 50% utilization, weight about 200. The broken one reports eps = qps and almost no busy time; errorUtilizationPenalty 1 charges its 100% error rate as 100% utilization, so its weight is about its own qps: half a healthy one's at first (a 5% share), then less as its share, and with it its qps, shrinks. That loop runs through the smoothed qps: with the default 5 s half-life the share halves about every 12 s, from 5% when its weight is first used to 0.3% a minute later, on its way to the scheduler's floor of one slot in about 1,000 (0.1%)")
-	t.AddNote(`pickwise_orca_wrr (raw): weightHalfLife "0s", each update's reports alone, as grpc-go's weighted_round_robin weighs them: the same loop without the averaging, at the floor within about 15 s. Smoothing, which keeps noise out of the weights (noisy-reports), also slows this reaction; outlier detection, which ejects a failing backend outright, does not wait for either`)
+	t.AddNote("pickwise_orca_wrr: its default failure penalty divides the broken backend's weight by up to 100 from the failures the client itself sees, within a few weight updates of the first ones: the scheduler's floor of one slot in about 1,000 (0.1%) as soon as its weight is used")
+	t.AddNote("pickwise_orca_wrr (reports only): failurePenalty off, the reports alone. Backends report ORCA load as 10-core machines, so a healthy one reports about 100 qps at 50% utilization, weight about 200. The broken one reports eps = qps and almost no busy time; errorUtilizationPenalty 1 charges its 100% error rate as 100% utilization, so its weight is about its own qps: half a healthy one's at first (a 5% share), then less as its share, and with it its qps, shrinks. That loop runs through the smoothed qps: with the default 5 s half-life the share halves about every 12 s, from 5% when its weight is first used to 0.3% a minute later, on its way to the floor")
+	t.AddNote(`pickwise_orca_wrr (raw, reports only): also weightHalfLife "0s", each update's reports alone, as grpc-go's weighted_round_robin weighs them: the same loop without the averaging, at the floor within about 15 s. Smoothing, which keeps noise out of the weights (noisy-reports), also slows this loop; the failure penalty does not wait for it`)
 	notes(t, policies)
 	addWallClockColumn(t)
 	out.Table = t

@@ -45,21 +45,27 @@ func TestBlackHole(t *testing.T) {
 		t.Errorf("pickwise_peak_ewma: broken backend share %.3f, want below 0.02", s)
 	}
 
-	// ORCA: the broken backend reports eps = qps, which the error penalty
-	// charges as 100% utilization, so its weight is about its own qps, half
-	// a healthy backend's at first and less as its share shrinks.
-	orca, raw := column(t, r.Policies, "pickwise_orca_wrr"), column(t, r.Policies, "pickwise_orca_wrr (raw)")
-	if s := r.Share[orca]; s >= 0.05 {
-		t.Errorf("pickwise_orca_wrr: broken backend share %.3f, want below half the fair 0.10", s)
+	// ORCA with the default failure penalty: the failures the client sees
+	// put the broken backend at the scheduler's floor at once.
+	orca := column(t, r.Policies, "pickwise_orca_wrr")
+	if s := r.Share[orca]; s >= 0.01 {
+		t.Errorf("pickwise_orca_wrr: broken backend share %.4f, want below 0.01", s)
+	}
+	// Reports alone: the broken backend reports eps = qps, which the error
+	// penalty charges as 100% utilization, so its weight is about its own
+	// qps, half a healthy backend's at first and less as its share shrinks.
+	reports, raw := column(t, r.Policies, "pickwise_orca_wrr (reports only)"), column(t, r.Policies, "pickwise_orca_wrr (raw, reports only)")
+	if s := r.Share[reports]; s >= 0.05 {
+		t.Errorf("pickwise_orca_wrr (reports only): broken backend share %.3f, want below half the fair 0.10", s)
 	}
 	// The share keeps falling: the run's end sees less of it than the run.
-	if r.TailShare[orca] >= r.Share[orca] {
-		t.Errorf("pickwise_orca_wrr: broken backend share %.4f in the last 10 s, %.4f overall; want it falling", r.TailShare[orca], r.Share[orca])
+	if r.TailShare[reports] >= r.Share[reports] {
+		t.Errorf("pickwise_orca_wrr (reports only): broken backend share %.4f in the last 10 s, %.4f overall; want it falling", r.TailShare[reports], r.Share[reports])
 	}
 	// Raw weights run the loop without averaging: at the scheduler's floor
 	// within seconds, where the smoothed weights take about a minute.
-	if s := r.Share[raw]; s >= 0.01 || s >= r.Share[orca] {
-		t.Errorf("pickwise_orca_wrr (raw): broken backend share %.4f, want below 0.01 and below the smoothed %.4f", s, r.Share[orca])
+	if s := r.Share[raw]; s >= 0.01 || s >= r.Share[reports] {
+		t.Errorf("pickwise_orca_wrr (raw, reports only): broken backend share %.4f, want below 0.01 and below the smoothed %.4f", s, r.Share[reports])
 	}
 }
 
