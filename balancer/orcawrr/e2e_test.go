@@ -122,7 +122,7 @@ func e2eSettle(t *testing.T, ctx context.Context, conn *grpc.ClientConn, batch i
 			inARow = 0
 		}
 	}
-	t.Logf("%s: shares %.3f (capacity shares %.3f)", what, last, want)
+	t.Logf("%s: shares %.3f (want %.3f)", what, last, want)
 	return last
 }
 
