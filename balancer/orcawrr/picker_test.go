@@ -2,10 +2,8 @@ package orcawrr_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/serviceconfig"
 	"google.golang.org/grpc/status"
 )
@@ -401,15 +398,5 @@ func mustParse(t *testing.T, js string) serviceconfig.LoadBalancingConfig {
 }
 
 func TestEmptyEndpointList(t *testing.T) {
-	h := testkit.NewHarness(t, orcawrr.Name, `{}`)
-	if err := h.Update(); !errors.Is(err, balancer.ErrBadResolverState) {
-		t.Errorf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
-	}
-	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
-		t.Fatal(err)
-	}
-	_, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
-	if err == nil || !strings.Contains(err.Error(), "pickwise_orca_wrr: no endpoints to pick from") {
-		t.Fatalf("Pick error = %v, want one saying the policy has no endpoints", err)
-	}
+	testkit.CheckEmptyEndpointList(t, orcawrr.Name)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/serviceconfig"
 
 	"google.golang.org/grpc/balancer"
@@ -307,30 +308,7 @@ func TestAllTransientFailure(t *testing.T) {
 }
 
 func TestEmptyEndpointList(t *testing.T) {
-	h := newHarness(t, `{}`)
-	if err := h.Update(); !errors.Is(err, balancer.ErrBadResolverState) {
-		t.Errorf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
-	}
-	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
-		t.Fatal(err)
-	}
-	_, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
-	if err == nil || !strings.Contains(err.Error(), "pickwise_p2c: no endpoints to pick from") {
-		t.Fatalf("Pick error = %v, want one saying the policy has no endpoints", err)
-	}
-
-	h.B.ResolverError(errors.New("dns: no such host"))
-	_, err = h.CC.State().Picker.Pick(balancer.PickInfo{})
-	if err == nil || !strings.Contains(err.Error(), "dns: no such host") {
-		t.Fatalf("Pick error after a resolver error = %v, want it to carry the resolver error", err)
-	}
-
-	// The balancer recovers when endpoints arrive.
-	as := addrs(2)
-	h.Start(as...)
-	if got, _ := h.Count(10, false); got[as[0]]+got[as[1]] != 10 {
-		t.Fatalf("picks after recovery: %v", got)
-	}
+	testkit.CheckEmptyEndpointList(t, p2c.Name)
 }
 
 func TestDoneAfterEndpointRemoved(t *testing.T) {

@@ -114,29 +114,41 @@ type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterLeastLoaded registers a d-choice policy (see Register).
 func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
-	Register(Spec{
-		Name:        s.Name,
-		ParseConfig: s.ParseConfig,
-		NewPolicy:   func() Policy { return &leastLoadedPolicy[C]{spec: s, cfg: s.Defaults()} },
+	registerTyped(s.Name, s.ParseConfig, s.Defaults, s.Settings, func(cfg C, snap *Snapshot) balancer.Picker {
+		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap))
 	})
 }
 
-// leastLoadedPolicy is the Policy of a LeastLoadedSpec. cfg is guarded by
-// the engine's lock, like every Policy's state.
-type leastLoadedPolicy[C serviceconfig.LoadBalancingConfig] struct {
-	spec LeastLoadedSpec[C]
-	cfg  C
+// registerTyped registers a policy whose config is a C: the engine's
+// policies differ only in their settings and in the picker they build.
+func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),
+	defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot) balancer.Picker) {
+	Register(Spec{
+		Name:        name,
+		ParseConfig: parse,
+		NewPolicy: func() Policy {
+			return &typedPolicy[C]{name: name, defaults: defaults, settings: settings, newPicker: newPicker, cfg: defaults()}
+		},
+	})
 }
 
-func (p *leastLoadedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
-	cfg, err := configAs(p.spec.Name, c, p.spec.Defaults)
+// typedPolicy is the Policy of a registerTyped policy. cfg is guarded by
+// the engine's lock, like every Policy's state; the rest is immutable.
+type typedPolicy[C serviceconfig.LoadBalancingConfig] struct {
+	name      string
+	defaults  func() C
+	settings  func(C) Settings
+	newPicker func(C, *Snapshot) balancer.Picker
+	cfg       C
+}
+
+func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
+	cfg, err := configAs(p.name, c, p.defaults)
 	if err != nil {
 		return Settings{}, err
 	}
 	p.cfg = cfg
-	return p.spec.Settings(cfg), nil
+	return p.settings(cfg), nil
 }
 
-func (p *leastLoadedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker {
-	return NewLeastLoaded(snap, p.spec.Choices(p.cfg), p.spec.Metric(p.cfg, snap))
-}
+func (p *typedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker { return p.newPicker(p.cfg, snap) }

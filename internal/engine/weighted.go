@@ -85,27 +85,7 @@ type WeightedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterWeighted registers a weighted round-robin policy (see Register).
 func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
-	Register(Spec{
-		Name:        s.Name,
-		ParseConfig: s.ParseConfig,
-		NewPolicy:   func() Policy { return &weightedPolicy[C]{spec: s, cfg: s.Defaults()} },
+	registerTyped(s.Name, s.ParseConfig, s.Defaults, s.Settings, func(_ C, snap *Snapshot) balancer.Picker {
+		return NewWeightedRR(snap)
 	})
 }
-
-// weightedPolicy is the Policy of a WeightedSpec; cfg is guarded by the
-// engine's lock.
-type weightedPolicy[C serviceconfig.LoadBalancingConfig] struct {
-	spec WeightedSpec[C]
-	cfg  C
-}
-
-func (p *weightedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
-	cfg, err := configAs(p.spec.Name, c, p.spec.Defaults)
-	if err != nil {
-		return Settings{}, err
-	}
-	p.cfg = cfg
-	return p.spec.Settings(cfg), nil
-}
-
-func (p *weightedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker { return NewWeightedRR(snap) }

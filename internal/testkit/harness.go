@@ -3,8 +3,10 @@ package testkit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,5 +271,37 @@ func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info bal
 				})
 			})
 		}
+	}
+}
+
+// CheckEmptyEndpointList checks what every policy owes an empty endpoint
+// list: the update is refused as a bad resolver state, the channel goes
+// TRANSIENT_FAILURE with a picker whose error names the policy (and, after
+// a resolver error, carries it), and the balancer recovers when endpoints
+// arrive.
+func CheckEmptyEndpointList(t *testing.T, policy string) {
+	t.Helper()
+	h := NewHarness(t, policy, `{}`)
+	if err := h.Update(); !errors.Is(err, balancer.ErrBadResolverState) {
+		t.Errorf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
+	}
+	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
+	if want := policy + ": no endpoints to pick from"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Pick error = %v, want one containing %q", err, want)
+	}
+
+	h.B.ResolverError(errors.New("dns: no such host"))
+	_, err = h.CC.State().Picker.Pick(balancer.PickInfo{})
+	if err == nil || !strings.Contains(err.Error(), "dns: no such host") {
+		t.Fatalf("Pick error after a resolver error = %v, want it to carry the resolver error", err)
+	}
+
+	as := Addrs(2)
+	h.Start(as...)
+	if got, _ := h.Count(10, false); got[as[0]]+got[as[1]] != 10 {
+		t.Fatalf("picks after endpoints arrived: %v, want 10 on %v", got, as)
 	}
 }
