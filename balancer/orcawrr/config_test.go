@@ -30,6 +30,7 @@ func TestParseConfig(t *testing.T) {
 				c.WeightUpdatePeriod = engine.Duration(500 * time.Millisecond)
 				c.ErrorUtilizationPenalty = 0.5
 			})},
+		{Name: "null duration keeps the default", JSON: `{"blackoutPeriod": null}`, Want: def()},
 		{Name: "smoothing off", JSON: `{"weightHalfLife": "0s"}`, Want: with(func(c *orcawrr.Config) { c.WeightHalfLife = 0 })},
 		{Name: "named utilization metrics", JSON: `{"metricNamesForComputingUtilization": ["gpu", "mem"]}`,
 			Want: with(func(c *orcawrr.Config) { c.MetricNamesForComputingUtilization = []string{"gpu", "mem"} })},

@@ -11,8 +11,13 @@ import (
 // mapping of google.protobuf.Duration ("30s", "0.250s") parses too.
 type Duration time.Duration
 
-// UnmarshalJSON accepts a duration string.
+// UnmarshalJSON accepts a duration string. null leaves the value as it
+// is, as encoding/json does for built-in types, so that an explicit null in
+// a config keeps the default.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string such as \"30s\", got %s", b)

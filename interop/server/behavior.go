@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/codes"
 )
 
@@ -58,34 +59,9 @@ const (
 
 // Duration is a time.Duration that JSON spells as a Go duration string
 // ("20ms", "1.5s"), because bare nanosecond counts are unreadable in a lab
-// script and easy to get wrong by a factor of 1000.
-type Duration time.Duration
-
-// UnmarshalJSON accepts only a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		// As encoding/json does for built-in types: null leaves the value.
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("must be a duration string such as \"20ms\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration as a string, the form UnmarshalJSON reads.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// String formats the duration like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
+// script and easy to get wrong by a factor of 1000. It is the type policy
+// configs use, so one parser serves both.
+type Duration = engine.Duration
 
 // Behavior is how the server answers Backend/Call. Load-balancing policies
 // are judged by how they react to slow, overloaded, cold and failing

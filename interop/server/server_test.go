@@ -149,7 +149,7 @@ func TestSetBehaviorRejectsInvalid(t *testing.T) {
 	}{
 		{`{"latency":"-5ms"}`, `latency "-5ms": must be >= 0`},
 		{`{"latency":"fast"}`, `latency: invalid duration "fast"`},
-		{`{"latency":20}`, `latency: must be a duration string`},
+		{`{"latency":20}`, `latency: duration must be a string`},
 		{`{"latencySpread":-1}`, `latencySpread -1`},
 		{`{"capacity":-1}`, `capacity -1: must be >= 0`},
 		{`{"capacity":"two"}`, `capacity: cannot unmarshal string`},
