@@ -1,0 +1,184 @@
+package subset
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestDeterministicMatchesAll checks that a client computing only its own
+// row gets the row of the full assignment.
+func TestDeterministicMatchesAll(t *testing.T) {
+	ids := backendIDs(37)
+	all, err := DeterministicAll(ids, 5, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, 24, 48, 49} {
+		got, err := Deterministic(ids, 5, i, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(all[i], got); diff != "" {
+			t.Errorf("client %d: (-all +own) %s", i, diff)
+		}
+	}
+}
+
+// TestBalanceSweep checks, over many small fleet shapes, that the balanced
+// mode never fails to complete and always lands every backend on floor or
+// ceil of the mean: the feasibility argument in assign, tested.
+func TestBalanceSweep(t *testing.T) {
+	for nb := 1; nb <= 24; nb++ {
+		ids := backendIDs(nb)
+		for clients := 1; clients <= 40; clients += 3 {
+			for k := 1; k <= nb; k++ {
+				rows, err := DeterministicAll(ids, k, clients)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkRows(t, rows, k)
+				lo, hi := spread(ids, rows)
+				total := clients * k
+				if lo != total/nb || hi != (total+nb-1)/nb {
+					t.Fatalf("%d clients, %d backends, k=%d: loads %d..%d, want %d..%d", clients, nb, k, lo, hi, total/nb, (total+nb-1)/nb)
+				}
+			}
+		}
+	}
+}
+
+// TestOrderIndependence checks that the resolver's order and repeated
+// identities do not change any subset.
+func TestOrderIndependence(t *testing.T) {
+	ids := backendIDs(60)
+	r := rand.New(rand.NewPCG(1, 2))
+	shuffled := slices.Clone(ids)
+	r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	duplicated := append(slices.Clone(shuffled), ids[3], ids[17], ids[3])
+	for _, a := range algos {
+		want, err := a.all(ids, 7, 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, list := range map[string][]string{"shuffled": shuffled, "duplicated": duplicated} {
+			got, err := a.all(list, 7, 40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s, %s list: (-sorted +%s) %s", a.name, name, name, diff)
+			}
+		}
+	}
+	if !slices.Equal(shuffled[:3], duplicated[:3]) {
+		t.Fatal("input was modified")
+	}
+}
+
+// TestEdgeCases covers the small and the invalid.
+func TestEdgeCases(t *testing.T) {
+	ids := backendIDs(5)
+	for _, a := range algos {
+		// subsetSize >= backends: everyone gets everything.
+		for _, k := range []int{5, 6, 100} {
+			rows, err := a.all(ids, k, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, row := range rows {
+				if diff := cmp.Diff(ids, row); diff != "" {
+					t.Errorf("%s k=%d client %d: (-all +got) %s", a.name, k, i, diff)
+				}
+			}
+		}
+		// One backend.
+		rows, err := a.all(ids[:1], 3, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range rows {
+			if !slices.Equal(row, ids[:1]) {
+				t.Errorf("%s one backend, client %d: %v", a.name, i, row)
+			}
+		}
+		// No backends: empty subsets, no error.
+		rows, err = a.all(nil, 3, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range rows {
+			if len(row) != 0 {
+				t.Errorf("%s no backends, client %d: %v", a.name, i, row)
+			}
+		}
+	}
+	// One client gets its k backends.
+	rows, err := DeterministicAll(ids, 2, 1)
+	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
+		t.Errorf("one client: %v, %v", rows, err)
+	}
+
+	for _, tc := range []struct {
+		name               string
+		size, index, count int
+		want               error
+		deterministicOnly  bool
+	}{
+		{"index negative", 2, -1, 3, ErrClientIndex, false},
+		{"index == count", 2, 3, 3, ErrClientIndex, false},
+		{"count zero", 2, 0, 0, ErrClientIndex, false},
+		{"size zero", 0, 0, 3, ErrSubsetSize, false},
+		{"size negative", -1, 0, 3, ErrSubsetSize, false},
+	} {
+		for name, f := range map[string]func([]string, int, int, int) ([]string, error){
+			"Deterministic": Deterministic, "Stable": Stable, "SRE": SRE,
+		} {
+			if _, err := f(ids, tc.size, tc.index, tc.count); !errors.Is(err, tc.want) {
+				t.Errorf("%s %s: error %v, want %v", name, tc.name, err, tc.want)
+			}
+		}
+	}
+	if _, err := DeterministicAll(ids, 2, 0); !errors.Is(err, ErrClientIndex) {
+		t.Errorf("DeterministicAll count 0: %v", err)
+	}
+	if _, err := Rendezvous(ids, 0, "a"); !errors.Is(err, ErrSubsetSize) {
+		t.Errorf("Rendezvous size 0: %v", err)
+	}
+}
+
+// TestRendezvousStable checks that a client ID keeps its subset and that
+// different IDs spread over the backends.
+func TestRendezvousStable(t *testing.T) {
+	ids := backendIDs(50)
+	a, _ := Rendezvous(ids, 5, "pod-a")
+	b, _ := Rendezvous(ids, 5, "pod-a")
+	if !slices.Equal(a, b) {
+		t.Errorf("same ID, different subsets: %v, %v", a, b)
+	}
+	seen := map[string]bool{}
+	for i := range 100 {
+		s, _ := Rendezvous(ids, 5, fmt.Sprint("pod-", i))
+		for _, id := range s {
+			seen[id] = true
+		}
+	}
+	if len(seen) < 45 {
+		t.Errorf("100 clients reached only %d of 50 backends", len(seen))
+	}
+}
+
+func BenchmarkDeterministic(b *testing.B) {
+	ids := backendIDs(100)
+	b.ReportAllocs()
+	for b.Loop() {
+		// The last client computes every row: the worst case.
+		if _, err := Deterministic(ids, 20, 999, 1000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
