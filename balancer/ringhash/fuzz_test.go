@@ -1,9 +1,15 @@
 package ringhash
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/metadata"
 )
 
 // FuzzTables builds every table over endpoint identities and weights taken
@@ -76,6 +82,89 @@ func FuzzTables(f *testing.F) {
 			if len(seen) != len(eps) {
 				t.Fatalf("%s: key %#x: walk met %d of %d endpoints", k.name, key, len(seen), len(eps))
 			}
+		}
+	})
+}
+
+// FuzzParseConfig checks that every input is either rejected with an error
+// that names the policy, or yields a valid config that a balancer runs
+// with: keyed picks over three endpoints succeed and stick.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, ``, `null`, `[]`, `{"table": "ring"}`, `{"table": "maglev"}`, `{"table": "rendezvous"}`, `{"table": "x"}`,
+		`{"minRingSize": 1, "maxRingSize": 1}`, `{"minRingSize": 8388608}`, `{"maxRingSize": 8388609}`, `{"minRingSize": 5, "maxRingSize": 4}`,
+		`{"table": "maglev", "maglevTableSize": 3}`, `{"maglevTableSize": 4}`, `{"maglevTableSize": 5000011}`,
+		`{"requestHashHeader": "X-Key"}`, `{"requestHashHeader": "a-bin"}`, `{"requestHashHeader": ":authority"}`, `{"requestHashHeader": "é"}`,
+		`{"balanceFactor": 1}`, `{"balanceFactor": 1.25}`, `{"balanceFactor": 0.99}`, `{"balanceFactor": -0}`, `{"balanceFactor": 1e308}`,
+		`{"table": "rendezvous", "balanceFactor": 2, "requestHashHeader": "k"}`, `{"unknown": 1}`, `{} {}`, `{"table": null}`,
+	} {
+		f.Add(seed)
+	}
+	as := testkit.Addrs(3)
+	f.Fuzz(func(t *testing.T, in string) {
+		parsed, err := ParseConfig(json.RawMessage(in))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), Name+": ") {
+				t.Fatalf("error %q does not name the policy", err)
+			}
+			return
+		}
+		cfg := parsed.(*Config)
+		switch {
+		case cfg.Table != TableRing && cfg.Table != TableMaglev && cfg.Table != TableRendezvous:
+			t.Fatalf("accepted table %q", cfg.Table)
+		case cfg.MinRingSize < 1 || cfg.MinRingSize > cfg.MaxRingSize || cfg.MaxRingSize > maxRingSizeLimit:
+			t.Fatalf("accepted ring sizes %d, %d", cfg.MinRingSize, cfg.MaxRingSize)
+		case !isPrime(cfg.MaglevTableSize) || cfg.MaglevTableSize > maxMaglevTableSize:
+			t.Fatalf("accepted maglevTableSize %d", cfg.MaglevTableSize)
+		case cfg.BalanceFactor != 0 && !(cfg.BalanceFactor >= 1):
+			t.Fatalf("accepted balanceFactor %v", cfg.BalanceFactor)
+		case validateHeaderKey(cfg.RequestHashHeader) != nil || strings.HasSuffix(cfg.RequestHashHeader, "-bin"):
+			t.Fatalf("accepted requestHashHeader %q", cfg.RequestHashHeader)
+		}
+		if cfg.MinRingSize > 1<<16 || cfg.MaglevTableSize > 1<<17 {
+			// Valid, but a table of millions of entries per input would
+			// slow the fuzzer to a crawl; the tables' own tests cover
+			// large sizes.
+			return
+		}
+		h := start(t, in, testkit.Endpoints(as))
+		for i := range 20 {
+			k := fmt.Sprint("k", i)
+			if a, b := pickKey(t, h, k), pickKey(t, h, k); a != b {
+				t.Fatalf("key %q picked %s then %s", k, a, b)
+			}
+		}
+	})
+}
+
+// FuzzRequestHash checks the request hash header decoder on any header
+// values (they come from callers, possibly relayed from outside): no
+// panic, and several values hash exactly as their ","-join does, which is
+// grpc-go's rule (gRFC A76). vals is split on "\n" into values.
+func FuzzRequestHash(f *testing.F) {
+	f.Add("user-1")
+	f.Add("a\nb")
+	f.Add("")
+	f.Add("\n\n")
+	f.Add("é,x\n\x00")
+	f.Fuzz(func(t *testing.T, vals string) {
+		vs := strings.Split(vals, "\n")
+		md := metadata.MD{}
+		md.Append("x-key", vs...)
+		ctx := metadata.NewOutgoingContext(context.Background(), md)
+		h, ok := requestHash(ctx, "x-key")
+		if !ok {
+			t.Fatalf("no key from %q", vs)
+		}
+		if want := hashKey(strings.Join(vs, ",")); h != want {
+			t.Fatalf("hash of %q = %#x, want that of the joined values %#x", vs, h, want)
+		}
+		if _, ok := requestHash(ctx, "other"); ok {
+			t.Fatalf("a key from a header that is not set")
+		}
+		if h2, ok := requestHash(WithKey(ctx, vals), "x-key"); !ok || h2 != hashKey(vals) {
+			t.Fatalf("WithKey did not win over the header")
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/endpointsharding"
+	"google.golang.org/grpc/balancer/lazy"
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -24,6 +25,7 @@ var logger = grpclog.Component("pickwise")
 type engineBalancer struct {
 	// Immutable after build.
 	name  string
+	lazy  bool // Spec.Lazy
 	cc    balancer.ClientConn
 	child balancer.Balancer
 	clock Clock
@@ -59,6 +61,7 @@ type engineBalancer struct {
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
 	b := &engineBalancer{
 		name:      s.Name,
+		lazy:      s.Lazy,
 		cc:        cc,
 		clock:     opts.Clock,
 		rand:      opts.Rand,
@@ -72,7 +75,19 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	}
 	b.shared.schedule = b.scheduleDecay
 	b.shared.clock = opts.Clock
-	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
+	childBuilder := balancer.Get(pickfirst.Name).Build
+	var esOpts endpointsharding.Options
+	if s.Lazy {
+		// A lazy child stays IDLE, without even a pickfirst, until asked to
+		// connect; without auto-reconnect, a child that falls back to IDLE
+		// stays there until a pick wants it again.
+		pf := childBuilder
+		childBuilder = func(cc balancer.ClientConn, o balancer.BuildOptions) balancer.Balancer {
+			return lazy.NewBalancer(cc, o, pf)
+		}
+		esOpts.DisableAutoReconnect = true
+	}
+	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, childBuilder, esOpts)
 	return b
 }
 
@@ -163,8 +178,15 @@ func (b *engineBalancer) UpdateSubConnState(sc balancer.SubConn, _ balancer.SubC
 	logger.Errorf("%s: unexpected UpdateSubConnState for %v", b.name, sc)
 }
 
-// ExitIdle wakes every child.
-func (b *engineBalancer) ExitIdle() { b.child.ExitIdle() }
+// ExitIdle wakes every child, except under a lazy policy, whose picks
+// decide which endpoints connect: waking all of them would open a
+// connection to every backend of a large fleet for nothing.
+func (b *engineBalancer) ExitIdle() {
+	if b.lazy {
+		return
+	}
+	b.child.ExitIdle()
+}
 
 // Close shuts the children down and stops the slow-start timer.
 func (b *engineBalancer) Close() {
@@ -202,6 +224,9 @@ func (b *engineBalancer) updateFromChildren(s balancer.State) {
 		e.picker = c.State.Picker
 		e.weight = float64(max(weight.FromEndpoint(c.Endpoint).Weight, 1))
 		e.gen = b.gen
+		if b.lazy {
+			e.resolved, e.exitIdle = c.Endpoint, c.ExitIdle
+		}
 	}
 	b.children = len(children)
 	b.aggregate = s
@@ -239,6 +264,10 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int
 
 // publishLocked gives the parent a picker for the current state.
 func (b *engineBalancer) publishLocked(now int64) {
+	if b.lazy {
+		b.publishLazyLocked(now)
+		return
+	}
 	// Resolver order keeps seeded runs reproducible (endpointsharding
 	// reports children in map order) without sorting on every update.
 	ready := make([]Ready, 0, len(b.order))

@@ -2,7 +2,9 @@
 //
 // A policy is a small composition: it parses its own config and supplies
 // either a load metric for the d-choice sampler or its own picker over a
-// snapshot of READY endpoints. The engine owns everything else:
+// snapshot of READY endpoints. An affinity policy (Spec.Lazy, gRFC A61)
+// instead gets lazily connecting endpoints and a snapshot of all of them,
+// in any state (Snapshot.Members). The engine owns everything else:
 //
 //   - the balancer wiring: grpc's endpointsharding with pickfirst children
 //     and the health listener enabled, so client health checking, outlier

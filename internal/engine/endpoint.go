@@ -8,6 +8,7 @@ import (
 	"github.com/pickwise/pickwise/orca"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
 )
 
 // Endpoint is the state the engine keeps for one endpoint. It lives as long
@@ -51,6 +52,11 @@ type endpointCold struct {
 	picker    balancer.Picker // the pickfirst child's latest picker
 	weight    float64         // from the weight attribute, at least 1
 	gen       uint64          // the balancer update that last reported this endpoint
+	// Lazy policies only (Spec.Lazy): the endpoint as endpointsharding
+	// reports it (its attributes carry the A76 hash key and the weight),
+	// and the function that makes its child connect.
+	resolved resolver.Endpoint
+	exitIdle func()
 
 	// Backend-reported weight, for policies with Settings.Weights; guarded
 	// by the balancer's mu (the tracker synchronizes itself).

@@ -40,6 +40,14 @@ type Spec struct {
 	Name        string
 	ParseConfig func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error)
 	NewPolicy   func() Policy
+	// Lazy makes the policy an affinity policy in the manner of gRFC A61:
+	// endpoints connect only when a pick asks for them (grpc's
+	// balancer/lazy over pickfirst, endpointsharding without automatic
+	// reconnection), the balancer's ExitIdle wakes nobody, and every
+	// Snapshot lists all endpoints in Snapshot.Members, whatever their
+	// state, so that a picker can route a key to an IDLE endpoint and make
+	// it connect. See publishLazyLocked.
+	Lazy bool
 }
 
 // Options inject the engine's dependencies. The zero value means the wall

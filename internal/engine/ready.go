@@ -27,8 +27,12 @@ type Ready struct {
 // Snapshot is what a policy builds a picker from: the READY endpoints and
 // the engine services a picker needs. It is immutable.
 type Snapshot struct {
-	// Endpoints are the READY endpoints; never empty.
+	// Endpoints are the READY endpoints; never empty, except under a lazy
+	// policy (Spec.Lazy), whose pickers are published in every state.
 	Endpoints []Ready
+	// Members, under a lazy policy only, are all the endpoints in resolver
+	// order, whatever their state; never empty. Nil otherwise.
+	Members []Member
 	// Weights are the endpoints' backend-reported weights, aligned with
 	// Endpoints, when the policy asked for Settings.Weights: the median
 	// stands in for an endpoint without a usable weight, and all are 1 when

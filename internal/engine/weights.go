@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/pickwise/pickwise/orca"
@@ -162,15 +163,23 @@ func (b *engineBalancer) readyWeightsLocked(ready []Ready) []float64 {
 // NewSubConn follows the connections pickfirst children create, so that
 // the connection an endpoint uses can carry its ORCA stream.
 func (c childCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
-	var sc balancer.SubConn
+	// The SubConn is known only once NewSubConn returns. grpc delivers no
+	// state before that, but a fake ClientConn may (its waiters act the
+	// moment it records the SubConn, and lazy policies create SubConns on
+	// endpointsharding's goroutines), so the listener reads it atomically.
+	var ref atomic.Pointer[balancer.SubConn]
 	listener := opts.StateListener
 	opts.StateListener = func(s balancer.SubConnState) {
-		c.b.subConnStateChanged(sc, addrs, s)
+		if p := ref.Load(); p != nil {
+			c.b.subConnStateChanged(*p, addrs, s)
+		}
 		listener(s)
 	}
-	var err error
 	//lint:ignore SA1019 the deprecation is of multi-address SubConns; pickfirst creates one per address through this call, and the engine only passes it on
-	sc, err = c.ClientConn.NewSubConn(addrs, opts)
+	sc, err := c.ClientConn.NewSubConn(addrs, opts)
+	if err == nil {
+		ref.Store(&sc)
+	}
 	return sc, err
 }
 

@@ -112,10 +112,16 @@ func TestDurationJSON(t *testing.T) {
 			t.Errorf("UnmarshalJSON(%s) = %v, %v; want %v", in, d, err, want)
 		}
 	}
-	for _, in := range []string{`30`, `"30"`, `"soon"`, `null`, `{}`} {
+	for _, in := range []string{`30`, `"30"`, `"soon"`, `{}`} {
 		if err := d.UnmarshalJSON([]byte(in)); err == nil {
 			t.Errorf("UnmarshalJSON(%s) accepted", in)
 		}
+	}
+	// An explicit null keeps the value (the default), as encoding/json
+	// does for built-in types.
+	d = Duration(7 * time.Second)
+	if err := d.UnmarshalJSON([]byte(`null`)); err != nil || time.Duration(d) != 7*time.Second {
+		t.Errorf("UnmarshalJSON(null) = %v, %v; want the value kept, 7s", d, err)
 	}
 	b, err := Duration(1500 * time.Millisecond).MarshalJSON()
 	if err != nil || string(b) != `"1.5s"` {

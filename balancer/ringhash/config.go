@@ -1,0 +1,151 @@
+package ringhash
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Table names accepted in Config.Table.
+const (
+	TableRing       = "ring"
+	TableMaglev     = "maglev"
+	TableRendezvous = "rendezvous"
+)
+
+// Config is pickwise_ring_hash's service-config object.
+type Config struct {
+	serviceconfig.LoadBalancingConfig `json:"-"`
+
+	// Table is the algorithm that maps a key to endpoints: "ring" (the
+	// default), "maglev" or "rendezvous".
+	Table string `json:"table"`
+	// MinRingSize and MaxRingSize bound the ring's entries (table "ring"
+	// only). Defaults 1024 and 8M (8388608), at most 8M, as in grpc-go and
+	// Envoy; 0 means the default, as in grpc-go.
+	MinRingSize uint64 `json:"minRingSize"`
+	MaxRingSize uint64 `json:"maxRingSize"`
+	// MaglevTableSize is the Maglev lookup table's size (table "maglev"
+	// only): a prime, default 65537, at most 5000011 (Envoy's bounds); 0
+	// means the default.
+	MaglevTableSize uint64 `json:"maglevTableSize"`
+	// RequestHashHeader names the request header whose value is the key
+	// when the RPC's context carries none (gRFC A76). Lowercased; must be a
+	// valid metadata key and not a binary ("-bin") one. Empty: no header.
+	RequestHashHeader string `json:"requestHashHeader"`
+	// BalanceFactor turns on bounded load (Envoy's hash_balance_factor as
+	// a ratio, 1.25 for 125): an endpoint is skipped for the next candidate
+	// while its in-flight count would exceed ceil(BalanceFactor * (total
+	// in-flight + 1) / endpoints). 0, the default, turns it off; otherwise
+	// it must be at least 1.
+	BalanceFactor float64 `json:"balanceFactor"`
+}
+
+// Defaults and bounds of the fields above.
+const (
+	DefaultMinRingSize     = defaultMinRingSize
+	DefaultMaxRingSize     = defaultMaxRingSize
+	DefaultMaglevTableSize = defaultMaglevTableSize
+)
+
+// DefaultConfig returns the config used for an empty JSON object.
+func DefaultConfig() *Config {
+	return &Config{
+		Table:           TableRing,
+		MinRingSize:     DefaultMinRingSize,
+		MaxRingSize:     DefaultMaxRingSize,
+		MaglevTableSize: DefaultMaglevTableSize,
+	}
+}
+
+// ParseConfig reads a pickwise_ring_hash config: defaults first, then the
+// user's fields over them, then the rules below. Unknown fields are
+// rejected.
+func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	cfg := DefaultConfig()
+	if err := engine.DecodeConfig(Name, js, cfg); err != nil {
+		return nil, err
+	}
+	switch cfg.Table {
+	case TableRing, TableMaglev, TableRendezvous:
+	case "":
+		cfg.Table = TableRing
+	default:
+		return nil, fmt.Errorf("%s: field table %q: must be %q, %q or %q", Name, cfg.Table, TableRing, TableMaglev, TableRendezvous)
+	}
+	// grpc-go reads 0 as "use the default" for both ring sizes.
+	if cfg.MinRingSize == 0 {
+		cfg.MinRingSize = DefaultMinRingSize
+	}
+	if cfg.MaxRingSize == 0 {
+		cfg.MaxRingSize = DefaultMaxRingSize
+	}
+	// grpc-go and Envoy reject ring sizes above 8M entries.
+	if cfg.MinRingSize > maxRingSizeLimit {
+		return nil, fmt.Errorf("%s: field minRingSize %d: must be <= %d", Name, cfg.MinRingSize, maxRingSizeLimit)
+	}
+	if cfg.MaxRingSize > maxRingSizeLimit {
+		return nil, fmt.Errorf("%s: field maxRingSize %d: must be <= %d", Name, cfg.MaxRingSize, maxRingSizeLimit)
+	}
+	if cfg.MinRingSize > cfg.MaxRingSize {
+		return nil, fmt.Errorf("%s: field minRingSize %d: must be <= maxRingSize %d", Name, cfg.MinRingSize, cfg.MaxRingSize)
+	}
+	// Envoy's Maglev table_size: a prime, at most 5000011. Primality is
+	// what makes every endpoint's permutation visit every slot.
+	if cfg.MaglevTableSize == 0 {
+		cfg.MaglevTableSize = DefaultMaglevTableSize
+	}
+	if cfg.MaglevTableSize > maxMaglevTableSize || !isPrime(cfg.MaglevTableSize) {
+		return nil, fmt.Errorf("%s: field maglevTableSize %d: must be a prime <= %d", Name, cfg.MaglevTableSize, maxMaglevTableSize)
+	}
+	// gRFC A76 and grpc-go: the header is matched lowercased, must be a
+	// valid metadata key, and must not be binary.
+	if cfg.RequestHashHeader != "" {
+		cfg.RequestHashHeader = strings.ToLower(cfg.RequestHashHeader)
+		if err := validateHeaderKey(cfg.RequestHashHeader); err != nil {
+			return nil, fmt.Errorf("%s: field requestHashHeader %q: %v", Name, cfg.RequestHashHeader, err)
+		}
+		if strings.HasSuffix(cfg.RequestHashHeader, "-bin") {
+			return nil, fmt.Errorf("%s: field requestHashHeader %q: must not end with \"-bin\"", Name, cfg.RequestHashHeader)
+		}
+	}
+	// Envoy's hash_balance_factor is at least 100 (a ratio of 1): below it
+	// the caps would sum to less than the load and every endpoint could be
+	// full. 0 is "off".
+	if bf := cfg.BalanceFactor; bf != 0 && (!(bf >= 1) || math.IsInf(bf, 0)) {
+		return nil, fmt.Errorf("%s: field balanceFactor %v: must be 0 (off) or a finite number >= 1", Name, bf)
+	}
+	return cfg, nil
+}
+
+// buildTable builds the table cfg names over eps.
+func (c *Config) buildTable(eps []endpoint) (table, error) {
+	switch c.Table {
+	case TableMaglev:
+		return newMaglev(eps, c.MaglevTableSize)
+	case TableRendezvous:
+		return newRendezvous(eps)
+	default:
+		return newRing(eps, c.MinRingSize, c.MaxRingSize)
+	}
+}
+
+// validateHeaderKey applies grpc-go's rule for metadata keys (the one its
+// ring_hash applies to requestHashHeader): not a pseudo-header, and only
+// 0-9, a-z, '-', '_' and '.', the key already lowercased.
+func validateHeaderKey(k string) error {
+	if strings.HasPrefix(k, ":") {
+		return fmt.Errorf("must not start with ':'")
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("character %q at %d: a key may hold only 0-9, a-z, '-', '_' and '.'", c, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+// Package ringhash implements pickwise_ring_hash: consistent-hash load
+// balancing with a choice of table (ring, Maglev or rendezvous), bounded
+// load, and a per-RPC key from the context.
+//
+// Every RPC has a key, and every RPC with the same key goes to the same
+// endpoint while the endpoint set is unchanged: caches, sessions and
+// shards stay warm. The key comes from, in this order:
+//
+//  1. WithKey(ctx, key): set per RPC by the caller. The key is hashed when
+//     the context is made, so the pick reads a number and allocates
+//     nothing.
+//  2. The request header named by requestHashHeader (gRFC A76): its values,
+//     joined with ",", hashed with XXH64 as grpc-go does.
+//  3. Otherwise a random hash (gRFC A76): such an RPC goes to the first
+//     READY endpoint along the table from a random point, waking at most
+//     one IDLE endpoint on the way, and none while one is connecting.
+//
+// Tables. "ring" (the default) is the consistent-hash ring of Karger et al.
+// as Envoy and grpc-go build it: XXH64, virtual nodes in proportion to
+// endpoint weight, between minRingSize (1024) and maxRingSize (8M) entries.
+// Each endpoint gets at least 128 entries, so that with eight or more
+// endpoints adding or removing one moves only that endpoint's keys (see
+// ring.go). "maglev" is Google's Maglev table (Eisenbud et al., NSDI 2016)
+// of maglevTableSize slots, a prime (default 65537): the fastest lookup and
+// the most even shares, at the price of a little extra key movement when
+// the set changes. "rendezvous" is weighted highest-random-weight hashing
+// (Thaler and Ravishankar): exactly minimal movement and exact weighted
+// shares, but every pick scores every endpoint, O(N), about 1 µs at 1000
+// endpoints; use it for tens or hundreds. Weights come from the endpoint
+// weight attribute that xDS sets (load_balancing_weight), default 1.
+//
+// Placement depends only on each endpoint's identity and weight, never on
+// the order the resolver lists them in, so independent clients with the
+// same endpoint set map every key identically. The identity is the
+// endpoint's gRFC A76 hash key when the control plane sets one (grpc's
+// resolver/ringhash attribute), else its first address. Tables are built
+// when the endpoint set, a weight or the config changes, never on the pick
+// path, and swapped in with the picker; connectivity changes reuse them.
+//
+// Connections follow gRFC A61: endpoints connect lazily, when a key first
+// leads to them. A pick whose endpoint is IDLE wakes it and waits for it
+// (the RPC queues, or fails at once unless it is wait-for-ready); endpoints
+// in TRANSIENT_FAILURE are skipped for the next candidate along the table.
+// The channel is READY when any endpoint is, TRANSIENT_FAILURE when two or
+// more failed and none is READY, and one endpoint is always connecting
+// while the channel is not READY.
+//
+// Bounded load (Mirrokni, Thorup and Zadimoghaddam, "Consistent Hashing
+// with Bounded Loads", 2018; Envoy's hash_balance_factor) is off unless
+// balanceFactor is set, for instance to 1.25: an endpoint whose in-flight
+// count would exceed
+//
+//	ceil(balanceFactor * (total in-flight + 1) / endpoints)
+//
+// is skipped for the next candidate along the table, so no endpoint carries
+// more than balanceFactor times the mean (plus one, for rounding). A
+// skipped key's RPC goes to the less loaded of the next few candidates
+// that are under the cap, so that one hot key's overflow spreads rather
+// than filling its neighbour and pushing the neighbour's own keys out. The
+// counts are local to this balancer: each client bounds the load it sends,
+// not what a backend serves in total.
+//
+// Register the policy with a blank import and select it in the service
+// config; every field is optional:
+//
+//	import _ "github.com/pickwise/pickwise/balancer/ringhash"
+//
+//	{"loadBalancingConfig": [{"pickwise_ring_hash": {
+//	  "table": "ring",
+//	  "minRingSize": 1024,
+//	  "maxRingSize": 8388608,
+//	  "maglevTableSize": 65537,
+//	  "requestHashHeader": "x-user-id",
+//	  "balanceFactor": 1.25
+//	}}]}
+//
+//	ctx = ringhash.WithKey(ctx, userID) // per RPC
+package ringhash

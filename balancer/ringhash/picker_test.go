@@ -1,0 +1,620 @@
+package ringhash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	grpcringhash "google.golang.org/grpc/resolver/ringhash"
+)
+
+// tableConfigs are the policy's configs for the three tables, at defaults.
+var tableConfigs = []struct{ name, cfg string }{
+	{TableRing, `{"table": "ring"}`},
+	{TableMaglev, `{"table": "maglev"}`},
+	{TableRendezvous, `{"table": "rendezvous"}`},
+}
+
+// currentPicker is the balancer's latest picker as ours.
+func currentPicker(t testing.TB, h *testkit.Harness) *picker {
+	t.Helper()
+	p, ok := h.CC.State().Picker.(*picker)
+	if !ok {
+		t.Fatalf("picker is %T, want *picker", h.CC.State().Picker)
+	}
+	return p
+}
+
+// states counts the latest picker's members by state.
+func states(p *picker) map[connectivity.State]int {
+	m := map[connectivity.State]int{}
+	for i := range p.members {
+		m[p.members[i].State]++
+	}
+	return m
+}
+
+// connectAll wakes every endpoint of the latest picker, makes addrs READY
+// and waits for a picker in which all of them are.
+func connectAll(t testing.TB, h *testkit.Harness, addrs []string) {
+	t.Helper()
+	p := currentPicker(t, h)
+	for i := range p.members {
+		p.members[i].ExitIdle()
+	}
+	h.Ready(addrs...)
+	waitStates(t, h, connectivity.Ready, len(addrs))
+}
+
+// waitStates waits for a picker with n members in state st.
+func waitStates(t testing.TB, h *testkit.Harness, st connectivity.State, n int) *picker {
+	t.Helper()
+	var p *picker
+	if err := h.CC.WaitFor(h.Ctx, func(s balancer.State) error {
+		var ok bool
+		if p, ok = s.Picker.(*picker); !ok {
+			return fmt.Errorf("picker is %T", s.Picker)
+		}
+		if got := states(p)[st]; got != n {
+			return fmt.Errorf("%d endpoints %v, want %d", got, st, n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// start builds the policy with cfg over eps and connects them all.
+func start(t testing.TB, cfg string, eps []resolver.Endpoint) *testkit.Harness {
+	t.Helper()
+	h := testkit.NewHarness(t, Name, cfg)
+	if err := h.Update(eps...); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]string, len(eps))
+	for i, ep := range eps {
+		addrs[i] = ep.Addresses[0].Addr
+	}
+	connectAll(t, h, addrs)
+	return h
+}
+
+// pickCtx picks once with ctx from the latest picker.
+func pickCtx(h *testkit.Harness, ctx context.Context) (string, func(balancer.DoneInfo), error) {
+	res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
+	if err != nil {
+		return "", nil, err
+	}
+	return res.SubConn.(*testkit.SubConn).Addr(), res.Done, nil
+}
+
+// pickKey picks once for key (WithKey) and finishes the call.
+func pickKey(t testing.TB, h *testkit.Harness, key string) string {
+	t.Helper()
+	a, done, err := pickCtx(h, WithKey(context.Background(), key))
+	if err != nil {
+		t.Fatalf("Pick(%q): %v", key, err)
+	}
+	done(balancer.DoneInfo{})
+	return a
+}
+
+// placement maps each of keys to the endpoint it is picked for.
+func placement(t testing.TB, h *testkit.Harness, keys []string) map[string]string {
+	t.Helper()
+	m := make(map[string]string, len(keys))
+	for _, k := range keys {
+		m[k] = pickKey(t, h, k)
+	}
+	return m
+}
+
+func keyNames(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("user-%d", i)
+	}
+	return ks
+}
+
+func reversed(eps []resolver.Endpoint) []resolver.Endpoint {
+	r := slices.Clone(eps)
+	slices.Reverse(r)
+	return r
+}
+
+// TestLazyConnect checks gRFC A61's connection management: nothing
+// connects until a pick needs it, a key's pick wakes only its endpoint
+// and waits for it, and the channel reports IDLE meanwhile.
+func TestLazyConnect(t *testing.T) {
+	h := testkit.NewHarness(t, Name, `{}`)
+	as := testkit.Addrs(5)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.CC.State().ConnectivityState; st != connectivity.Idle {
+		t.Fatalf("state before any pick = %v, want IDLE", st)
+	}
+	if n := len(h.CC.SubConns()); n != 0 {
+		t.Fatalf("%d SubConns before any pick, want 0", n)
+	}
+	p := currentPicker(t, h)
+	want := p.members[p.tbl.first(hashKey("k")).endpoint].Stats.Addr()
+	if _, _, err := pickCtx(h, WithKey(context.Background(), "k")); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick on an IDLE endpoint = %v, want ErrNoSubConnAvailable (queue)", err)
+	}
+	sc, err := h.CC.WaitForSubConn(h.Ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	waitStates(t, h, connectivity.Ready, 1)
+	if got := pickKey(t, h, "k"); got != want {
+		t.Fatalf("key picked %s, want its endpoint %s", got, want)
+	}
+	if n := len(h.CC.SubConns()); n != 1 {
+		t.Fatalf("%d SubConns after one key, want 1", n)
+	}
+	if st := h.CC.State().ConnectivityState; st != connectivity.Ready {
+		t.Fatalf("state = %v, want READY", st)
+	}
+	// The balancer's ExitIdle must not wake the other four.
+	h.B.ExitIdle()
+	if got := states(currentPicker(t, h))[connectivity.Idle]; got != 4 {
+		t.Fatalf("%d IDLE endpoints after ExitIdle, want 4", got)
+	}
+}
+
+// TestIdleTriggersConnect checks that a key whose endpoint lost its
+// connection (READY -> IDLE, no automatic reconnect) reconnects it on its
+// next pick and waits for it rather than moving.
+func TestIdleTriggersConnect(t *testing.T) {
+	as := testkit.Addrs(4)
+	h := start(t, `{}`, testkit.Endpoints(as))
+	target := pickKey(t, h, "k")
+	sc := h.CC.SubConnFor(target)
+	before := sc.Connects()
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+	waitStates(t, h, connectivity.Idle, 1)
+	if _, _, err := pickCtx(h, WithKey(context.Background(), "k")); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick on an IDLE endpoint = %v, want ErrNoSubConnAvailable", err)
+	}
+	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
+		if sc.Connects() == before {
+			return fmt.Errorf("no reconnect of %s", target)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	waitStates(t, h, connectivity.Ready, len(as))
+	if got := pickKey(t, h, "k"); got != target {
+		t.Fatalf("after reconnect the key went to %s, want %s", got, target)
+	}
+}
+
+// TestPickerDeterminism checks that placement depends only on the endpoint set:
+// the same key reaches the same endpoint across picker rebuilds, endpoint
+// list reorderings and independent balancers, and a state change does not
+// rebuild the table.
+func TestPickerDeterminism(t *testing.T) {
+	keys := keyNames(2000)
+	for _, tc := range tableConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			eps := testkit.Endpoints(testkit.Addrs(10))
+			h := start(t, tc.cfg, eps)
+			want := placement(t, h, keys)
+			tbl := currentPicker(t, h).tbl
+
+			// A connectivity change publishes a picker over the same table.
+			sc := h.CC.SubConnFor(want[keys[0]])
+			sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+			waitStates(t, h, connectivity.Idle, 1)
+			if currentPicker(t, h).tbl != tbl {
+				t.Errorf("a state change rebuilt the table")
+			}
+			sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+			sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+			waitStates(t, h, connectivity.Ready, 10)
+
+			// A reordered list: a new picker, the same placement.
+			shuffled := slices.Clone(eps)
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			if err := h.Update(shuffled...); err != nil {
+				t.Fatal(err)
+			}
+			if got := placement(t, h, keys); !mapsEqual(got, want) {
+				t.Errorf("placement changed after reordering the endpoint list")
+			}
+			if currentPicker(t, h).tbl != tbl {
+				t.Errorf("reordering the endpoint list rebuilt the table")
+			}
+
+			// Another balancer, given the list in another order.
+			h2 := start(t, tc.cfg, reversed(eps))
+			if got := placement(t, h2, keys); !mapsEqual(got, want) {
+				t.Errorf("two balancers with the same endpoints place keys differently")
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPickerWeights checks that an endpoint of weight 2 owns twice the share of
+// one of weight 1, within 10%, in every table.
+func TestPickerWeights(t *testing.T) {
+	keys := keyNames(30000)
+	for _, tc := range tableConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			as := testkit.Addrs(6)
+			eps := testkit.Endpoints(as)
+			eps[0] = testkit.Endpoint(as[0], 2)
+			h := start(t, tc.cfg, eps)
+			counts := map[string]int{}
+			for _, a := range placement(t, h, keys) {
+				counts[a]++
+			}
+			heavy := float64(counts[as[0]])
+			light := float64(len(keys)-counts[as[0]]) / float64(len(as)-1)
+			ratio := heavy / light
+			t.Logf("weight 2 share %.3f, weight 1 mean share %.3f, ratio %.3f", heavy/float64(len(keys)), light/float64(len(keys)), ratio)
+			if math.Abs(ratio-2) > 0.2 {
+				t.Errorf("weight-2 endpoint owns %.3fx a weight-1 endpoint's share, want 2 +-10%%", ratio)
+			}
+		})
+	}
+}
+
+// fail drives addr's connection to TRANSIENT_FAILURE the way it happens
+// under a lazy policy: the connection drops (IDLE), a pick for key wakes
+// it, and the attempt fails; failed endpoints are then down.
+func fail(t testing.TB, h *testkit.Harness, addr, key string, failed int) {
+	t.Helper()
+	sc := h.CC.SubConnFor(addr)
+	before := sc.Connects()
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+	waitStates(t, h, connectivity.Idle, 1)
+	if _, _, err := pickCtx(h, WithKey(context.Background(), key)); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick on an IDLE endpoint = %v, want ErrNoSubConnAvailable", err)
+	}
+	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
+		if sc.Connects() == before {
+			return fmt.Errorf("no reconnect of %s", addr)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
+	waitStates(t, h, connectivity.TransientFailure, failed)
+}
+
+// TestTransientFailureSkip checks gRFC A61's walk: the keys of an endpoint
+// in TRANSIENT_FAILURE go to the next candidates along the table, the
+// other keys stay, and the channel stays READY.
+func TestTransientFailureSkip(t *testing.T) {
+	keys := keyNames(1000)
+	for _, tc := range tableConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			as := testkit.Addrs(5)
+			h := start(t, tc.cfg, testkit.Endpoints(as))
+			before := placement(t, h, keys)
+			down := before[keys[0]]
+			fail(t, h, down, keys[0], 1)
+			if st := h.CC.State().ConnectivityState; st != connectivity.Ready {
+				t.Fatalf("state with one endpoint down = %v, want READY", st)
+			}
+			moved := 0
+			for k, a := range placement(t, h, keys) {
+				switch {
+				case a == down:
+					t.Fatalf("key %q went to %s in TRANSIENT_FAILURE", k, down)
+				case before[k] == down:
+					moved++
+				case a != before[k]:
+					t.Fatalf("key %q moved from %s to %s though its endpoint is up", k, before[k], a)
+				}
+			}
+			if moved == 0 {
+				t.Fatalf("no key moved")
+			}
+		})
+	}
+}
+
+// TestAllFailed checks the aggregate state and error when every endpoint
+// has failed: TRANSIENT_FAILURE, and a pick fails with the connection
+// error rather than queueing.
+func TestAllFailed(t *testing.T) {
+	as := testkit.Addrs(2)
+	h := start(t, `{}`, testkit.Endpoints(as))
+	fail(t, h, as[0], keyFor(t, h, as[0]), 1)
+	fail(t, h, as[1], keyFor(t, h, as[1]), 2)
+	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := pickCtx(h, WithKey(context.Background(), "k"))
+	if err == nil || errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick with every endpoint failed = %v, want the connection error", err)
+	}
+}
+
+// keyFor returns a key the latest picker places on addr.
+func keyFor(t testing.TB, h *testkit.Harness, addr string) string {
+	t.Helper()
+	p := currentPicker(t, h)
+	for i := 0; i < 100000; i++ {
+		k := fmt.Sprintf("probe-%d", i)
+		if p.members[p.tbl.first(hashKey(k)).endpoint].Stats.Addr() == addr {
+			return k
+		}
+	}
+	t.Fatalf("no key for %s", addr)
+	return ""
+}
+
+// TestKeySources checks the key order: WithKey, then the request hash
+// header (several values joined with ","), then a random hash.
+func TestKeySources(t *testing.T) {
+	as := testkit.Addrs(5)
+	h := start(t, `{"requestHashHeader": "X-Key"}`, testkit.Endpoints(as))
+	ctx := context.Background()
+	hdr := func(vals ...string) context.Context {
+		md := metadata.MD{}
+		md.Append("x-key", vals...)
+		return metadata.NewOutgoingContext(ctx, md)
+	}
+	a := keyFor(t, h, as[0])
+	b := keyFor(t, h, as[1])
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"header", hdr(a), as[0]},
+		{"header appended", metadata.AppendToOutgoingContext(ctx, "x-key", b), as[1]},
+		{"WithKey wins over the header", WithKey(hdr(a), b), as[1]},
+		{"several values joined", hdr("p", "q"), pickKey(t, h, "p,q")},
+	} {
+		for range 10 {
+			got, done, err := pickCtx(h, tc.ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			done(balancer.DoneInfo{})
+			if got != tc.want {
+				t.Fatalf("%s: picked %s, want %s", tc.name, got, tc.want)
+			}
+		}
+	}
+	// No key: a random hash each time, so every endpoint is reached.
+	seen := map[string]int{}
+	for range 500 {
+		got, done, err := pickCtx(h, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(balancer.DoneInfo{})
+		seen[got]++
+	}
+	if len(seen) != len(as) {
+		t.Fatalf("random-hash picks reached %v, want all %d endpoints", seen, len(as))
+	}
+}
+
+// TestRandomHashWakesOne checks gRFC A76's rule for picks without a key:
+// with nothing READY, a pick wakes one IDLE endpoint and queues, and picks
+// made while it connects wake no other.
+func TestRandomHashWakesOne(t *testing.T) {
+	h := testkit.NewHarness(t, Name, `{}`)
+	if err := h.Update(testkit.Endpoints(testkit.Addrs(5))...); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pickCtx(h, context.Background()); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick = %v, want ErrNoSubConnAvailable", err)
+	}
+	waitStates(t, h, connectivity.Connecting, 1)
+	for range 100 {
+		if _, _, err := pickCtx(h, context.Background()); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			t.Fatalf("Pick = %v, want ErrNoSubConnAvailable", err)
+		}
+	}
+	if n := len(h.CC.SubConns()); n != 1 {
+		t.Fatalf("%d SubConns after keyless picks, want 1", n)
+	}
+}
+
+// TestBoundedLoadHotKey drives a Zipf(1.1) key stream over 10 endpoints
+// with up to 200 calls held in flight and balanceFactor 1.25: no endpoint
+// ever carries more than 1.25 x the mean + 1, and at least 80% of calls
+// still land on their key's first choice.
+func TestBoundedLoadHotKey(t *testing.T) {
+	const (
+		endpoints = 10
+		keys      = 100000
+		calls     = 20000
+		held      = 200
+		factor    = 1.25
+	)
+	for _, tc := range tableConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			as := testkit.Addrs(endpoints)
+			h := start(t, fmt.Sprintf(`{"table": %q, "balanceFactor": %v}`, tc.name, factor), testkit.Endpoints(as))
+			p := currentPicker(t, h)
+			rnd := rand.New(rand.NewPCG(7, 11))
+			zipf := rand.NewZipf(rnd, 1.1, 1, keys-1)
+			type call struct {
+				addr string
+				done func(balancer.DoneInfo)
+			}
+			var pending []call
+			load := map[string]int{}
+			total, first, worst := 0, 0, 0.0
+			for range calls {
+				k := fmt.Sprintf("key-%d", zipf.Uint64())
+				a, done, err := pickCtx(h, WithKey(context.Background(), k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a == p.members[p.tbl.first(hashKey(k)).endpoint].Stats.Addr() {
+					first++
+				}
+				pending = append(pending, call{a, done})
+				load[a]++
+				total++
+				mean := float64(total) / endpoints
+				for _, n := range load {
+					if float64(n) > factor*mean+1 {
+						t.Fatalf("an endpoint carries %d calls, mean %.1f: above %v x mean + 1", n, mean, factor)
+					}
+					if total >= held {
+						worst = max(worst, float64(n)/mean)
+					}
+				}
+				if len(pending) > held {
+					i := rnd.IntN(len(pending))
+					c := pending[i]
+					pending[i] = pending[len(pending)-1]
+					pending = pending[:len(pending)-1]
+					c.done(balancer.DoneInfo{})
+					load[c.addr]--
+					total--
+				}
+			}
+			for _, c := range pending {
+				c.done(balancer.DoneInfo{})
+			}
+			share := float64(first) / calls
+			t.Logf("first choice %.1f%%, worst max/mean at full concurrency %.2f", 100*share, worst)
+			if share < 0.8 {
+				t.Fatalf("%.1f%% of calls on their first choice, want >= 80%%", 100*share)
+			}
+			if n := p.load.total.Load(); n != 0 {
+				t.Fatalf("in-flight total %d after every call finished, want 0", n)
+			}
+		})
+	}
+}
+
+// TestPickAllocs checks that a pick with a WithKey key and its Done
+// allocate nothing, with and without bounded load.
+func TestPickAllocs(t *testing.T) {
+	for _, cfg := range []string{`{}`, `{"balanceFactor": 1.25}`, `{"table": "maglev"}`, `{"table": "rendezvous"}`} {
+		h := start(t, cfg, testkit.Endpoints(testkit.Addrs(10)))
+		p := h.CC.State().Picker
+		info := balancer.PickInfo{Ctx: WithKey(context.Background(), "k")}
+		allocs := testing.AllocsPerRun(1000, func() {
+			res, err := p.Pick(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Done(balancer.DoneInfo{})
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per pick, want 0", cfg, allocs)
+		}
+	}
+}
+
+// TestEmptyEndpointList checks that an empty list is refused and that the
+// policy recovers when endpoints arrive.
+func TestEmptyEndpointList(t *testing.T) {
+	h := testkit.NewHarness(t, Name, `{}`)
+	if err := h.Update(); !errors.Is(err, balancer.ErrBadResolverState) {
+		t.Fatalf("UpdateClientConnState with no endpoints = %v, want ErrBadResolverState", err)
+	}
+	if err := h.CC.WaitForState(h.Ctx, connectivity.TransientFailure); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.CC.State().Picker.Pick(balancer.PickInfo{}); err == nil {
+		t.Fatal("Pick with no endpoints succeeded")
+	}
+	as := testkit.Addrs(2)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	connectAll(t, h, as)
+	pickKey(t, h, "k")
+}
+
+// TestFailureWakesAnother checks gRFC A61's rule that while the channel is
+// not READY one endpoint is always connecting: when the only connected
+// endpoint fails, the balancer wakes an IDLE one by itself.
+func TestFailureWakesAnother(t *testing.T) {
+	h := testkit.NewHarness(t, Name, `{}`)
+	as := testkit.Addrs(3)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pickCtx(h, WithKey(context.Background(), "k")); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("Pick = %v, want ErrNoSubConnAvailable", err)
+	}
+	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
+		if n := len(h.CC.SubConns()); n != 1 {
+			return fmt.Errorf("%d SubConns, want 1", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sc := h.CC.SubConns()[0]
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
+	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
+		if n := len(h.CC.SubConns()); n != 2 {
+			return fmt.Errorf("%d SubConns, want 2: a failure must wake another endpoint", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.CC.WaitForState(h.Ctx, connectivity.Connecting); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHashKeyIdentity checks that an endpoint with a gRFC A76 hash key is
+// placed by it, not by its address: two fleets with the same hash keys on
+// different addresses map every key to the endpoint with the same hash key.
+func TestHashKeyIdentity(t *testing.T) {
+	as := testkit.Addrs(10)
+	withKeys := func(addrs []string) []resolver.Endpoint {
+		eps := testkit.Endpoints(addrs)
+		for i := range eps {
+			eps[i] = grpcringhash.SetHashKey(eps[i], fmt.Sprintf("node-%d", i))
+		}
+		return eps
+	}
+	h1 := start(t, `{}`, withKeys(as[:5]))
+	h2 := start(t, `{}`, withKeys(as[5:]))
+	for k, a := range placement(t, h1, keyNames(500)) {
+		if b := pickKey(t, h2, k); slices.Index(as, b)-5 != slices.Index(as, a) {
+			t.Fatalf("key %q: %s in one fleet, %s in the other, want the same hash key", k, a, b)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// This file is the engine's side of affinity policies (Spec.Lazy), the
+// ones gRFC A61 describes for ring hash: a key names one endpoint whatever
+// its state, so the picker needs every endpoint, not only the READY ones,
+// and connections open only where keys lead.
+
+// Member is one endpoint of a lazy policy's snapshot, in any connectivity
+// state.
+type Member struct {
+	// Ready carries the endpoint's child picker and long-lived state; pick
+	// through it with PickEndpoint or PickEndpointDone once State is READY.
+	// Slow start does not apply to lazy policies: RampEnd is always 0.
+	Ready
+	// State is the endpoint's connectivity state as of the snapshot.
+	State connectivity.State
+	// Endpoint is the endpoint as the resolver gave it, attributes
+	// included (the A76 hash key, the weight).
+	Endpoint resolver.Endpoint
+	// Weight is the endpoint's static weight, at least 1.
+	Weight uint32
+	// ExitIdle asks the endpoint's child to connect. It returns at once
+	// (the work happens on a goroutine of endpointsharding's), so a picker
+	// may call it.
+	ExitIdle func()
+}
+
+// PickEndpointDone is PickEndpoint with done as the call's Done instead of
+// the engine's own, for a policy that must see every call end (to keep a
+// count of its own). done must call r.Stats.Finish exactly once.
+func PickEndpointDone(r *Ready, info balancer.PickInfo, done func(balancer.DoneInfo)) (balancer.PickResult, error) {
+	res, err := r.Picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	r.Stats.started()
+	return withDone(res, done), nil
+}
+
+// Finish is what the engine's own Done does for a call picked for e: the
+// call leaves the in-flight count and its outcome is recorded. Only a Done
+// given to PickEndpointDone may call it.
+func (e *Endpoint) Finish(info balancer.DoneInfo) { e.finish(info) }
+
+// publishLazyLocked gives the parent a lazy policy's picker: one over every
+// endpoint, published in every state (the picker must reach IDLE endpoints
+// to wake them), with gRFC A61's aggregate state.
+func (b *engineBalancer) publishLazyLocked(now int64) {
+	members := make([]Member, 0, len(b.order))
+	var ready []Ready
+	var counts [connectivity.Shutdown + 1]int
+	for _, e := range b.order {
+		if e.gen != b.gen {
+			continue
+		}
+		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
+		members = append(members, Member{Ready: r, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle})
+		if e.state <= connectivity.Shutdown {
+			counts[e.state]++
+		}
+		if e.state == connectivity.Ready {
+			ready = append(ready, r)
+		}
+	}
+	if len(members) == 0 {
+		b.cc.UpdateState(balancer.State{
+			ConnectivityState: b.aggregate.ConnectivityState,
+			Picker:            b.noReadyPickerLocked(),
+		})
+		return
+	}
+	state := lazyAggregate(counts, len(members))
+	if (state == connectivity.Connecting || state == connectivity.TransientFailure) && counts[connectivity.Connecting] == 0 {
+		// gRFC A61: while the channel is not READY, one endpoint must be
+		// trying to connect, or a parent such as priority would never see
+		// this child recover. The first IDLE one in resolver order, so that
+		// repeated updates wake the same endpoint rather than a new one
+		// each time.
+		for i := range members {
+			if m := &members[i]; m.State == connectivity.Idle && m.ExitIdle != nil {
+				m.ExitIdle()
+				break
+			}
+		}
+	}
+	if len(ready) > 0 {
+		b.everReady = true
+	}
+	snap := &Snapshot{
+		Endpoints: ready,
+		Members:   members,
+		Clock:     b.clock,
+		Rand:      b.rand,
+		penalty:   b.shared.penalty.Load(),
+		latency:   b.latency,
+		Built:     now,
+	}
+	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: b.policy.NewPicker(snap)})
+}
+
+// lazyAggregate is gRFC A61's aggregate state of a ring-hash-like policy:
+// READY if any endpoint is; TRANSIENT_FAILURE if two or more failed, so
+// that a parent fails over instead of waiting on a picker that would walk
+// past them; CONNECTING if one is connecting or, among several endpoints,
+// exactly one failed (a key walks past it); IDLE if one is idle; else
+// TRANSIENT_FAILURE.
+func lazyAggregate(counts [connectivity.Shutdown + 1]int, total int) connectivity.State {
+	switch {
+	case counts[connectivity.Ready] > 0:
+		return connectivity.Ready
+	case counts[connectivity.TransientFailure] > 1:
+		return connectivity.TransientFailure
+	case counts[connectivity.Connecting] > 0:
+		return connectivity.Connecting
+	case counts[connectivity.TransientFailure] == 1 && total > 1:
+		return connectivity.Connecting
+	case counts[connectivity.Idle] > 0:
+		return connectivity.Idle
+	}
+	return connectivity.TransientFailure
+}
