@@ -1,8 +1,7 @@
-// Package subset holds the pure subsetting algorithms of the future
-// pickwise_subset parent policy: given the identities of all backends (for
-// example their addresses), each function returns the few backends one
-// client should connect to. Nothing here touches grpc; the policy that wires
-// these functions into a balancer lives elsewhere.
+// This file holds the pure subsetting algorithms of pickwise_subset (the
+// package documentation is in doc.go): given the identities of all
+// backends (for example their addresses), each function returns the few
+// backends one client should connect to. Nothing here touches grpc.
 //
 // The algorithms:
 //
@@ -31,6 +30,7 @@
 // answer from its own copy of the list. Duplicate identities are dropped
 // (the set is what counts; a resolver that repeats an address must not give
 // that backend a double share). Returned subsets are sorted.
+
 package subset
 
 import (
