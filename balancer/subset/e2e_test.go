@@ -2,10 +2,10 @@ package subset_test
 
 // End-to-end: real gRPC channels over loopback to internal/fleet backends,
 // pickwise_subset selected by service config with the default child
-// (pickwise_p2c). Connections are counted by a dialer each client installs
-// (grpc.WithContextDialer), which sees every TCP connection the channel
-// opens: the fleet's backends do not count accepted connections, and a
-// dial is the client-side view of the same event.
+// (pickwise_p2c). Connections are counted on both sides: by a dialer each
+// client installs (grpc.WithContextDialer), which tells which client
+// opened which connection, and by the backends themselves (the
+// connections they accepted).
 
 import (
 	"context"
@@ -128,13 +128,21 @@ func TestE2E(t *testing.T) {
 		}
 		t.Logf("client %d: subset %v, dials %v, last batch %v", cl.index, w, cl.d.snapshot(), res.PerBackend)
 	}
-	// Balanced: 3 clients x 3 = 9 pairs over 9 backends, one client each.
+	// Balanced: 3 clients x 3 = 9 pairs over 9 backends, one client each;
+	// each backend accepted exactly that one client's connection.
+	accepted := map[string]int64{}
+	for _, b := range f.Backends {
+		accepted[b.Addr()] = b.Accepted()
+	}
 	for _, a := range addrs {
 		if perBackend[a] != 1 {
 			t.Errorf("backend %s has %d clients, want 1", a, perBackend[a])
 		}
+		if accepted[a] != 1 {
+			t.Errorf("backend %s accepted %d connections, want 1", a, accepted[a])
+		}
 	}
-	t.Logf("clients per backend: %v", perBackend)
+	t.Logf("clients per backend: %v; connections accepted per backend: %v", perBackend, accepted)
 
 	// Remove one of client 0's backends from client 0's resolver.
 	c0 := clients[0]

@@ -59,6 +59,7 @@ type Backend struct {
 	// rather than guarded by mu, which only serializes Stop and Restart.
 	behavior atomic.Pointer[Behavior]
 	served   atomic.Int64
+	accepted atomic.Int64 // TCP connections accepted, across restarts
 
 	mu   sync.Mutex
 	srv  *grpc.Server  // nil while stopped
@@ -96,6 +97,11 @@ func (b *Backend) Behavior() Behavior { return *b.behavior.Load() }
 // failures. It is the server's own view, which tests compare with what the
 // client believes happened.
 func (b *Backend) Served() int64 { return b.served.Load() }
+
+// Accepted counts the TCP connections the backend has accepted since it
+// started, across restarts: the server's view of which clients connect to
+// it, for tests of policies that choose which backends to connect to.
+func (b *Backend) Accepted() int64 { return b.accepted.Load() }
 
 // ResetCounts zeroes Served, so a test can measure one phase (for example
 // after a warm-up) on its own.
@@ -156,7 +162,7 @@ func (b *Backend) serveLocked(ln net.Listener) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = srv.Serve(ln) // returns when srv.Stop is called
+		_ = srv.Serve(countingListener{ln, &b.accepted}) // returns when srv.Stop is called
 	}()
 	b.srv, b.done = srv, done
 }
@@ -200,4 +206,18 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
