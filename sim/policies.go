@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"fmt"
+
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"  // registers pickwise_orca_wrr
 	_ "github.com/pickwise/pickwise/balancer/p2c"      // registers pickwise_p2c
 	_ "github.com/pickwise/pickwise/balancer/peakewma" // registers pickwise_peak_ewma
+	_ "github.com/pickwise/pickwise/balancer/ringhash" // registers pickwise_ring_hash
 	_ "google.golang.org/grpc/balancer/leastrequest"
 	_ "google.golang.org/grpc/balancer/ringhash"
 	_ "google.golang.org/grpc/balancer/roundrobin"
@@ -25,14 +28,56 @@ func loadAwarePolicies() []Policy {
 }
 
 // The columns shared by the hash scenarios (hot key, remap storm): plain
-// modulo hashing and grpc-go's ring hash, keyed by the request's HashHeader.
-// Later hash policies add themselves here, one entry each.
+// modulo hashing, grpc-go's ring hash, and pickwise_ring_hash over each of
+// its tables, all keyed by the request's HashHeader. A scenario where load
+// changes placement adds boundedRingHash's columns.
 func hashPolicies() []Policy {
 	ring := GRPC("ring_hash", "ring_hash_experimental", `{"requestHashHeader":"`+HashHeader+`","minRingSize":1024}`)
 	// Every request carries a key, so ring_hash draws no random numbers and
 	// its ring depends only on the addresses: the column is reproducible.
 	ring.Note = ""
-	return []Policy{Modulo(), ring}
+	return []Policy{Modulo(), ring,
+		pickwiseRingHash("ring", 0,
+			"pickwise_ring_hash (ring): the default table; like ring_hash's, but every endpoint gets at least 128 entries, so a new endpoint takes only its own share"),
+		pickwiseRingHash("maglev", 0,
+			"pickwise_ring_hash (maglev): Maglev's 65537-slot lookup table; the most even key shares, a little extra movement when the set changes"),
+		pickwiseRingHash("rendezvous", 0,
+			"pickwise_ring_hash (rendezvous): highest random weight; exactly minimal movement, O(endpoints) per pick"),
+	}
+}
+
+// boundedBalanceFactor is the bounded-load columns' balanceFactor: Envoy's
+// and the seed's usual 125%.
+const boundedBalanceFactor = 1.25
+
+// boundedRingHash returns a pickwise_ring_hash column with bounded load
+// for each table.
+func boundedRingHash(tables ...string) []Policy {
+	out := make([]Policy, len(tables))
+	for i, tbl := range tables {
+		out[i] = pickwiseRingHash(tbl, boundedBalanceFactor, "")
+	}
+	if len(out) > 0 {
+		out[0].Note = fmt.Sprintf("pickwise_ring_hash (..., bounded %g): balanceFactor %g; a backend is skipped while its in-flight calls from this client would exceed %g times the mean, and the key's call goes to the least loaded of the next candidates under that cap",
+			boundedBalanceFactor, boundedBalanceFactor, boundedBalanceFactor)
+	}
+	return out
+}
+
+// pickwiseRingHash is a pickwise_ring_hash column over table, keyed by the
+// same HashHeader as ring_hash's column, with bounded load when
+// balanceFactor is not 0. Its connections are lazy (gRFC A61), as
+// ring_hash's are: grpcInstance connects an endpoint when a pick wakes it.
+func pickwiseRingHash(table string, balanceFactor float64, note string) Policy {
+	label := "pickwise_ring_hash (" + table
+	cfg := `{"table":"` + table + `","requestHashHeader":"` + HashHeader + `"`
+	if balanceFactor > 0 {
+		label += fmt.Sprintf(", bounded %g", balanceFactor)
+		cfg += fmt.Sprintf(`,"balanceFactor":%g`, balanceFactor)
+	}
+	p := GRPC(label+")", "pickwise_ring_hash", cfg+"}")
+	p.Note = note
+	return p
 }
 
 // grpc-go's weighted_round_robin is pickwise_orca_wrr's peer, but the

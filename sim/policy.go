@@ -77,7 +77,11 @@ func GRPC(label, name, config string) Policy {
 }
 
 // grpcInstance is a real grpc balancer over a fake ClientConn whose SubConns
-// the simulator connects instantly.
+// the simulator connects instantly, whenever the balancer asks: at an
+// endpoint update, when a pick is queued (ErrNoSubConnAvailable) and after
+// every pick. A lazy policy's endpoints, which connect only when a pick
+// needs them, are woken by warm at every endpoint update, so that the run's
+// placements depend on its seed alone.
 type grpcInstance struct {
 	env     *env
 	cc      *testkit.ClientConn
@@ -85,6 +89,7 @@ type grpcInstance struct {
 	cfg     serviceconfig.LoadBalancingConfig
 	handled map[*testkit.SubConn]int // connect requests already served
 	ids     map[balancer.SubConn]int
+	lazy    bool // a pickwise policy that connects endpoints only for picks (Spec.Lazy)
 }
 
 func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
@@ -101,6 +106,7 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		in.cfg = cfg
 	}
 	if spec, ours := engine.Lookup(name); ours {
+		in.lazy = spec.Lazy
 		in.bal = spec.Build(in.cc, balancer.BuildOptions{}, engine.Options{
 			Clock: e.loop.Clock(),
 			Rand:  engine.NewSeededRand(e.rand.Uint64()),
@@ -145,7 +151,42 @@ func (in *grpcInstance) setBackends(ids []int) error {
 	if len(ids) == 0 {
 		return nil // the balancer reports TRANSIENT_FAILURE; picks fail
 	}
+	if err == nil && in.lazy {
+		err = in.warm(ids)
+	}
 	return err
+}
+
+// warmKeys bounds the keys warm tries: with n endpoints, n x 100 random
+// keys miss one whose share is 1/n with a chance of e^-100.
+const warmKeys = 100
+
+// warm connects every endpoint of a lazy policy before the run uses it, as
+// a client's first calls would, with keyed calls that end at once. A pick
+// on an IDLE endpoint wakes it on a goroutine of grpc's (balancer/lazy):
+// when the pick queues, pick waits for that, but a pick that wakes one
+// endpoint and is placed on another (pickwise_ring_hash's bounded load
+// walking past a full endpoint) would leave the wake to land at a
+// wall-clock moment, and the placements after it would depend on the
+// scheduler rather than the seed. With no call in flight every key goes to
+// its first choice, so here every wake is one that queues its pick. (A
+// change of a lazy policy's endpoints while its calls are in flight could
+// still wake one without queuing; no scenario makes one.)
+func (in *grpcInstance) warm(ids []int) error {
+	want := make(map[int]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	for k := 0; len(want) > 0 && k < warmKeys*len(ids); k++ {
+		// Keys of their own, so that no scenario's key stream is touched.
+		id, done, err := in.pick(&Request{Key: keyID(-1 - k), HasKey: true})
+		if err != nil {
+			return fmt.Errorf("sim: warming up: %w", err)
+		}
+		done(nil, nil)
+		delete(want, id)
+	}
+	return nil
 }
 
 var (
@@ -228,6 +269,11 @@ func (in *grpcInstance) pick(req *Request) (int, finishFunc, error) {
 		if err != nil {
 			return -1, nil, err
 		}
+		// A lazy policy (gRFC A61) may wake an IDLE endpoint during a pick
+		// that succeeds elsewhere (pickwise_ring_hash does, for a bounded
+		// key that walks past a full endpoint): a connection it has asked
+		// for by now comes up at once, as settle's always do.
+		in.settle()
 		id, ok := in.ids[res.SubConn]
 		if !ok {
 			id, err = strconv.Atoi(strings.TrimPrefix(res.SubConn.(*testkit.SubConn).Addr(), "backend-"))

@@ -63,7 +63,9 @@ func HotKey(scale Scale) (*HotKeyResult, error) {
 	if scale == Reduced {
 		run.Requests = 40_000
 	}
-	policies := hashPolicies()
+	// Load decides placement under bounded load, so every table has a
+	// bounded column here.
+	policies := append(hashPolicies(), boundedRingHash("ring", "maglev", "rendezvous")...)
 	out := &HotKeyResult{Policies: columns(policies), HottestKey: zipfWeights(hotKeySkew, keys)[0]}
 	for _, p := range policies {
 		// The first choice of a key is where an idle client of the same

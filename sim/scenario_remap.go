@@ -65,7 +65,10 @@ func RemapStorm(scale Scale) (*RemapResult, error) {
 	}
 	weights := zipfWeights(hotKeySkew, keys)
 	backends := make([]Backend, after)
-	policies := hashPolicies()
+	// A key is placed here with no load, so a bounded column maps keys as
+	// its unbounded table does; one shows that bounded load keeps the
+	// table's movement.
+	policies := append(hashPolicies(), boundedRingHash("ring")...)
 	out := &RemapResult{Policies: columns(policies)}
 	windowRequests := remapWindow.Seconds() * remapRate
 	for _, p := range policies {
@@ -134,6 +137,7 @@ func RemapStorm(scale Scale) (*RemapResult, error) {
 	t.AddNote("origin load is relative to before the change: a moved key misses once, then is cached on its new backend")
 	t.AddNote("ring_hash's ring has about minRingSize entries in all, so a new backend takes entries from every old one (103 each to 94) and their keys move between old backends too")
 	notes(t, policies)
+	t.AddNote("pickwise_ring_hash (ring, bounded 1.25) here: each key is placed with no calls in flight, so no backend is over its cap and keys map as in the unbounded ring")
 	out.Table = t
 	return out, nil
 }
