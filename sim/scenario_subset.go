@@ -32,7 +32,12 @@ type SubsetResult struct {
 	// Changed is the share of clients whose subset changed other than by
 	// losing the removed backend.
 	Changed []float64
-	Table   *Table
+	// Lost is the removed backend's connections: the minimum churn, since
+	// each of its clients must replace it. Churn is (Lost+Moved)/Lost, the
+	// connections replaced over that minimum.
+	Lost  []int
+	Churn []float64
+	Table *Table
 }
 
 // Subsetting: 300 clients, 100 backends, subsets of 10; the ideal is 30
@@ -43,7 +48,10 @@ type SubsetResult struct {
 // not depend on the other backends, but its connection counts scatter like
 // balls thrown into bins. The SRE book's deterministic subsetting spreads
 // connections exactly, and reshuffles nearly every client when the backend
-// count changes.
+// count changes. pickwise_subset offers both ends with a client index:
+// "balanced" keeps every backend within one connection of the mean and
+// moves a few times the minimum, "stable" moves exactly the minimum and
+// balances only statistically, as random subsetting does.
 //
 // No requests are sent: the numbers are the connections each client's real
 // balancer opens (for grpc-go's policies, the live SubConns it created).
@@ -64,6 +72,8 @@ func Subsetting(scale Scale) (*SubsetResult, error) {
 		allToAll,
 		GRPC("random_subsetting", "random_subsetting_experimental", fmt.Sprintf(`{"subsetSize":%d,"childPolicy":[{"round_robin":{}}]}`, size)),
 		DeterministicSubset(size),
+		PickwiseSubset("pickwise_subset (balanced)", subsetBalanced, size, clients, pickwiseP2C()),
+		PickwiseSubset("pickwise_subset (stable)", subsetStable, size, clients, pickwiseP2C()),
 	}
 	out := &SubsetResult{Policies: columns(policies)}
 	for _, p := range policies {
@@ -84,6 +94,12 @@ func Subsetting(scale Scale) (*SubsetResult, error) {
 		out.SpreadAfter = append(out.SpreadAfter, r.spreadAfter)
 		out.Moved = append(out.Moved, r.moved)
 		out.Changed = append(out.Changed, float64(r.changed)/float64(clients))
+		out.Lost = append(out.Lost, r.lost)
+		churn := 0.0
+		if r.lost > 0 {
+			churn = float64(r.lost+r.moved) / float64(r.lost)
+		}
+		out.Churn = append(out.Churn, churn)
 	}
 
 	t := &Table{
@@ -92,18 +108,25 @@ func Subsetting(scale Scale) (*SubsetResult, error) {
 		Columns: out.Policies,
 	}
 	minMax, spread, spreadAfter := make([]string, len(policies)), make([]string, len(policies)), make([]string, len(policies))
-	moved, changed := make([]string, len(policies)), make([]string, len(policies))
+	moved, changed, churn := make([]string, len(policies)), make([]string, len(policies)), make([]string, len(policies))
 	for i := range policies {
 		minMax[i] = fmt.Sprintf("%d-%d", out.Min[i], out.Max[i])
 		spread[i], spreadAfter[i] = fmt.Sprint(out.Spread[i]), fmt.Sprint(out.SpreadAfter[i])
 		moved[i], changed[i] = fmt.Sprint(out.Moved[i]), Pct(out.Changed[i])
+		churn[i] = "-"
+		if out.Lost[i] > 0 {
+			churn[i] = fmt.Sprintf("%.2fx", out.Churn[i])
+		}
 	}
 	t.AddRow("connections per backend, min-max", minMax...)
 	t.AddRow("spread (max-min)", spread...)
 	t.AddRow("spread after removing one backend", spreadAfter...)
 	t.AddRow("connections moved off surviving backends", moved...)
 	t.AddRow("clients whose subset changed beyond the loss", changed...)
+	t.AddRow("connections replaced over the minimum", churn...)
 	t.AddNote("moved: connections to surviving backends that clients replaced; the removed backend's own connections must move and are not counted")
+	t.AddNote("over the minimum: (the removed backend's connections + moved) / the removed backend's connections; 1.00x is the least any policy can do")
+	t.AddNote("pickwise_subset: clientIndex = the client's number, clientCount = the client count, child pickwise_p2c; the subsets are pickwise_subset's own functions (Deterministic, Stable) over the backends' addresses")
 	notes(t, policies)
 	out.Table = t
 	return out, nil
@@ -112,7 +135,7 @@ func Subsetting(scale Scale) (*SubsetResult, error) {
 // subsetNumbers is what measureSubsets finds.
 type subsetNumbers struct {
 	min, max, spreadAfter int
-	moved, changed        int
+	moved, changed, lost  int
 }
 
 // measureSubsets reads every client's connections over n backends, gives
@@ -132,6 +155,7 @@ func measureSubsets(ins []instance, n int, after []int, removed int) (subsetNumb
 		}
 	}
 	r.min, r.max = slices.Min(perBackend), slices.Max(perBackend)
+	r.lost = perBackend[removed]
 
 	clear(perBackend)
 	for c, in := range ins {
