@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // This file holds the hash functions every table shares.
@@ -46,26 +47,12 @@ func hashIdentity(id string) uint64 { return xxhash.Sum64String(id) }
 // 2^64 steps.
 const golden = 0x9E3779B97F4A7C15
 
-// mix64 is a strong 64-bit finalizer (Stafford's "Mix13" variant of the
-// MurmurHash3 finalizer, the output function of SplitMix64). It is a
-// bijection, and every input bit flips each output bit with probability
-// close to one half, which is what lets a single xxHash of an identity seed
-// many independent-looking values.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 27
-	x *= 0x94D049BB133111EB
-	x ^= x >> 31
-	return x
-}
-
 // derive returns value i of the SplitMix64 stream seeded with seed: the
 // per-endpoint sequence from which ring positions and Maglev permutation
 // parameters are drawn. Value i depends only on the seed and i, so an
 // endpoint's first k ring positions are the same whatever k is, and a ring
 // that gives it more entries keeps the old ones.
-func derive(seed, i uint64) uint64 { return mix64(seed + (i+1)*golden) }
+func derive(seed, i uint64) uint64 { return mix.Mix64(seed + (i+1)*golden) }
 
 // reduce maps a uniformly distributed 64-bit value onto [0, n) with one
 // multiplication (Lemire's multiply-shift), where a modulo would cost a

@@ -3,6 +3,8 @@ package ringhash
 import (
 	"math"
 	"time"
+
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // This file is rendezvous hashing, or highest random weight (Thaler and
@@ -12,7 +14,7 @@ import (
 // exactly the minimal movement, and the runner-up order is itself the
 // fallback walk. The price is O(n) work per lookup.
 //
-// Score. The pair's hash is x = mix64(key ^ identityHash): for a fixed key,
+// Score. The pair's hash is x = mix.Mix64(key ^ identityHash): for a fixed key,
 // the endpoints' x behave as independent uniform draws (mix64 scrambles any
 // fixed difference between identity hashes). With equal weights the
 // highest x wins, compared as integers, with no floating point at all.
@@ -107,14 +109,14 @@ func (t *rendezvous) best(key uint64, all bool, belowScore uint64, belowRank uin
 			// nothing in it but the mix and one comparison.
 			for r, h := range t.hashes {
 				// Strict: an equal score keeps the lower rank.
-				if x := mix64(key ^ h); x > score || r == 0 {
+				if x := mix.Mix64(key ^ h); x > score || r == 0 {
 					rank, score = uint32(r), x
 				}
 			}
 			return rank, score, true
 		}
 		for r, h := range t.hashes {
-			x := mix64(key ^ h)
+			x := mix.Mix64(key ^ h)
 			if x > belowScore || x == belowScore && uint32(r) <= belowRank {
 				continue
 			}
@@ -128,7 +130,7 @@ func (t *rendezvous) best(key uint64, all bool, belowScore uint64, belowRank uin
 	var top float64
 	for r, h := range t.hashes {
 		inv := t.invWeights[r]
-		u := pairUniform(mix64(key ^ h))
+		u := pairUniform(mix.Mix64(key ^ h))
 		// Most endpoints are ruled out here without a logarithm: only
 		// those with u close to 1 can beat a good score, so a lookup takes
 		// a handful of logarithms instead of n.

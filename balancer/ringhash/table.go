@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // This file defines what the three hash tables (ring, Maglev, rendezvous)
@@ -211,7 +213,7 @@ type sweep struct {
 // completes the set.
 func (s sweep) next(c cursor, steps uint32) (cursor, bool) {
 	n := uint32(len(s.order))
-	start := uint32(reduce(mix64(c.key^golden), uint64(n)))
+	start := uint32(reduce(mix.Mix64(c.key^golden), uint64(n)))
 	for steps < 2*n {
 		r := start + (steps - n)
 		if r >= n {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // The tests here treat the tables as pure functions over deterministic
@@ -421,7 +423,7 @@ func TestWalk(t *testing.T) {
 				}
 				ranking := make([]scored, len(eps))
 				for i, e := range eps {
-					x := mix64(key ^ hashIdentity(e.id))
+					x := mix.Mix64(key ^ hashIdentity(e.id))
 					ranking[i] = scored{e.id, x, weightedScore(x, 1/float64(e.weight))}
 				}
 				slices.SortFunc(ranking, func(a, b scored) int {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // Deterministic returns clientIndex's subset of subsetSize backends in the
@@ -141,7 +143,7 @@ func sortedCopy(s []string) []string {
 }
 
 // clientSeed is the per-client half of a pair's score.
-func clientSeed(c int) uint64 { return mix64(uint64(c)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019) }
+func clientSeed(c int) uint64 { return mix.Mix64(uint64(c)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019) }
 
 // assign computes rows 0..last of the global assignment of k of the
 // len(h) backends (identity hashes h) to each of count clients, k < len(h),
@@ -166,7 +168,7 @@ func assign(h []uint64, k, count, last int) [][]int32 {
 		seed := clientSeed(c)
 		for b := range nb {
 			order[b] = int32(b)
-			score[b] = mix64(h[b] ^ seed)
+			score[b] = mix.Mix64(h[b] ^ seed)
 		}
 		slices.SortFunc(order, func(a, b int32) int {
 			if score[a] > score[b] {

@@ -39,6 +39,7 @@ import (
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // Errors returned for bad input. They are wrapped with the offending values,
@@ -87,18 +88,6 @@ func idHashes(ids []string) []uint64 {
 	return h
 }
 
-// mix64 is the splitmix64 finalizer: a cheap bijection with full avalanche,
-// so that score(c, b) = mix64(h_b ^ mix64(c)) looks independent across
-// clients even though the inputs differ in few bits.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
 // Rendezvous returns the subsetSize backends with the highest rendezvous
 // (highest random weight) score for clientID, the approach of gRFC A68
 // (grpc-go's random_subsetting_experimental), except that the seed is a
@@ -122,14 +111,14 @@ func Rendezvous(backends []string, subsetSize int, clientID string) ([]string, e
 	}
 	// The seed folds the client identity into every score; hashing the
 	// client once and mixing per backend costs one xxhash per backend.
-	seed := mix64(xxhash.Sum64String(clientID))
+	seed := mix.Mix64(xxhash.Sum64String(clientID))
 	type scored struct {
 		score uint64
 		id    string
 	}
 	s := make([]scored, len(ids))
 	for i, id := range ids {
-		s[i] = scored{mix64(xxhash.Sum64String(id) ^ seed), id}
+		s[i] = scored{mix.Mix64(xxhash.Sum64String(id) ^ seed), id}
 	}
 	slices.SortFunc(s, func(a, b scored) int {
 		if a.score != b.score {
