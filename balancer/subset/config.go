@@ -188,3 +188,21 @@ func parseChildPolicy(b []byte) (ChildPolicy, error) {
 	}
 	return ChildPolicy{}, fmt.Errorf("childPolicy: no registered policy among %q", names)
 }
+
+// MarshalJSON writes the child as the one-entry loadBalancingConfig list
+// ParseConfig reads, so that a parsed Config survives a JSON round trip (grpc's
+// xDS cluster resolver marshals parsed child configs and parses them again).
+func (c ChildPolicy) MarshalJSON() ([]byte, error) {
+	if c.Name == "" {
+		return []byte("null"), nil
+	}
+	cfg := json.RawMessage("{}")
+	if c.Config != nil {
+		b, err := json.Marshal(c.Config)
+		if err != nil {
+			return nil, err
+		}
+		cfg = b
+	}
+	return json.Marshal([]map[string]json.RawMessage{{c.Name: cfg}})
+}

@@ -163,3 +163,36 @@ func TestServiceConfigRejectedAtDial(t *testing.T) {
 	testkit.CheckRejectedAtDial(t, `{"loadBalancingConfig":[{"pickwise_subset":{"subsetSize":3,"childPolicy":[{"pickwise_p2c":{"choiceCount":1}}]}}]}`,
 		`pickwise_subset: childPolicy "pickwise_p2c": pickwise_p2c: choiceCount 1: must be >= 2`)
 }
+
+// TestConfigSurvivesJSONRoundTrip checks that a parsed config marshals back
+// into JSON that parses to the same config: grpc's xDS layer marshals the
+// parsed configs of the policies a cluster names and parses them again, and
+// without ChildPolicy's MarshalJSON the child came back as an object the
+// parser rejects.
+func TestConfigSurvivesJSONRoundTrip(t *testing.T) {
+	for _, in := range []string{
+		`{"subsetSize": 3}`,
+		`{"subsetSize": 3, "clientIndex": 1, "clientCount": 4, "mode": "stable"}`,
+		`{"subsetSize": 2, "clientId": "a", "childPolicy": [{"pickwise_p2c": {"choiceCount": 3, "slowStart": {"window": "5s"}}}]}`,
+	} {
+		first, err := ParseConfig(json.RawMessage(in))
+		if err != nil {
+			t.Fatalf("ParseConfig(%s): %v", in, err)
+		}
+		out, err := json.Marshal(first)
+		if err != nil {
+			t.Fatalf("Marshal(%s): %v", in, err)
+		}
+		second, err := ParseConfig(out)
+		if err != nil {
+			t.Fatalf("ParseConfig of the marshalled %s = %s: %v", in, out, err)
+		}
+		again, _ := json.Marshal(second)
+		if string(again) != string(out) {
+			t.Errorf("round trip of %s changed it:\n first  %s\n second %s", in, out, again)
+		}
+		if first.(*Config).ChildPolicy.Name != second.(*Config).ChildPolicy.Name {
+			t.Errorf("child %q became %q", first.(*Config).ChildPolicy.Name, second.(*Config).ChildPolicy.Name)
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/xds"
+
+	"github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/examples/xds/internal/xdsenv"
+	"github.com/pickwise/pickwise/interop/server"
+)
+
+// env is shared by every test: one management server, serving one
+// listener per test.
+var (
+	env         *xdsenv.Env
+	xdsResolver resolver.Builder
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = xdsenv.Start(4)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// grpc reads GRPC_XDS_BOOTSTRAP_CONFIG when the process starts, before
+	// TestMain can set it, so the test hands the bootstrap it built to an
+	// xds resolver of its own; a deployment sets the environment variable.
+	xdsResolver, err = xds.NewXDSResolverWithConfigForTesting([]byte(env.Bootstrap()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+func dial(t *testing.T, svc xdsenv.Service) *grpc.ClientConn {
+	t.Helper()
+	if err := env.Set(context.Background(), svc); err != nil {
+		t.Fatalf("set %s: %v", svc.Name, err)
+	}
+	conn, err := grpc.NewClient("xds:///"+svc.Name,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithResolvers(xdsResolver))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func update(t *testing.T, svc xdsenv.Service) {
+	t.Helper()
+	if err := env.Set(context.Background(), svc); err != nil {
+		t.Fatalf("set %s: %v", svc.Name, err)
+	}
+}
+
+func endpoints(weights ...uint32) []xdsenv.Endpoint {
+	var eps []xdsenv.Endpoint
+	for i, w := range weights {
+		eps = append(eps, xdsenv.Endpoint{Addr: env.Addrs[i], Weight: w})
+	}
+	return eps
+}
+
+func setLatency(t *testing.T, i int, d time.Duration) {
+	t.Helper()
+	b := env.Backends[i].Behavior()
+	b.Latency = server.Duration(d)
+	if err := env.Backends[i].SetBehavior(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drive makes calls and fails the test on any failed RPC.
+func drive(t *testing.T, conn *grpc.ClientConn, calls, conc int, ctxFor func(context.Context, int) context.Context) xdsenv.Counts {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, failed, err := xdsenv.Drive(ctx, conn, calls, conc, ctxFor)
+	if failed > 0 {
+		t.Fatalf("%d of %d RPCs failed, first: %v", failed, calls, err)
+	}
+	return c
+}
+
+// await drives batches until ok holds for one (an xDS update has reached
+// the policy), failing after a bounded number of batches.
+func await(t *testing.T, what string, conn *grpc.ClientConn, ctxFor func(context.Context, int) context.Context, ok func(xdsenv.Counts) bool) {
+	t.Helper()
+	var c xdsenv.Counts
+	for range 200 {
+		c = drive(t, conn, 60, 6, ctxFor)
+		if ok(c) {
+			return
+		}
+	}
+	t.Fatalf("%s: never seen; last batch %v", what, c)
+}
+
+func name(i int) string { return fmt.Sprintf("backend-%d", i) }
+
+func randomKey(ctx context.Context, _ int) context.Context {
+	return ringhash.WithKey(ctx, fmt.Sprint(rand.Uint64()))
+}
+
+func TestXDSPickwiseP2C(t *testing.T) {
+	svc := xdsenv.Service{Name: "p2c", Policy: "pickwise_p2c", Config: `{}`, Endpoints: endpoints(0, 0, 0)}
+	conn := dial(t, svc)
+
+	// RPCs flow through xds:///p2c and reach every backend.
+	c := drive(t, conn, 300, 6, nil)
+	t.Logf("even: %v", c)
+	for i := range 3 {
+		if c[name(i)] == 0 {
+			t.Errorf("%s got no calls: %v", name(i), c)
+		}
+	}
+	if c[name(3)] != 0 {
+		t.Errorf("backend-3 is not in the EDS resource but got calls: %v", c)
+	}
+
+	// One slow backend: p2c, comparing in-flight counts, gives it little.
+	setLatency(t, 0, 40*time.Millisecond)
+	for i := 1; i < 3; i++ {
+		setLatency(t, i, 2*time.Millisecond)
+	}
+	c = drive(t, conn, 1200, 12, nil)
+	t.Logf("backend-0 slow (40ms vs 2ms): %v", c)
+	if s := c.Share(name(0)); s > 0.15 {
+		t.Errorf("slow backend's share %.3f, want < 0.15 (round robin: 0.33)", s)
+	}
+	setLatency(t, 0, 2*time.Millisecond)
+
+	// EDS load_balancing_weight 1:1:4 reaches p2c as endpoint weights.
+	svc.Endpoints = endpoints(1, 1, 4)
+	update(t, svc)
+	await(t, "weights 1:1:4", conn, nil, func(c xdsenv.Counts) bool { return c.Share(name(2)) > 0.5 })
+	c = drive(t, conn, 1200, 12, nil)
+	t.Logf("weights 1:1:4: %v", c)
+	if s := c.Share(name(2)); s < 0.5 || s > 0.85 {
+		t.Errorf("weight-4 backend's share %.3f, want in [0.5, 0.85] (4/6 = 0.67)", s)
+	}
+	for i := range 2 {
+		if s := c.Share(name(i)); s < 0.05 || s > 0.3 {
+			t.Errorf("weight-1 %s's share %.3f, want in [0.05, 0.3] (1/6 = 0.17)", name(i), s)
+		}
+	}
+	for i := range 3 {
+		setLatency(t, i, 0)
+	}
+
+	// Endpoint-set updates from the server while a goroutine keeps calling:
+	// no RPC fails.
+	var (
+		stop           atomic.Bool
+		wg             sync.WaitGroup
+		calls, failed  atomic.Int64
+		firstErrMu     sync.Mutex
+		firstErr       error
+		bgCtx, bgClose = context.WithTimeout(context.Background(), time.Minute)
+	)
+	defer bgClose()
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				_, err := server.Call(bgCtx, conn, "bg")
+				calls.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErrMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					firstErrMu.Unlock()
+				}
+			}
+		})
+	}
+	// Add backend-3.
+	svc.Endpoints = endpoints(1, 1, 1, 1)
+	update(t, svc)
+	await(t, "backend-3 added", conn, nil, func(c xdsenv.Counts) bool { return c[name(3)] > 0 })
+	// Remove backend-0.
+	svc.Endpoints = svc.Endpoints[1:]
+	update(t, svc)
+	await(t, "backend-0 removed", conn, nil, func(c xdsenv.Counts) bool { return c[name(0)] == 0 })
+	c = drive(t, conn, 300, 6, nil)
+	t.Logf("after the endpoint updates: %v", c)
+	if c[name(0)] != 0 || c[name(1)] == 0 || c[name(2)] == 0 || c[name(3)] == 0 {
+		t.Errorf("want backends 1, 2, 3 only: %v", c)
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("background RPCs during the updates: %d, failed %d", calls.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Errorf("%d background RPCs failed during endpoint updates, first: %v", failed.Load(), firstErr)
+	}
+}
+
+func TestXDSPickwiseRingHash(t *testing.T) {
+	svc := xdsenv.Service{Name: "ringhash", Policy: "pickwise_ring_hash", Config: `{}`, Endpoints: endpoints(1, 1, 4)}
+	conn := dial(t, svc)
+	c := drive(t, conn, 3000, 6, randomKey)
+	t.Logf("ring, weights 1:1:4, random keys: %v", c)
+	if s := c.Share(name(2)); s < 0.55 || s > 0.78 {
+		t.Errorf("weight-4 backend's share of keys %.3f, want in [0.55, 0.78] (4/6 = 0.67)", s)
+	}
+	for i := range 2 {
+		if s := c.Share(name(i)); s < 0.08 || s > 0.26 {
+			t.Errorf("weight-1 %s's share %.3f, want in [0.08, 0.26] (1/6 = 0.17)", name(i), s)
+		}
+	}
+	// The same key goes to the same backend.
+	keyed := func(ctx context.Context, _ int) context.Context { return ringhash.WithKey(ctx, "user-42") }
+	if c := drive(t, conn, 50, 5, keyed); len(c) != 1 {
+		t.Errorf("one key reached several backends: %v", c)
+	}
+
+	// Add backend-3 (weight 1) while callers keep going: no RPC fails,
+	// and most keys stay where they were.
+	where := func() map[string]string {
+		m := map[string]string{}
+		for i := range 300 {
+			key := fmt.Sprint("key-", i)
+			b, err := server.Call(ringhash.WithKey(context.Background(), key), conn, key)
+			if err != nil {
+				t.Fatalf("key %s: %v", key, err)
+			}
+			m[key] = b
+		}
+		return m
+	}
+	before := where()
+	var (
+		stop   atomic.Bool
+		wg     sync.WaitGroup
+		failed atomic.Int64
+	)
+	for range 4 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				if _, err := server.Call(randomKey(context.Background(), i), conn, "bg"); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	svc.Endpoints = endpoints(1, 1, 4, 1)
+	update(t, svc)
+	await(t, "backend-3 added", conn, randomKey, func(c xdsenv.Counts) bool { return c[name(3)] > 0 })
+	stop.Store(true)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d RPCs failed during the endpoint update", failed.Load())
+	}
+	after := where()
+	// The ring keeps minRingSize (1024) entries in all, so an old
+	// endpoint's share of entries shrinks a little too and some keys move
+	// between old endpoints; most of the movement is to the newcomer.
+	moved, toNew := 0, 0
+	for k, b := range before {
+		if after[k] != b {
+			moved++
+			if after[k] == name(3) {
+				toNew++
+			}
+		}
+	}
+	t.Logf("backend-3 added: %d of %d keys moved, %d of them to backend-3 (1/7 of keys is 43)", moved, len(before), toNew)
+	if toNew == 0 || 3*toNew < moved {
+		t.Errorf("%d of %d moved keys went to the new backend, want at least a third", toNew, moved)
+	}
+	if f := float64(moved) / float64(len(before)); f > 0.35 {
+		t.Errorf("%.2f of keys moved, want <= 0.35 (modulo hashing: about 0.75)", f)
+	}
+	if f := float64(moved) / float64(len(before)); f > 0.3 {
+		t.Errorf("%.2f of keys moved, want <= 0.3", f)
+	}
+}
+
+func TestXDSPickwiseSmoke(t *testing.T) {
+	for _, p := range []struct{ name, policy, config string }{
+		{"peakewma", "pickwise_peak_ewma", `{}`},
+		{"orcawrr", "pickwise_orca_wrr", `{"blackoutPeriod": "0s", "weightUpdatePeriod": "100ms"}`},
+		// grpc's xDS layer marshals the parsed config back to JSON and
+		// parses it again; pickwise_subset's child list survives that.
+		{"subset", "pickwise_subset", `{"subsetSize": 2}`},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			conn := dial(t, xdsenv.Service{Name: p.name, Policy: p.policy, Config: p.config, Endpoints: endpoints(0, 0, 0)})
+			c := drive(t, conn, 300, 6, nil)
+			t.Logf("%s: %v", p.policy, c)
+			if c.Total() != 300 {
+				t.Errorf("%d calls served, want 300", c.Total())
+			}
+		})
+	}
+}
