@@ -49,13 +49,9 @@ type policy struct {
 // Configure keeps the config; ring hash uses none of the engine's
 // settings (slow start and the failure penalty would move keys).
 func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
-	if c == nil {
-		p.cfg = DefaultConfig()
-		return engine.Settings{}, nil
-	}
-	cfg, ok := c.(*Config)
-	if !ok {
-		return engine.Settings{}, errConfigType(c)
+	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
+	if err != nil {
+		return engine.Settings{}, err
 	}
 	p.cfg = cfg
 	return engine.Settings{}, nil
@@ -102,7 +98,7 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 			// Maglev slots or ring entries): rendezvous can hold any set.
 			logger.Warningf("%s: %v; using a rendezvous table", Name, err)
 			if tbl, err = newRendezvous(eps); err != nil {
-				return errPicker{err}
+				return engine.ErrPicker(err)
 			}
 		}
 		p.tbl, p.tblCfg, p.tblIDs, p.tblW = tbl, *p.cfg, ids, ws

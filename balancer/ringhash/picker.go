@@ -1,14 +1,12 @@
 package ringhash
 
 import (
-	"fmt"
 	"math"
 	"sync/atomic"
 
 	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/serviceconfig"
 )
 
 // picker is an immutable view of every endpoint, in any state, and the
@@ -149,7 +147,8 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResu
 }
 
 // loadCap is bounded load's limit for the next call: ceil(BalanceFactor *
-// (total in-flight + 1) / endpoints). The caps of all endpoints sum to at
+// (total in-flight + 1) / endpoints), with factor = BalanceFactor /
+// endpoints computed once per picker. The caps of all endpoints sum to at
 // least the load plus this call, so some endpoint is always under its cap.
 func (p *picker) loadCap() int64 {
 	return int64(math.Ceil(p.factor * float64(p.load.total.Load()+1)))
@@ -178,16 +177,4 @@ func (l *loadCounter) doneFor(e *engine.Endpoint) func(balancer.DoneInfo) {
 		e.Finish(di)
 		l.total.Add(-1)
 	}
-}
-
-// errPicker fails every pick with err.
-type errPicker struct{ err error }
-
-func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
-	return balancer.PickResult{}, p.err
-}
-
-// errConfigType is Configure's error for a config of another policy.
-func errConfigType(c serviceconfig.LoadBalancingConfig) error {
-	return fmt.Errorf("%s: unexpected config type %T", Name, c)
 }

@@ -70,9 +70,11 @@ func DecodeConfig(policy string, js []byte, cfg any) error {
 	return nil
 }
 
-// configAs returns a policy's parsed config as its own type: c itself, or
+// ConfigAs returns a policy's parsed config as its own type: c itself, or
 // defaults() when a parent built the policy without a config.
-func configAs[T serviceconfig.LoadBalancingConfig](policy string, c serviceconfig.LoadBalancingConfig, defaults func() T) (T, error) {
+//
+// Policies that implement Policy themselves call it from Configure.
+func ConfigAs[T serviceconfig.LoadBalancingConfig](policy string, c serviceconfig.LoadBalancingConfig, defaults func() T) (T, error) {
 	if c == nil {
 		return defaults(), nil
 	}

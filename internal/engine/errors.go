@@ -18,6 +18,11 @@ func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, p.err
 }
 
+// ErrPicker returns a picker that fails every pick with err, for a policy
+// that cannot build its own picker (err must not be a status error, see
+// errPicker).
+func ErrPicker(err error) balancer.Picker { return errPicker{err: err} }
+
 // noReadyPicker defers to endpointsharding's picker while no endpoint is
 // READY: it queues RPCs while endpoints connect and, when they all failed,
 // names the policy in the connection error the RPC fails with.

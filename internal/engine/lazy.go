@@ -31,23 +31,6 @@ type Member struct {
 	ExitIdle func()
 }
 
-// PickEndpointDone is PickEndpoint with done as the call's Done instead of
-// the engine's own, for a policy that must see every call end (to keep a
-// count of its own). done must call r.Stats.Finish exactly once.
-func PickEndpointDone(r *Ready, info balancer.PickInfo, done func(balancer.DoneInfo)) (balancer.PickResult, error) {
-	res, err := r.Picker.Pick(info)
-	if err != nil {
-		return res, err
-	}
-	r.Stats.started()
-	return withDone(res, done), nil
-}
-
-// Finish is what the engine's own Done does for a call picked for e: the
-// call leaves the in-flight count and its outcome is recorded. Only a Done
-// given to PickEndpointDone may call it.
-func (e *Endpoint) Finish(info balancer.DoneInfo) { e.finish(info) }
-
 // publishLazyLocked gives the parent a lazy policy's picker: one over every
 // endpoint, published in every state (the picker must reach IDLE endpoints
 // to wake them), with gRFC A61's aggregate state.

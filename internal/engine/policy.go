@@ -151,7 +151,7 @@ type typedPolicy[C serviceconfig.LoadBalancingConfig] struct {
 }
 
 func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
-	cfg, err := configAs(p.name, c, p.defaults)
+	cfg, err := ConfigAs(p.name, c, p.defaults)
 	if err != nil {
 		return Settings{}, err
 	}

@@ -78,6 +78,23 @@ func PickEndpoint(r *Ready, info balancer.PickInfo) (balancer.PickResult, error)
 	return withDone(res, r.Stats.done), nil
 }
 
+// PickEndpointDone is PickEndpoint with done as the call's Done instead of
+// the engine's own, for a policy that must see every call end (to keep a
+// count of its own). done must call r.Stats.Finish exactly once.
+func PickEndpointDone(r *Ready, info balancer.PickInfo, done func(balancer.DoneInfo)) (balancer.PickResult, error) {
+	res, err := r.Picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	r.Stats.started()
+	return withDone(res, done), nil
+}
+
+// Finish is what the engine's own Done does for a call picked for e: the
+// call leaves the in-flight count and its outcome is recorded. Only a Done
+// given to PickEndpointDone may call it.
+func (e *Endpoint) Finish(info balancer.DoneInfo) { e.finish(info) }
+
 // withDone makes ours res's Done, chained before the child's own if it has
 // one. A child that tracks its own calls is rare (pickfirst does not); only
 // then does a pick pay for a closure.

@@ -63,12 +63,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if r.ReportDone == nil {
 		return PickEndpoint(r, info)
 	}
-	res, err := r.Picker.Pick(info)
-	if err != nil {
-		return res, err
-	}
-	r.Stats.started()
-	return withDone(res, r.ReportDone), nil
+	return PickEndpointDone(r, info, r.ReportDone)
 }
 
 // WeightedSpec describes a policy that is the engine's smooth weighted

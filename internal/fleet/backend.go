@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/pause"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -180,32 +181,15 @@ func (h handler) Call(ctx context.Context, _ *wrapperspb.StringValue) (*wrappers
 
 	bh := b.Behavior()
 	if bh.ErrorRate > 0 && rand.Float64() < bh.ErrorRate {
-		if err := pause(ctx, bh.ErrorLatency); err != nil {
+		if err := pause.For(ctx, bh.ErrorLatency); err != nil {
 			return nil, err
 		}
 		return nil, status.Errorf(bh.code(), "fleet: %s: injected failure", b.name)
 	}
-	if err := pause(ctx, bh.Latency); err != nil {
+	if err := pause.For(ctx, bh.Latency); err != nil {
 		return nil, err
 	}
 	return wrapperspb.String(b.name), nil
-}
-
-// pause waits for d but gives up when the call is cancelled, so a slow
-// backend never holds a handler goroutine past the client's deadline or past
-// Stop.
-func pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	}
 }
 
 // countingListener counts the connections it accepts.

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/pause"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -445,7 +446,7 @@ func (s *Server) handle(ctx context.Context, b *Behavior) error {
 		// Decided before the queue: a server that sheds or drops work
 		// does so without waiting for a worker.
 		s.failing.Add(1)
-		err := pause(ctx, time.Duration(b.ErrorLatency))
+		err := pause.For(ctx, time.Duration(b.ErrorLatency))
 		s.failing.Add(-1)
 		if err != nil {
 			s.finish(ctx, b, canceled)
@@ -461,7 +462,7 @@ func (s *Server) handle(ctx context.Context, b *Behavior) error {
 	// Released after finish, so the per-call utilization counts this call:
 	// a report that says "idle" while answering would mislead a balancer.
 	defer s.gate.release()
-	if err := pause(ctx, s.serviceTime(b)); err != nil {
+	if err := pause.For(ctx, s.serviceTime(b)); err != nil {
 		s.finish(ctx, b, canceled)
 		return err
 	}
@@ -519,22 +520,6 @@ func coldFactor(b *Behavior, since time.Duration) float64 {
 	}
 	frac := float64(max(since, 0)) / float64(b.ColdStart)
 	return b.ColdFactor + (1-b.ColdFactor)*frac
-}
-
-// pause waits for d but gives up when the call ends, so a slow or queued
-// call never holds a handler past the client's deadline or past Stop.
-func pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	}
 }
 
 func (s *Server) rpcSetBehavior(_ context.Context, req *wrapperspb.StringValue) (proto.Message, error) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/pickwise/pickwise/internal/fleet"
 	"github.com/pickwise/pickwise/interop/server"
+	"github.com/pickwise/pickwise/sim"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -392,15 +393,6 @@ func measure(conn *grpc.ClientConn, method string, rpcs, concurrency int) result
 	return res
 }
 
-// percentile is the nearest-rank percentile of sorted latencies.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(p/100*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
 // report prints one column per policy: each backend's share of the calls,
 // and beside it the utilization the backend reported when any backend
 // sent ORCA reports.
@@ -459,9 +451,9 @@ func report(w io.Writer, names []string, backends []Backend, policies []Policy, 
 		fmt.Fprintln(w)
 	}
 	line("error rate", func(r result) string { return fmt.Sprintf("%.1f%%", 100*float64(r.failed)/float64(o.RPCs)) })
-	line("p50 latency (successful RPCs)", func(r result) string { return fmtDuration(percentile(r.latencies, 50)) })
-	line("p90 latency (successful RPCs)", func(r result) string { return fmtDuration(percentile(r.latencies, 90)) })
-	line("p99 latency (successful RPCs)", func(r result) string { return fmtDuration(percentile(r.latencies, 99)) })
+	line("p50 latency (successful RPCs)", func(r result) string { return fmtDuration(sim.Quantile(r.latencies, 0.50)) })
+	line("p90 latency (successful RPCs)", func(r result) string { return fmtDuration(sim.Quantile(r.latencies, 0.90)) })
+	line("p99 latency (successful RPCs)", func(r result) string { return fmtDuration(sim.Quantile(r.latencies, 0.99)) })
 	line("wall time", func(r result) string { return fmtDuration(r.wall) })
 	line("throughput (calls per second)", func(r result) string { return fmt.Sprintf("%.0f", float64(o.RPCs)/r.wall.Seconds()) })
 
