@@ -53,7 +53,7 @@
 //	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
 //	}}]}
 //
-// The weight metrics (pickwise.lb.weights.*: rr_fallback,
+// The weight metrics (pickwise.orca_wrr.*: rr_fallback,
 // endpoint_weight_not_yet_usable, endpoint_weight_stale, endpoint_weights,
 // bad_reports) go through grpc's experimental/stats registry, so grpc's
 // OpenTelemetry plugin exports them when they are enabled by name.

@@ -153,10 +153,10 @@ func TestBlackoutHoldsNewReporterAtMedian(t *testing.T) {
 		got = serve(h, 1700, time.Second, reports)
 	}
 	near(t, "share after blackout", shareOf(got, as[3]), 1000.0/1700, 0.01)
-	if n := h.Metrics.Total("pickwise.lb.weights.endpoint_weight_not_yet_usable"); n == 0 {
+	if n := h.Metrics.Total("pickwise.orca_wrr.endpoint_weight_not_yet_usable"); n == 0 {
 		t.Error("not-yet-usable metric never counted the endpoint in blackout")
 	}
-	if l := h.Metrics.Label("pickwise.lb.weights.endpoint_weight_not_yet_usable"); l != "test:///harness" {
+	if l := h.Metrics.Label("pickwise.orca_wrr.endpoint_weight_not_yet_usable"); l != "test:///harness" {
 		t.Errorf("metric target label = %q, want test:///harness", l)
 	}
 }
@@ -179,7 +179,7 @@ func TestStaleWeightDroppedToMedian(t *testing.T) {
 	}
 	// The median of the two usable weights, 100 and 200, is 150.
 	near(t, "stale share", shareOf(got, as[2]), 150.0/450, 0.01)
-	if n := h.Metrics.Total("pickwise.lb.weights.endpoint_weight_stale"); n == 0 {
+	if n := h.Metrics.Total("pickwise.orca_wrr.endpoint_weight_stale"); n == 0 {
 		t.Error("stale metric never counted the expired weight")
 	}
 }
@@ -194,7 +194,7 @@ func TestFewerThanTwoWeightsIsRoundRobin(t *testing.T) {
 	for _, a := range as {
 		near(t, "share with one usable weight", shareOf(got, a), 1.0/3, 0.01)
 	}
-	if n := h.Metrics.Total("pickwise.lb.weights.rr_fallback"); n < 2 {
+	if n := h.Metrics.Total("pickwise.orca_wrr.rr_fallback"); n < 2 {
 		t.Errorf("round-robin fallback counted %v times, want one per update", n)
 	}
 }
@@ -218,7 +218,7 @@ func TestBadReportsIgnoredAndCounted(t *testing.T) {
 	}
 	after := serve(h, 400, time.Second, good)
 	near(t, "share after bad reports", shareOf(after, as[0]), 0.75, 0.01)
-	if n := h.Metrics.Total("pickwise.lb.weights.bad_reports"); n < float64(len(bad)) {
+	if n := h.Metrics.Total("pickwise.orca_wrr.bad_reports"); n < float64(len(bad)) {
 		t.Errorf("bad_reports = %v, want at least %d", n, len(bad))
 	}
 }
@@ -317,7 +317,7 @@ func TestOutOfBandStreamsFollowConnectionsAndConfig(t *testing.T) {
 	// in a call's trailer changes nothing.
 	_, done := h.Pick()
 	done(balancer.DoneInfo{ServerLoad: report(100, 0.01, 0)})
-	if n := h.Metrics.Total("pickwise.lb.weights.bad_reports"); n != 0 {
+	if n := h.Metrics.Total("pickwise.orca_wrr.bad_reports"); n != 0 {
 		t.Errorf("bad reports = %v, want 0", n)
 	}
 	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"

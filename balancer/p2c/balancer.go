@@ -9,9 +9,17 @@ const Name = "pickwise_p2c"
 
 // The policy is the engine's d-choice picker over the in-flight load
 // metric.
+// metrics are pickwise.p2c.*; see the metrics package.
+var metrics = engine.RegisterMetrics(engine.MetricsSpec{
+	Policy:  "p2c",
+	Reasons: engine.LeastLoadedReasons,
+	Cost:    "The cost pickwise_p2c compares: in-flight calls (scaled by activeRequestBias) plus one, divided by the endpoint's weight and slow-start share, times its failure penalty.",
+})
+
 func init() {
 	engine.RegisterLeastLoaded(engine.LeastLoadedSpec[*Config]{
 		Name:        Name,
+		Metrics:     metrics,
 		ParseConfig: ParseConfig,
 		Defaults:    DefaultConfig,
 		Settings: func(c *Config) engine.Settings {

@@ -11,9 +11,17 @@ const Name = "pickwise_peak_ewma"
 
 // The policy is the engine's d-choice picker over its Peak EWMA metric;
 // the engine times calls and keeps the latency averages.
+// metrics are pickwise.peak_ewma.*; see the metrics package.
+var metrics = engine.RegisterMetrics(engine.MetricsSpec{
+	Policy:  "peak_ewma",
+	Reasons: engine.LeastLoadedReasons,
+	Cost:    "The cost pickwise_peak_ewma compares: the endpoint's peak EWMA latency in nanoseconds times (in-flight calls + 1), divided by its weight and slow-start share, times its failure penalty.",
+})
+
 func init() {
 	engine.RegisterLeastLoaded(engine.LeastLoadedSpec[*Config]{
 		Name:        Name,
+		Metrics:     metrics,
 		ParseConfig: ParseConfig,
 		Defaults:    DefaultConfig,
 		Settings: func(c *Config) engine.Settings {

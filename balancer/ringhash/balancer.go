@@ -15,9 +15,31 @@ const Name = "pickwise_ring_hash"
 
 var logger = grpclog.Component("pickwise")
 
+// Why a ring hash picker chose an endpoint (engine.PickReason).
+const (
+	// reasonHome: the key's own endpoint, the first along the table.
+	reasonHome engine.PickReason = iota
+	// reasonSpilled: the key's own endpoint was at bounded load's cap.
+	reasonSpilled
+	// reasonUnavailable: the key's own endpoint could not take calls
+	// (TRANSIENT_FAILURE), so the call went to the next along the table.
+	reasonUnavailable
+	// reasonRandom: the call had no key; it went to a random place on the
+	// table (gRFC A76).
+	reasonRandom
+)
+
+// metrics are pickwise.ring_hash.*; see the metrics package.
+var metrics = engine.RegisterMetrics(engine.MetricsSpec{
+	Policy:  "ring_hash",
+	Reasons: []string{"home", "spilled", "unavailable", "random"},
+	Cost:    "In-flight calls of the endpoint, which bounded load caps at balanceFactor times the mean.",
+})
+
 func init() {
 	engine.Register(engine.Spec{
 		Name:        Name,
+		Metrics:     metrics,
 		ParseConfig: ParseConfig,
 		NewPolicy:   func() engine.Policy { return &policy{cfg: DefaultConfig()} },
 		Lazy:        true,
@@ -46,15 +68,16 @@ type policy struct {
 	dones map[*engine.Endpoint]func(balancer.DoneInfo)
 }
 
-// Configure keeps the config; ring hash uses none of the engine's
-// settings (slow start and the failure penalty would move keys).
+// Configure keeps the config. Of the engine's settings, ring hash uses
+// only the failure penalty, and only for calls without an endpoint of
+// their own (see Config.FailurePenalty); slow start would move keys.
 func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
 	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
 	if err != nil {
 		return engine.Settings{}, err
 	}
 	p.cfg = cfg
-	return engine.Settings{}, nil
+	return engine.Settings{FailurePenalty: cfg.FailurePenalty}, nil
 }
 
 // identity is the name an endpoint is placed by: its gRFC A76 hash key
@@ -120,6 +143,7 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		header:     p.cfg.RequestHashHeader,
 		rand:       snap.Rand,
 		connecting: connecting,
+		snap:       snap,
 	}
 	if bf := p.cfg.BalanceFactor; bf != 0 {
 		if p.load == nil {

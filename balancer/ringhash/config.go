@@ -43,6 +43,12 @@ type Config struct {
 	// in-flight + 1) / endpoints). 0, the default, turns it off; otherwise
 	// it must be at least 1.
 	BalanceFactor float64 `json:"balanceFactor"`
+	// FailurePenalty steers the calls that have no endpoint of their own
+	// away from endpoints with recent server-side failures: bounded load's
+	// overflow and calls without a key. A key's own endpoint is never
+	// changed by it, so that failures cannot move keys. On by default (the
+	// same object as pickwise_p2c's); {"enabled": false} turns it off.
+	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
 }
 
 // Defaults and bounds of the fields above.
@@ -59,6 +65,7 @@ func DefaultConfig() *Config {
 		MinRingSize:     DefaultMinRingSize,
 		MaxRingSize:     DefaultMaxRingSize,
 		MaglevTableSize: DefaultMaglevTableSize,
+		FailurePenalty:  engine.DefaultFailurePenalty(),
 	}
 }
 
@@ -118,6 +125,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	// full. 0 is "off".
 	if bf := cfg.BalanceFactor; bf != 0 && (!(bf >= 1) || math.IsInf(bf, 0)) {
 		return nil, fmt.Errorf("%s: field balanceFactor %v: must be 0 (off) or a finite number >= 1", Name, bf)
+	}
+	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

@@ -18,7 +18,8 @@ type picker struct {
 	members    []engine.Member // indexed as the table's endpoints
 	header     string          // requestHashHeader, "" if none
 	rand       engine.Rand
-	connecting bool // some endpoint is CONNECTING (gRFC A76's random-hash rule)
+	connecting bool             // some endpoint is CONNECTING (gRFC A76's random-hash rule)
+	snap       *engine.Snapshot // for the failure penalty (FailureMultiplier)
 
 	// Bounded load only (load != nil): the balancer-wide in-flight count,
 	// BalanceFactor / endpoints, and the Done of each member that keeps
@@ -39,31 +40,34 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	first := c.endpoint
 	var limit int64 = -1 // bounded load's cap, computed on first need
 	fallback, spill := int32(-1), int32(-1)
-	var spillLoad int64
+	var spillCost float64
 	spills := 0
 	for ok := true; ok; c, ok = p.tbl.next(c) {
 		m := &p.members[c.endpoint]
 		switch m.State {
 		case connectivity.Ready:
 			if p.load == nil {
-				return engine.PickEndpoint(&m.Ready, info)
+				return engine.PickEndpoint(&m.Ready, info, homeOr(c.endpoint, first))
 			}
 			if limit < 0 {
 				limit = p.loadCap()
 			}
 			if n := m.Stats.InFlight(); n+1 <= limit {
 				if fallback < 0 {
-					return p.pickBounded(c.endpoint, info)
+					return p.pickBounded(c.endpoint, info, homeOr(c.endpoint, first))
 				}
 				// The key's own endpoint is full: its overflow goes to the
 				// least loaded of the next spillChoices that can take it,
 				// so that one hot key's spill does not fill its neighbour
-				// and push that neighbour's own keys out in turn.
-				if spill < 0 || n < spillLoad {
-					spill, spillLoad = c.endpoint, n
+				// and push that neighbour's own keys out in turn. Recent
+				// failures count as load: an endpoint that fails fast is
+				// never busy, and would otherwise draw every spill.
+				cost := float64(n+1) * p.snap.FailureMultiplier(m.Stats)
+				if spill < 0 || cost < spillCost {
+					spill, spillCost = c.endpoint, cost
 				}
 				if spills++; spills == spillChoices {
-					return p.pickBounded(spill, info)
+					return p.pickBounded(spill, info, reasonSpilled)
 				}
 			}
 			if fallback < 0 {
@@ -86,16 +90,26 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// TRANSIENT_FAILURE: the next candidate along the table.
 	}
 	if spill >= 0 {
-		return p.pickBounded(spill, info)
+		return p.pickBounded(spill, info, reasonSpilled)
 	}
 	if fallback >= 0 {
 		// Every READY endpoint is at its cap: the caps sum to more than
 		// the load, so this only happens while others are down. The
 		// first READY candidate keeps as much affinity as is left.
-		return p.pickBounded(fallback, info)
+		return p.pickBounded(fallback, info, homeOr(fallback, first))
 	}
 	// Every endpoint failed: fail with the key's own endpoint's error.
 	return p.members[first].Picker.Pick(info)
+}
+
+// homeOr is the reason for picking endpoint i for a key whose own endpoint
+// is home: reasonHome if they are the same, else reasonUnavailable (the
+// walk along the table passed endpoints that could not take the call).
+func homeOr(i, home int32) engine.PickReason {
+	if i == home {
+		return reasonHome
+	}
+	return reasonUnavailable
 }
 
 // spillChoices is how many candidates under the cap, past a full first
@@ -108,27 +122,35 @@ const spillChoices = 3
 
 // pickRandom places an RPC without a key (gRFC A76): the first READY
 // endpoint along the table from a random hash, waking at most one IDLE
-// endpoint on the way, and none while one is connecting already.
+// endpoint on the way, and none while one is connecting already. Such a
+// call has no endpoint of its own, so it also passes over endpoints that
+// are failing (failingMultiplier) while another can take it.
 func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResult, error) {
 	requested := p.connecting
 	var limit int64 = -1
-	fallback := int32(-1)
+	fallback, failing := int32(-1), int32(-1)
 	for c, ok := p.tbl.first(h), true; ok; c, ok = p.tbl.next(c) {
 		m := &p.members[c.endpoint]
 		switch m.State {
 		case connectivity.Ready:
-			if p.load == nil {
-				return engine.PickEndpoint(&m.Ready, info)
+			if p.snap.FailureMultiplier(m.Stats) >= failingMultiplier {
+				if failing < 0 {
+					failing = c.endpoint
+				}
+				continue
 			}
-			if limit < 0 {
-				limit = p.loadCap()
+			if p.load != nil {
+				if limit < 0 {
+					limit = p.loadCap()
+				}
+				if m.Stats.InFlight()+1 > limit {
+					if fallback < 0 {
+						fallback = c.endpoint
+					}
+					continue
+				}
 			}
-			if m.Stats.InFlight()+1 <= limit {
-				return p.pickBounded(c.endpoint, info)
-			}
-			if fallback < 0 {
-				fallback = c.endpoint
-			}
+			return p.pick(c.endpoint, info, reasonRandom)
 		case connectivity.Idle:
 			if !requested {
 				requested = true
@@ -137,13 +159,30 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResu
 			}
 		}
 	}
+	// Over the cap is better than failing: the cap is a preference, a
+	// failing endpoint's calls are lost.
 	if fallback >= 0 {
-		return p.pickBounded(fallback, info)
+		return p.pick(fallback, info, reasonRandom)
+	}
+	if failing >= 0 {
+		return p.pick(failing, info, reasonRandom)
 	}
 	if requested {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	return p.members[p.tbl.first(h).endpoint].Picker.Pick(info)
+}
+
+// failingMultiplier is the failure penalty's factor (about 30% of recent
+// calls failed) past which a call without a key passes an endpoint over.
+const failingMultiplier = 2
+
+// pick picks member i, through bounded load's count when it is on.
+func (p *picker) pick(i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
+	if p.load == nil {
+		return engine.PickEndpoint(&p.members[i].Ready, info, why)
+	}
+	return p.pickBounded(i, info, why)
 }
 
 // loadCap is bounded load's limit for the next call: ceil(BalanceFactor *
@@ -156,12 +195,22 @@ func (p *picker) loadCap() int64 {
 
 // pickBounded picks member i and counts the call in the balancer-wide
 // total until its Done.
-func (p *picker) pickBounded(i int32, info balancer.PickInfo) (balancer.PickResult, error) {
-	res, err := engine.PickEndpointDone(&p.members[i].Ready, info, p.dones[i])
+func (p *picker) pickBounded(i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
+	res, err := engine.PickEndpointDone(&p.members[i].Ready, info, why, p.dones[i])
 	if err == nil {
 		p.load.total.Add(1)
 	}
 	return res, err
+}
+
+// ReportCosts implements engine.CostReporter: the in-flight calls of every
+// READY endpoint, what bounded load caps.
+func (p *picker) ReportCosts(_ int64, record func(float64)) {
+	for i := range p.members {
+		if m := &p.members[i]; m.State == connectivity.Ready {
+			record(float64(m.Stats.InFlight()))
+		}
+	}
 }
 
 // loadCounter is a balancer's in-flight total for bounded load. It counts

@@ -11,7 +11,9 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
+	"google.golang.org/grpc/balancer/weightedtarget"
 	"google.golang.org/grpc/connectivity"
+	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 )
@@ -40,11 +42,18 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 }
 
 func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, seed uint64) *subsetBalancer {
-	return &subsetBalancer{
-		cc:       cc,
-		opts:     opts,
-		randomID: "pickwise-subset-random:" + strconv.FormatUint(seed, 16),
+	b := &subsetBalancer{
+		cc:                cc,
+		opts:              opts,
+		randomID:          "pickwise-subset-random:" + strconv.FormatUint(seed, 16),
+		target:            opts.Target.String(),
+		unregisterMetrics: func() {},
 	}
+	if m := cc.MetricsRecorder(); m != nil {
+		b.metrics = m
+		b.unregisterMetrics = m.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.report), sizeMetric, endpointsMetric)
+	}
+	return b
 }
 
 // subsetBalancer filters the resolver's endpoints down to this client's
@@ -55,9 +64,15 @@ func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, seed uint64
 // no lock; they are written only from those calls.
 type subsetBalancer struct {
 	// Immutable after build.
-	cc       balancer.ClientConn
-	opts     balancer.BuildOptions
-	randomID string
+	cc                balancer.ClientConn
+	opts              balancer.BuildOptions
+	randomID          string
+	target            string                 // the channel's, a metrics label
+	metrics           estats.MetricsRecorder // nil: none recorded
+	unregisterMetrics func()
+
+	// Atomic: the metrics reporter reads them.
+	gauges subsetGauges
 
 	// Serialized by grpc.
 	child     balancer.Balancer
@@ -103,6 +118,8 @@ func (b *subsetBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 		// back on when a parent builds us without one.
 		return fmt.Errorf("%s: unexpected config type %T", Name, s.BalancerConfig)
 	}
+	loc := weightedtarget.LocalityFromResolverState(s.ResolverState)
+	b.gauges.locality.Store(&loc)
 	if err := b.updateSubset(cfg, s.ResolverState.Endpoints); err != nil {
 		return err
 	}
@@ -126,6 +143,7 @@ func (b *subsetBalancer) updateSubset(cfg *Config, eps []resolver.Endpoint) erro
 		}
 	}
 	ids = normalize(ids)
+	b.gauges.endpoints.Store(int64(len(ids)))
 	key := subsetKey{ids: strings.Join(ids, "\n"), size: cfg.SubsetSize, index: -1, mode: cfg.Mode, hasSubsets: true}
 	if cfg.ClientIndex != nil {
 		key.index, key.count = *cfg.ClientIndex, *cfg.ClientCount
@@ -153,10 +171,19 @@ func (b *subsetBalancer) updateSubset(cfg *Config, eps []resolver.Endpoint) erro
 		// Config gets the algorithm's message.
 		return fmt.Errorf("%s: %v", Name, err)
 	}
-	b.subset = make(map[string]bool, len(subset))
+	next := make(map[string]bool, len(subset))
+	entered := 0
 	for _, id := range subset {
-		b.subset[id] = true
+		next[id] = true
+		if !b.subset[id] {
+			entered++
+		}
 	}
+	if b.key.hasSubsets && entered > 0 && b.metrics != nil {
+		churnMetric.Record(b.metrics, int64(entered), b.target, b.locality())
+	}
+	b.subset = next
+	b.gauges.size.Store(int64(len(subset)))
 	b.key = key
 	b.computed++
 	return nil
@@ -245,6 +272,7 @@ func (b *subsetBalancer) ExitIdle() {
 
 func (b *subsetBalancer) Close() {
 	b.closed = true
+	b.unregisterMetrics()
 	b.closeChild()
 }
 

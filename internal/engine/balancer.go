@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/lazy"
 	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/balancer/weightedtarget"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	estats "google.golang.org/grpc/experimental/stats"
@@ -49,29 +50,38 @@ type engineBalancer struct {
 	aggregate   balancer.State // endpointsharding's last aggregate
 	resolverErr error          // last resolver error, for messages
 	rampTimer   Timer
-	rampTimerAt int64    // UnixNano when rampTimer fires; 0 if none
-	decayTimer  Timer    // pending failure-decay tick, if any
-	weights     *weights // nil unless the policy asks for Settings.Weights
+	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
+	decayTimer  Timer           // pending failure-decay tick, if any
+	weights     *weights        // nil unless the policy asks for Settings.Weights
+	locality    string          // the endpoints' xDS locality, if any: a metrics label
+	picker      balancer.Picker // the policy's last picker; nil while none is published
 
 	// Immutable after construction.
-	metrics estats.MetricsRecorder
-	target  string // the channel's target, the metrics' label
+	metrics           estats.MetricsRecorder
+	policyMetrics     *Metrics // nil: the policy records none
+	target            string   // the channel's target, the metrics' label
+	unregisterMetrics func()   // stops grpc calling reportMetrics
 }
 
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
 	b := &engineBalancer{
-		name:      s.Name,
-		lazy:      s.Lazy,
-		cc:        cc,
-		clock:     opts.Clock,
-		rand:      opts.Rand,
-		policy:    s.NewPolicy(),
-		endpoints: resolver.NewEndpointMap[*Endpoint](),
-		metrics:   cc.MetricsRecorder(),
-		target:    bOpts.Target.String(),
+		name:              s.Name,
+		lazy:              s.Lazy,
+		cc:                cc,
+		clock:             opts.Clock,
+		rand:              opts.Rand,
+		policy:            s.NewPolicy(),
+		endpoints:         resolver.NewEndpointMap[*Endpoint](),
+		metrics:           cc.MetricsRecorder(),
+		target:            bOpts.Target.String(),
+		policyMetrics:     s.Metrics,
+		unregisterMetrics: func() {},
 	}
 	if b.metrics == nil {
 		b.metrics = noMetrics{}
+	}
+	if m := b.policyMetrics; m != nil {
+		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping)
 	}
 	b.shared.schedule = b.scheduleDecay
 	b.shared.clock = opts.Clock
@@ -123,6 +133,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 	}
 	b.resolverErr = nil
+	b.locality = weightedtarget.LocalityFromResolverState(ccs.ResolverState)
 
 	next := resolver.NewEndpointMap[*Endpoint]()
 	b.byAddr = make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
@@ -150,6 +161,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	for ep, e := range b.endpoints.All() {
 		if _, kept := next.Get(ep); !kept {
 			e.stopOOBLocked()
+			b.flushPicksLocked(e)
 		}
 	}
 	b.endpoints = next
@@ -201,7 +213,14 @@ func (b *engineBalancer) Close() {
 		b.decayTimer = nil
 	}
 	b.stopWeightsLocked()
+	for _, e := range b.order {
+		b.flushPicksLocked(e)
+	}
+	b.picker = nil
 	b.mu.Unlock()
+	// Outside the lock: a sink that is collecting holds its own lock while
+	// it calls reportMetrics, which takes ours.
+	b.unregisterMetrics()
 	b.child.Close()
 }
 
@@ -289,6 +308,7 @@ func (b *engineBalancer) publishLocked(now int64) {
 	}
 
 	if len(ready) == 0 {
+		b.picker = nil
 		b.cc.UpdateState(balancer.State{
 			ConnectivityState: b.aggregate.ConnectivityState,
 			Picker:            b.noReadyPickerLocked(),
@@ -308,7 +328,7 @@ func (b *engineBalancer) publishLocked(now int64) {
 		Built:     now,
 	}
 	if b.weights != nil {
-		snap.Weights = b.readyWeightsLocked(ready)
+		snap.Weights, snap.WeightsFallback = b.readyWeightsLocked(ready)
 		if !b.weights.cfg.OutOfBand {
 			for i := range ready {
 				b.trackerLocked(ready[i].Stats)
@@ -316,7 +336,8 @@ func (b *engineBalancer) publishLocked(now int64) {
 			}
 		}
 	}
-	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(snap)})
+	b.picker = b.policy.NewPicker(snap)
+	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.picker})
 	b.scheduleRampEndLocked(rampEnd, now)
 }
 

@@ -35,6 +35,11 @@ type endpointHot struct {
 	inflight    atomic.Int64
 	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
 	rtt         rtt           // latency average; written only by latency-aware policies
+	// picks counts the calls picked for the endpoint, by PickReason: a
+	// pick writes this line anyway (inflight), so counting costs one
+	// uncontended add, where a balancer-wide counter would be a line every
+	// core fights over. 32 bits: see flushPicksLocked.
+	picks [MaxPickReasons]atomic.Uint32
 }
 
 // endpointCold is the rest of an Endpoint.
@@ -66,6 +71,9 @@ type endpointCold struct {
 	orcaStatus orca.Status             // at the last weight update
 	orcaSC     balancer.SubConn        // the READY connection that carries the OOB stream
 	stopOOB    func()                  // stops the OOB stream, if one is open
+
+	// picks as of the last metrics collection; guarded by the balancer's mu.
+	flushedPicks [MaxPickReasons]uint32
 }
 
 // cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
@@ -93,8 +101,11 @@ func (e *Endpoint) FailureRatio() float64 {
 	return math.Float64frombits(e.failureBits.Load())
 }
 
-// started records a picked RPC.
-func (e *Endpoint) started() { e.inflight.Add(1) }
+// started records a picked RPC and why it was picked.
+func (e *Endpoint) started(why PickReason) {
+	e.inflight.Add(1)
+	e.picks[why&(MaxPickReasons-1)].Add(1)
+}
 
 // finish is the Done callback of every RPC picked for this endpoint that
 // is not timed (see pickTimed). A latency-aware policy does not time every

@@ -215,12 +215,12 @@ func (c *call) finish(info balancer.DoneInfo) {
 }
 
 // pickTimed is PickEndpoint for a call whose latency is to be sampled.
-func pickTimed(r *Ready, info balancer.PickInfo, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
+func pickTimed(r *Ready, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
 	res, err := r.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
-	r.Stats.started()
+	r.Stats.started(why)
 	r.Stats.rtt.lastTimed.Store(now)
 	c := callPool.Get().(*call)
 	c.e, c.start, c.clock, c.lat = r.Stats, now, clock, lat

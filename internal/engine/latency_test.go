@@ -89,7 +89,7 @@ func TestPeakEWMADefaultAndPending(t *testing.T) {
 	if got := e.PeakLoad(0, l); got != 0 {
 		t.Errorf("load with no sample and nothing in flight = %v, want 0", got)
 	}
-	e.started()
+	e.started(ReasonLeastLoaded)
 	if got := e.PeakLoad(0, l); got < pendingPenalty {
 		t.Errorf("load with a call pending and no sample = %v, want the pending penalty", got)
 	}

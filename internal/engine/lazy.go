@@ -52,6 +52,7 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		}
 	}
 	if len(members) == 0 {
+		b.picker = nil
 		b.cc.UpdateState(balancer.State{
 			ConnectivityState: b.aggregate.ConnectivityState,
 			Picker:            b.noReadyPickerLocked(),
@@ -84,7 +85,8 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		latency:   b.latency,
 		Built:     now,
 	}
-	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: b.policy.NewPicker(snap)})
+	b.picker = b.policy.NewPicker(snap)
+	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: b.picker})
 }
 
 // lazyAggregate is gRFC A61's aggregate state of a ring-hash-like policy:

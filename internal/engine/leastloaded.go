@@ -79,7 +79,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		now = p.snap.Clock.Nanotime()
 	}
 	if n == 1 {
-		return p.pickEndpoint(&eps[0], info, now)
+		return p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
 	}
 	var idx [MaxChoices]int
 	var cands []int
@@ -98,49 +98,88 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
 	}
-	best, now := p.choose(cands, now)
-	return p.pickEndpoint(&eps[best], info, now)
+	best, why, now := p.choose(cands, now)
+	return p.pickEndpoint(&eps[best], info, why, now)
 }
 
-func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, now int64) (balancer.PickResult, error) {
+func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	if p.timed && r.Stats.wantsSample(now, p.snap.latency) {
-		return pickTimed(r, info, now, p.snap.Clock, p.snap.latency)
+		return pickTimed(r, info, why, now, p.snap.Clock, p.snap.latency)
 	}
-	return PickEndpoint(r, info)
+	return PickEndpoint(r, info, why)
 }
 
-// choose returns the index of the cheapest candidate, and the clock
-// reading now, taken if a candidate needed it and not taken before.
-func (p *LeastLoaded) choose(cands []int, now int64) (int, int64) {
+// choose returns the index of the cheapest candidate, why it won, and the
+// clock reading now, taken if a candidate needed it and not taken before.
+func (p *LeastLoaded) choose(cands []int, now int64) (int, PickReason, int64) {
 	s := p.snap
 	best, bestCost := -1, 0.0
+	// The candidate that would have won without the failure penalty: when
+	// it is not best, the penalty steered this call away from a failing
+	// endpoint.
+	rawBest, rawBestCost := -1, 0.0
+	tie := true
 	for _, i := range cands {
 		r := &s.Endpoints[i]
-		inv := r.InvWeight
-		if r.RampEnd != 0 {
-			// Only a ramping candidate needs the time; a timed pick has
-			// read the clock already.
-			if now == 0 {
-				now = s.Clock.Nanotime()
-			}
-			inv = s.EffectiveInvWeight(r, now)
+		// Only a ramping candidate needs the time; a timed pick has read
+		// the clock already.
+		if r.RampEnd != 0 && now == 0 {
+			now = s.Clock.Nanotime()
 		}
-		var load float64
-		switch p.kind {
-		case inFlightMetric:
-			load = float64(r.Stats.inflight.Load() + 1)
-		case peakMetric:
-			load = r.Stats.PeakLoad(now, s.latency)
-		default:
-			load = p.metric.Load(r)
+		raw, cost := p.cost(r, now)
+		switch {
+		case best < 0:
+			best, bestCost, rawBest, rawBestCost = i, cost, i, raw
+			continue
+		case cost < bestCost:
+			best, bestCost, tie = i, cost, false
+		case cost > bestCost:
+			tie = false
 		}
-		cost := load * inv
-		if s.penalty != nil {
-			cost *= s.penalty.multiplier(r.Stats.FailureRatio())
-		}
-		if best < 0 || cost < bestCost {
-			best, bestCost = i, cost
+		if raw < rawBestCost {
+			rawBest, rawBestCost = i, raw
 		}
 	}
-	return best, now
+	why := ReasonLeastLoaded
+	switch {
+	case rawBest != best:
+		why = ReasonAvoidedFailing
+	case tie:
+		why = ReasonTie
+	}
+	return best, why, now
+}
+
+// cost is what the picker compares for r as of now: its load divided by
+// its weight (slow start's share included), before and after the failure
+// penalty.
+func (p *LeastLoaded) cost(r *Ready, now int64) (raw, penalized float64) {
+	s := p.snap
+	inv := r.InvWeight
+	if r.RampEnd != 0 {
+		inv = s.EffectiveInvWeight(r, now)
+	}
+	var load float64
+	switch p.kind {
+	case inFlightMetric:
+		load = float64(r.Stats.inflight.Load() + 1)
+	case peakMetric:
+		load = r.Stats.PeakLoad(now, s.latency)
+	default:
+		load = p.metric.Load(r)
+	}
+	raw = load * inv
+	if s.penalty != nil {
+		return raw, raw * s.penalty.multiplier(r.Stats.FailureRatio())
+	}
+	return raw, raw
+}
+
+// ReportCosts implements CostReporter: the cost the picker would compare
+// for each endpoint now, failure penalty included.
+func (p *LeastLoaded) ReportCosts(now int64, record func(float64)) {
+	for i := range p.snap.Endpoints {
+		_, c := p.cost(&p.snap.Endpoints[i], now)
+		record(c)
+	}
 }

@@ -1,45 +1,279 @@
 package engine
 
 import (
+	"slices"
+	"sync"
+
+	"strings"
+
+	"google.golang.org/grpc/connectivity"
 	estats "google.golang.org/grpc/experimental/stats"
 )
 
-// The weight metrics, registered with grpc's metrics registry so that they
-// reach grpc's OpenTelemetry plugin (and any other stats handler) like
-// grpc's own weighted_round_robin metrics. Off unless enabled by name, as
-// grpc's are. Every one carries the channel's target.
-var (
-	rrFallbackMetric = estats.RegisterInt64Count(estats.MetricDescriptor{
-		Name:        "pickwise.lb.weights.rr_fallback",
-		Description: "Weight updates in which fewer than two READY endpoints had a usable weight, so that every endpoint got an equal share.",
-		Unit:        "{update}",
-		Labels:      []string{"grpc.target"},
-	})
-	notYetUsableMetric = estats.RegisterInt64Count(estats.MetricDescriptor{
-		Name:        "pickwise.lb.weights.endpoint_weight_not_yet_usable",
-		Description: "READY endpoints, counted at each weight update, without a usable weight because they have not reported or are in their blackout period; they get the median weight.",
-		Unit:        "{endpoint}",
-		Labels:      []string{"grpc.target"},
-	})
-	staleMetric = estats.RegisterInt64Count(estats.MetricDescriptor{
-		Name:        "pickwise.lb.weights.endpoint_weight_stale",
-		Description: "READY endpoints, counted at each weight update, whose last report is older than the weight expiration period; they get the median weight.",
-		Unit:        "{endpoint}",
-		Labels:      []string{"grpc.target"},
-	})
-	endpointWeightMetric = estats.RegisterFloat64Histo(estats.MetricDescriptor{
-		Name:        "pickwise.lb.weights.endpoint_weights",
-		Description: "The usable weight of each READY endpoint at each weight update.",
-		Unit:        "{weight}",
-		Labels:      []string{"grpc.target"},
-	})
-	badReportsMetric = estats.RegisterInt64Count(estats.MetricDescriptor{
-		Name:        "pickwise.lb.weights.bad_reports",
-		Description: "ORCA load reports ignored as unusable: NaN, infinite or negative values, zero queries per second, or zero utilization under load.",
-		Unit:        "{report}",
-		Labels:      []string{"grpc.target"},
-	})
+// A policy's metrics are registered with grpc's metrics registry, so that
+// they reach grpc's OpenTelemetry plugin (and any other stats handler) like
+// grpc's own load-balancing metrics. Like those, they are off unless
+// enabled by name (see the public metrics package). Every one carries the
+// channel's target and, as an optional label, the locality xDS assigned
+// the endpoints to.
+
+// Label names, as grpc spells its own.
+const (
+	targetLabel   = "grpc.target"
+	localityLabel = "grpc.lb.locality"
+	reasonLabel   = "pickwise.reason"
 )
+
+// MaxPickReasons is how many distinct reasons a policy's pickers can give
+// for their picks (PickReason).
+const MaxPickReasons = 4
+
+// PickReason says why a picker chose an endpoint. It indexes the reason
+// names of the policy's MetricsSpec; every pick counts one, on the
+// endpoint's own cache line, and the counts reach the picks metric when
+// metrics are collected.
+type PickReason uint8
+
+// Why the engine's d-choice picker (LeastLoaded) chose an endpoint; the
+// names are LeastLoadedReasons.
+const (
+	// ReasonLeastLoaded: the candidates' costs differed and the cheapest
+	// won.
+	ReasonLeastLoaded PickReason = iota
+	// ReasonTie: every candidate cost the same; the first sampled won.
+	ReasonTie
+	// ReasonOnlyReady: one endpoint was READY, so there was no choice.
+	ReasonOnlyReady
+	// ReasonAvoidedFailing: a candidate that lost was being penalized for
+	// recent server-side failures.
+	ReasonAvoidedFailing
+)
+
+// LeastLoadedReasons names LeastLoaded's PickReasons, for MetricsSpec.
+var LeastLoadedReasons = []string{"least_loaded", "tie", "only_ready", "avoided_failing"}
+
+// Why the engine's WeightedRR picker chose an endpoint; the names are
+// WeightedReasons.
+const (
+	// ReasonWeighted: the schedule follows the endpoints' weights.
+	ReasonWeighted PickReason = iota
+	// ReasonRoundRobinFallback: fewer than two READY endpoints had a usable
+	// backend-reported weight, so every endpoint got an equal share.
+	ReasonRoundRobinFallback
+)
+
+// WeightedReasons names WeightedRR's PickReasons, for MetricsSpec.
+var WeightedReasons = []string{"weighted", "round_robin_fallback"}
+
+// MetricsSpec describes the metrics of one policy.
+type MetricsSpec struct {
+	// Policy is the policy's short name: its metrics are named
+	// pickwise.<Policy>.<metric>.
+	Policy string
+	// Reasons names the PickReasons the policy's pickers give, in order;
+	// at most MaxPickReasons.
+	Reasons []string
+	// Cost, if set, describes what the policy's pickers report through
+	// CostReporter; it becomes the endpoint_cost histogram's description.
+	Cost string
+	// Weights registers the metrics of backend-reported weights, for a
+	// policy with Settings.Weights.
+	Weights bool
+}
+
+// Metrics are the registered metrics of one policy (RegisterMetrics).
+type Metrics struct {
+	reasons [MaxPickReasons]string
+	picks   *estats.Int64CountHandle
+	ready   *estats.Int64AsyncGaugeHandle
+	ramping *estats.Int64AsyncGaugeHandle
+	cost    *estats.Float64HistoHandle // nil without MetricsSpec.Cost
+	weights *weightMetrics             // nil without MetricsSpec.Weights
+}
+
+// weightMetrics follow backend-reported weights, as grpc's
+// weighted_round_robin metrics do, plus the reports the orca package
+// rejected.
+type weightMetrics struct {
+	rrFallback   *estats.Int64CountHandle
+	notYetUsable *estats.Int64CountHandle
+	stale        *estats.Int64CountHandle
+	weight       *estats.Float64HistoHandle
+	badReports   *estats.Int64CountHandle
+}
+
+// RegisterMetrics registers a policy's metrics. Call it once, from the
+// policy package's initialization (grpc's registry panics on a name
+// registered twice), and pass the result in the policy's spec.
+func RegisterMetrics(s MetricsSpec) *Metrics {
+	if len(s.Reasons) == 0 || len(s.Reasons) > MaxPickReasons {
+		panic("pickwise: MetricsSpec " + s.Policy + ": 1 to MaxPickReasons reasons")
+	}
+	p := "pickwise." + s.Policy + "."
+	plain := []string{targetLabel}
+	optional := []string{localityLabel}
+	m := &Metrics{
+		picks: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+			Name:           p + "picks",
+			Description:    "Calls picked, by the reason the picker chose the endpoint (pickwise.reason): " + strings.Join(s.Reasons, ", ") + ".",
+			Unit:           "{pick}",
+			Labels:         []string{targetLabel, reasonLabel},
+			OptionalLabels: optional,
+		})),
+		ready: estats.RegisterInt64AsyncGauge(named(estats.MetricDescriptor{
+			Name:           p + "endpoints_ready",
+			Description:    "Endpoints the policy is picking from: READY, in the current picker.",
+			Unit:           "{endpoint}",
+			Labels:         plain,
+			OptionalLabels: optional,
+		})),
+		ramping: estats.RegisterInt64AsyncGauge(named(estats.MetricDescriptor{
+			Name:           p + "endpoints_in_slow_start",
+			Description:    "READY endpoints still ramping up to their full share (slowStart).",
+			Unit:           "{endpoint}",
+			Labels:         plain,
+			OptionalLabels: optional,
+		})),
+	}
+	copy(m.reasons[:], s.Reasons)
+	if s.Cost != "" {
+		m.cost = estats.RegisterFloat64Histo(named(estats.MetricDescriptor{
+			Name:           p + "endpoint_cost",
+			Description:    s.Cost + " One sample per READY endpoint each time metrics are collected.",
+			Unit:           "{cost}",
+			Labels:         plain,
+			OptionalLabels: optional,
+		}))
+	}
+	if s.Weights {
+		m.weights = &weightMetrics{
+			rrFallback: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+				Name:           p + "rr_fallback",
+				Description:    "Pickers built while fewer than two READY endpoints had a usable weight, so that every endpoint got an equal share.",
+				Unit:           "{update}",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+			notYetUsable: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+				Name:           p + "endpoint_weight_not_yet_usable",
+				Description:    "READY endpoints, counted at each weight update, without a usable weight because they have not reported or are in their blackout period; they get the median weight.",
+				Unit:           "{endpoint}",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+			stale: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+				Name:           p + "endpoint_weight_stale",
+				Description:    "READY endpoints, counted at each weight update, whose last report is older than the weight expiration period; they get the median weight.",
+				Unit:           "{endpoint}",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+			weight: estats.RegisterFloat64Histo(named(estats.MetricDescriptor{
+				Name:           p + "endpoint_weight",
+				Description:    "The usable weight of each READY endpoint at each weight update.",
+				Unit:           "{weight}",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+			badReports: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+				Name:           p + "bad_reports",
+				Description:    "ORCA load reports ignored as unusable: NaN, infinite or negative values, zero queries per second, or zero utilization under load.",
+				Unit:           "{report}",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+		}
+	}
+	return m
+}
+
+// CostReporter is implemented by pickers whose policy compares a cost per
+// endpoint. When metrics are collected, the engine samples every READY
+// endpoint's cost, as of now (Clock.Nanotime), into the endpoint_cost
+// histogram.
+type CostReporter interface {
+	ReportCosts(now int64, record func(cost float64))
+}
+
+var (
+	metricNamesMu sync.Mutex
+	metricNames   []string
+)
+
+// MetricNames returns the names of every pickwise metric registered so
+// far, sorted.
+func MetricNames() []string {
+	metricNamesMu.Lock()
+	defer metricNamesMu.Unlock()
+	names := slices.Clone(metricNames)
+	slices.Sort(names)
+	return names
+}
+
+// RegisterMetricName records the name of a metric registered outside the
+// engine (by a parent policy) for MetricNames, and returns the descriptor,
+// so that registration reads estats.RegisterX(engine.RegisterMetricName(d)).
+func RegisterMetricName(d estats.MetricDescriptor) estats.MetricDescriptor {
+	return named(d)
+}
+
+func named(d estats.MetricDescriptor) estats.MetricDescriptor {
+	metricNamesMu.Lock()
+	defer metricNamesMu.Unlock()
+	metricNames = append(metricNames, d.Name)
+	return d
+}
+
+// reportMetrics is the balancer's async reporter: grpc calls it whenever
+// the metrics sink collects (grpc's OpenTelemetry plugin: at each export or
+// scrape). Besides the gauges, it flushes the pick counts the endpoints
+// have gathered since the last collection and samples the endpoints'
+// costs, so that nothing runs for metrics between collections, and
+// nothing at all when no sink collects.
+func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	m := b.policyMetrics
+	now := b.clock.Nanotime()
+	var ready, ramping int64
+	for _, e := range b.order {
+		b.flushPicksLocked(e)
+		if e.gen != b.gen || e.state != connectivity.Ready {
+			continue
+		}
+		ready++
+		if b.ramp != nil && e.ramping && e.rampStart+b.ramp.window > now {
+			ramping++
+		}
+	}
+	m.ready.Record(r, ready, b.target, b.locality)
+	m.ramping.Record(r, ramping, b.target, b.locality)
+	if cr, ok := b.picker.(CostReporter); ok && m.cost != nil {
+		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.target, b.locality) })
+	}
+	return nil
+}
+
+// flushPicksLocked records the picks counted on e since its last flush.
+// The per-endpoint counters are 32 bits wide and wrap; a difference of
+// two readings is right as long as fewer than 2^32 picks of one endpoint
+// fall between collections.
+func (b *engineBalancer) flushPicksLocked(e *Endpoint) {
+	m := b.policyMetrics
+	if m == nil {
+		return
+	}
+	for i := range e.picks {
+		n := e.picks[i].Load()
+		if d := n - e.flushedPicks[i]; d != 0 {
+			e.flushedPicks[i] = n
+			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
+		}
+	}
+}
 
 // noMetrics is the recorder of a balancer built without one (tests, the
 // simulator): it drops everything. Embedding the interface is what grpc

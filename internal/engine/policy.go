@@ -48,6 +48,9 @@ type Spec struct {
 	// state, so that a picker can route a key to an IDLE endpoint and make
 	// it connect. See publishLazyLocked.
 	Lazy bool
+	// Metrics are the policy's metrics (RegisterMetrics); nil records
+	// none.
+	Metrics *Metrics
 }
 
 // Options inject the engine's dependencies. The zero value means the wall
@@ -118,11 +121,14 @@ type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
 	Choices func(C) int
 	// Metric is the load metric pickers over snap compare.
 	Metric func(cfg C, snap *Snapshot) LoadMetric
+	// Metrics are the policy's metrics (RegisterMetrics with
+	// LeastLoadedReasons); nil records none.
+	Metrics *Metrics
 }
 
 // RegisterLeastLoaded registers a d-choice policy (see Register).
 func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Defaults, s.Settings, func(cfg C, snap *Snapshot) balancer.Picker {
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot) balancer.Picker {
 		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap))
 	})
 }
@@ -130,10 +136,11 @@ func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[
 // registerTyped registers a policy whose config is a C: the engine's
 // policies differ only in their settings and in the picker they build.
 func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),
-	defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot) balancer.Picker) {
+	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot) balancer.Picker) {
 	Register(Spec{
 		Name:        name,
 		ParseConfig: parse,
+		Metrics:     metrics,
 		NewPolicy: func() Policy {
 			return &typedPolicy[C]{name: name, defaults: defaults, settings: settings, newPicker: newPicker, cfg: defaults()}
 		},

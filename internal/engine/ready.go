@@ -38,6 +38,10 @@ type Snapshot struct {
 	// stands in for an endpoint without a usable weight, and all are 1 when
 	// fewer than two have one. Nil otherwise. Slow start is not applied.
 	Weights []float64
+	// WeightsFallback says that fewer than two endpoints had a usable
+	// weight, so that Weights are all equal: the policy is round robin
+	// until reports arrive.
+	WeightsFallback bool
 	// Built is when the snapshot was taken, in Clock.Nanotime.
 	Built int64
 	// Clock and Rand are the engine's injected time and randomness.
@@ -66,27 +70,38 @@ func (s *Snapshot) RampFactor(r *Ready, now int64) float64 {
 	return s.ramp.factor(now - r.RampStart)
 }
 
+// FailureMultiplier is the failure penalty's factor for e: 1 when the
+// penalty is off or e has had no recent server-side failure, up to the
+// configured maximum for an endpoint that fails everything.
+func (s *Snapshot) FailureMultiplier(e *Endpoint) float64 {
+	if s.penalty == nil {
+		return 1
+	}
+	return s.penalty.multiplier(e.FailureRatio())
+}
+
 // PickEndpoint asks r's child for a connection and, if it has one, counts
 // the RPC against r until its Done runs. Every policy's picker ends here, so
 // that in-flight counts and failure tracking are the same for all of them.
-func PickEndpoint(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
+// why is counted for the policy's picks metric.
+func PickEndpoint(r *Ready, info balancer.PickInfo, why PickReason) (balancer.PickResult, error) {
 	res, err := r.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
-	r.Stats.started()
+	r.Stats.started(why)
 	return withDone(res, r.Stats.done), nil
 }
 
 // PickEndpointDone is PickEndpoint with done as the call's Done instead of
 // the engine's own, for a policy that must see every call end (to keep a
 // count of its own). done must call r.Stats.Finish exactly once.
-func PickEndpointDone(r *Ready, info balancer.PickInfo, done func(balancer.DoneInfo)) (balancer.PickResult, error) {
+func PickEndpointDone(r *Ready, info balancer.PickInfo, why PickReason, done func(balancer.DoneInfo)) (balancer.PickResult, error) {
 	res, err := r.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
-	r.Stats.started()
+	r.Stats.started(why)
 	return withDone(res, done), nil
 }
 

@@ -24,6 +24,7 @@ type WeightedRR struct {
 	// Immutable after construction.
 	snap  *Snapshot
 	sched *Schedule
+	why   PickReason // ReasonWeighted or ReasonRoundRobinFallback, for every pick
 }
 
 // NewWeightedRR returns a WeightedRR picker over snap, starting at a random
@@ -44,6 +45,9 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 		ws[i] = w
 	}
 	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}
+	if snap.WeightsFallback {
+		p.why = ReasonRoundRobinFallback
+	}
 	p.next.Store(uint32(snap.Rand.Uint64()))
 	return p
 }
@@ -61,9 +65,9 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
 	if r.ReportDone == nil {
-		return PickEndpoint(r, info)
+		return PickEndpoint(r, info, p.why)
 	}
-	return PickEndpointDone(r, info, r.ReportDone)
+	return PickEndpointDone(r, info, p.why, r.ReportDone)
 }
 
 // WeightedSpec describes a policy that is the engine's smooth weighted
@@ -76,11 +80,14 @@ type WeightedSpec[C serviceconfig.LoadBalancingConfig] struct {
 	Defaults func() C
 	// Settings are the engine settings a config asks for.
 	Settings func(C) Settings
+	// Metrics are the policy's metrics (RegisterMetrics with
+	// WeightedReasons); nil records none.
+	Metrics *Metrics
 }
 
 // RegisterWeighted registers a weighted round-robin policy (see Register).
 func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Defaults, s.Settings, func(_ C, snap *Snapshot) balancer.Picker {
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(_ C, snap *Snapshot) balancer.Picker {
 		return NewWeightedRR(snap)
 	})
 }

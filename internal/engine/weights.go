@@ -119,6 +119,7 @@ func (b *engineBalancer) updateWeightsLocked() {
 	nowNs := b.clock.Nanotime()
 	now := time.Unix(0, nowNs)
 	var notYet, stale int64
+	wm := b.weightMetrics()
 	for _, e := range b.order {
 		if e.state != connectivity.Ready {
 			continue
@@ -130,23 +131,36 @@ func (b *engineBalancer) updateWeightsLocked() {
 		case orca.Stale:
 			stale++
 		}
-		if e.orcaStatus == orca.Usable {
-			endpointWeightMetric.Record(b.metrics, e.orcaWeight, b.target)
+		if e.orcaStatus == orca.Usable && wm != nil {
+			wm.weight.Record(b.metrics, e.orcaWeight, b.target, b.locality)
 		}
 	}
-	notYetUsableMetric.Record(b.metrics, notYet, b.target)
-	staleMetric.Record(b.metrics, stale, b.target)
+	if wm != nil {
+		wm.notYetUsable.Record(b.metrics, notYet, b.target, b.locality)
+		wm.stale.Record(b.metrics, stale, b.target, b.locality)
+	}
 	if bad := b.weights.listener.BadReports(); bad != b.weights.bad {
-		badReportsMetric.Record(b.metrics, int64(bad-b.weights.bad), b.target)
+		if wm != nil {
+			wm.badReports.Record(b.metrics, int64(bad-b.weights.bad), b.target, b.locality)
+		}
 		b.weights.bad = bad
 	}
 	b.publishLocked(nowNs)
 }
 
+// weightMetrics are the policy's weight metrics, nil if it has none.
+func (b *engineBalancer) weightMetrics() *weightMetrics {
+	if b.policyMetrics == nil {
+		return nil
+	}
+	return b.policyMetrics.weights
+}
+
 // readyWeightsLocked returns the weights of the READY endpoints in ready,
 // with the median standing in for those without a usable weight, and
-// records a round-robin fallback when fewer than two have one.
-func (b *engineBalancer) readyWeightsLocked(ready []Ready) []float64 {
+// whether fewer than two have one (round-robin fallback, which it
+// records).
+func (b *engineBalancer) readyWeightsLocked(ready []Ready) ([]float64, bool) {
 	ws := make([]float64, len(ready))
 	usable := make([]bool, len(ready))
 	for i := range ready {
@@ -154,10 +168,13 @@ func (b *engineBalancer) readyWeightsLocked(ready []Ready) []float64 {
 		ws[i] = e.orcaWeight
 		usable[i] = e.orcaStatus == orca.Usable
 	}
-	if orca.FillMedian(ws, usable) < 2 {
-		rrFallbackMetric.Record(b.metrics, 1, b.target)
+	if orca.FillMedian(ws, usable) >= 2 {
+		return ws, false
 	}
-	return ws
+	if wm := b.weightMetrics(); wm != nil {
+		wm.rrFallback.Record(b.metrics, 1, b.target, b.locality)
+	}
+	return ws, true
 }
 
 // NewSubConn follows the connections pickfirst children create, so that

@@ -1,0 +1,33 @@
+// Package metrics names the metrics that pickwise's policies record
+// through grpc's metrics registry (google.golang.org/grpc/experimental/stats).
+//
+// Like grpc's own load-balancing metrics, they are off until enabled by
+// name in the stats plugin. With grpc's OpenTelemetry plugin:
+//
+//	import (
+//		"google.golang.org/grpc/stats/opentelemetry"
+//		"github.com/pickwise/pickwise/metrics"
+//	)
+//
+//	opts := opentelemetry.Options{MetricsOptions: opentelemetry.MetricsOptions{
+//		MeterProvider: provider,
+//		Metrics:       opentelemetry.DefaultMetrics().Add(metrics.Names()...),
+//	}}
+//	conn, err := grpc.NewClient(target, opentelemetry.DialOption(opts), ...)
+//
+// Every metric is named pickwise.<policy>.<metric> and carries the label
+// grpc.target (the channel's target) and, where grpc knows it (under xDS),
+// the optional label grpc.lb.locality, as grpc's weighted_round_robin does.
+// Picks carry pickwise.reason, which says why the picker chose the
+// endpoint.
+package metrics
+
+import (
+	"github.com/pickwise/pickwise/internal/engine"
+)
+
+// Names returns the name of every pickwise metric registered in this
+// program, sorted. A policy registers its metrics when its package is
+// initialized, so call Names after the blank imports of the policies the
+// program uses have run (any time in or after main).
+func Names() []string { return engine.MetricNames() }
