@@ -13,7 +13,11 @@
 //   - pickwise_p2c with EDS load_balancing_weight 1:1:4;
 //   - pickwise_ring_hash with the same weights and random keys
 //     (ringhash.WithKey);
-//   - pickwise_p2c after the server replaces backend-0 by backend-3.
+//   - pickwise_p2c after the server replaces backend-0 by backend-3;
+//   - pickwise_peak_ewma with one backend 20x slower than the others;
+//   - pickwise_orca_wrr with backends that report, per call (ORCA),
+//     ratings of 500, 500 and 2000 calls per second;
+//   - pickwise_subset over pickwise_p2c, with subsets of 2 of 3 backends.
 //
 // Using the policies under xDS takes a blank import of
 // google.golang.org/grpc/xds and of each pickwise balancer, a bootstrap
@@ -175,5 +179,54 @@ func run(rpcs, conc int) error {
 	randomKey := func(ctx context.Context, _ int) context.Context {
 		return ringhash.WithKey(ctx, fmt.Sprint(rand.Uint64()))
 	}
-	return show("pickwise_ring_hash, EDS weights 1:1:4, random keys", rconn, randomKey)
+	if err := show("pickwise_ring_hash, EDS weights 1:1:4, random keys", rconn, randomKey); err != nil {
+		return err
+	}
+
+	// pickwise_peak_ewma, one slow backend.
+	pconn, err := dial(xdsenv.Service{Name: "peakewma", Policy: "pickwise_peak_ewma", Config: `{}`, Endpoints: eps(0, 0, 0, 0)})
+	if err != nil {
+		return err
+	}
+	defer pconn.Close()
+	if err := latency(40*time.Millisecond, 2*time.Millisecond, 2*time.Millisecond); err != nil {
+		return err
+	}
+	if err := show("pickwise_peak_ewma, backend-0 40ms, others 2ms", pconn, nil); err != nil {
+		return err
+	}
+	if err := latency(0, 0, 0); err != nil {
+		return err
+	}
+
+	// pickwise_orca_wrr: the backends report served/rated calls per second
+	// as their utilization (ORCA, per call), so each weight is its rating.
+	oconn, err := dial(xdsenv.Service{Name: "orcawrr", Policy: "pickwise_orca_wrr",
+		Config: `{"blackoutPeriod": "0s", "weightUpdatePeriod": "100ms"}`, Endpoints: eps(0, 0, 0, 0)})
+	if err != nil {
+		return err
+	}
+	defer oconn.Close()
+	for i, rated := range []float64{500, 500, 2000} {
+		b := env.Backends[i].Behavior()
+		b.ORCA = server.ORCAConfig{PerCall: true, Utilization: server.UtilizationRate, RatedQPS: rated}
+		if err := env.Backends[i].SetBehavior(b); err != nil {
+			return err
+		}
+	}
+	if err := settle(oconn, nil, func(c xdsenv.Counts) bool { return c.Share("backend-2") > 0.55 }); err != nil {
+		return err
+	}
+	if err := show("pickwise_orca_wrr, ORCA ratings 500/500/2000", oconn, nil); err != nil {
+		return err
+	}
+
+	// pickwise_subset: this client connects to 2 of the 3 backends.
+	sconn, err := dial(xdsenv.Service{Name: "subset", Policy: "pickwise_subset",
+		Config: `{"subsetSize": 2, "childPolicy": [{"pickwise_p2c": {}}]}`, Endpoints: eps(0, 0, 0, 0)})
+	if err != nil {
+		return err
+	}
+	defer sconn.Close()
+	return show("pickwise_subset over pickwise_p2c, 2 of 3 backends", sconn, nil)
 }

@@ -47,14 +47,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func dial(t *testing.T, svc xdsenv.Service) *grpc.ClientConn {
+func dial(t *testing.T, svc xdsenv.Service, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	if err := env.Set(context.Background(), svc); err != nil {
 		t.Fatalf("set %s: %v", svc.Name, err)
 	}
-	conn, err := grpc.NewClient("xds:///"+svc.Name,
+	conn, err := grpc.NewClient("xds:///"+svc.Name, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithResolvers(xdsResolver))
+		grpc.WithResolvers(xdsResolver)}, opts...)...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -293,21 +293,77 @@ func TestXDSPickwiseRingHash(t *testing.T) {
 	}
 }
 
-func TestXDSPickwiseSmoke(t *testing.T) {
-	for _, p := range []struct{ name, policy, config string }{
-		{"peakewma", "pickwise_peak_ewma", `{}`},
-		{"orcawrr", "pickwise_orca_wrr", `{"blackoutPeriod": "0s", "weightUpdatePeriod": "100ms"}`},
-		// grpc's xDS layer marshals the parsed config back to JSON and
-		// parses it again; pickwise_subset's child list survives that.
-		{"subset", "pickwise_subset", `{"subsetSize": 2}`},
-	} {
-		t.Run(p.name, func(t *testing.T) {
-			conn := dial(t, xdsenv.Service{Name: p.name, Policy: p.policy, Config: p.config, Endpoints: endpoints(0, 0, 0)})
-			c := drive(t, conn, 300, 6, nil)
-			t.Logf("%s: %v", p.policy, c)
-			if c.Total() != 300 {
-				t.Errorf("%d calls served, want 300", c.Total())
-			}
-		})
+// TestXDSPickwisePeakEWMA checks that pickwise_peak_ewma, selected by the
+// cluster, sends little to a backend 20x slower than the others.
+func TestXDSPickwisePeakEWMA(t *testing.T) {
+	conn := dial(t, xdsenv.Service{Name: "peakewma", Policy: "pickwise_peak_ewma", Config: `{}`, Endpoints: endpoints(0, 0, 0)})
+	setLatency(t, 0, 40*time.Millisecond)
+	for i := 1; i < 3; i++ {
+		setLatency(t, i, 2*time.Millisecond)
+	}
+	defer func() {
+		for i := range 3 {
+			setLatency(t, i, 0)
+		}
+	}()
+	drive(t, conn, 300, 12, nil) // learn the latencies
+	c := drive(t, conn, 1200, 12, nil)
+	t.Logf("pickwise_peak_ewma, backend-0 slow (40ms vs 2ms): %v", c)
+	if s := c.Share(name(0)); s > 0.1 {
+		t.Errorf("slow backend's share %.3f, want < 0.1 (round robin: 0.33)", s)
+	}
+}
+
+// TestXDSPickwiseORCA checks that pickwise_orca_wrr, selected by the
+// cluster, follows the capacities the backends report per call (ORCA):
+// rated 500, 500 and 2000 calls/s, each reporting served/rated as its
+// utilization, so that its weight is its rating.
+func TestXDSPickwiseORCA(t *testing.T) {
+	conn := dial(t, xdsenv.Service{Name: "orcawrr", Policy: "pickwise_orca_wrr",
+		Config: `{"blackoutPeriod": "0s", "weightUpdatePeriod": "100ms"}`, Endpoints: endpoints(0, 0, 0)})
+	for i, rated := range []float64{500, 500, 2000} {
+		setORCA(t, i, server.ORCAConfig{PerCall: true, Utilization: server.UtilizationRate, RatedQPS: rated})
+	}
+	defer func() {
+		for i := range 3 {
+			setORCA(t, i, server.ORCAConfig{})
+		}
+	}()
+	await(t, "weights from the reports", conn, nil, func(c xdsenv.Counts) bool { return c.Share(name(2)) > 0.55 })
+	c := drive(t, conn, 1200, 6, nil)
+	t.Logf("pickwise_orca_wrr, rated 500/500/2000: %v", c)
+	for i, want := range []float64{1.0 / 6, 1.0 / 6, 4.0 / 6} {
+		if s := c.Share(name(i)); s < want-0.08 || s > want+0.08 {
+			t.Errorf("%s's share %.3f, want %.3f ± 0.08", name(i), s, want)
+		}
+	}
+}
+
+// TestXDSPickwiseSubset checks that pickwise_subset, selected by the
+// cluster with its child list, keeps the client on subsetSize backends.
+func TestXDSPickwiseSubset(t *testing.T) {
+	// grpc's xDS layer marshals the parsed config back to JSON and parses
+	// it again; pickwise_subset's child list survives that.
+	conn := dial(t, xdsenv.Service{Name: "subset", Policy: "pickwise_subset",
+		Config: `{"subsetSize": 2, "childPolicy": [{"pickwise_p2c": {}}]}`, Endpoints: endpoints(0, 0, 0)})
+	c := drive(t, conn, 300, 6, nil)
+	t.Logf("pickwise_subset, 2 of 3: %v", c)
+	used := 0
+	for i := range 3 {
+		if c[name(i)] > 0 {
+			used++
+		}
+	}
+	if used != 2 || c.Total() != 300 {
+		t.Errorf("calls %v: want all 300 on exactly 2 backends", c)
+	}
+}
+
+func setORCA(t *testing.T, i int, o server.ORCAConfig) {
+	t.Helper()
+	b := env.Backends[i].Behavior()
+	b.ORCA = o
+	if err := env.Backends[i].SetBehavior(b); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -51,6 +52,11 @@ type Service struct {
 	Policy    string // registered policy name, e.g. "pickwise_p2c"
 	Config    string // the policy's JSON config, e.g. `{}`
 	Endpoints []Endpoint
+	// PerLocality wraps the policy in Envoy's WrrLocality, as control
+	// planes do when traffic is split across localities first: grpc then
+	// runs one instance of the policy per locality (weighted_target), and
+	// each knows its locality (the grpc.lb.locality metrics label).
+	PerLocality bool
 }
 
 // Env is a running management server and its backends.
@@ -186,6 +192,24 @@ func resources(s Service) (*listenerv3.Listener, *clusterv3.Cluster, *endpointv3
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	policy := &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+		TypedExtensionConfig: &corev3.TypedExtensionConfig{
+			Name: s.Policy,
+			TypedConfig: mustAny(&xdstypev3.TypedStruct{
+				// gRFC A52: the last path component names the policy.
+				TypeUrl: "type.googleapis.com/" + s.Policy,
+				Value:   st,
+			}),
+		},
+	}}}
+	if s.PerLocality {
+		policy = &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+			TypedExtensionConfig: &corev3.TypedExtensionConfig{
+				Name:        "wrr_locality",
+				TypedConfig: mustAny(&wrrlocalityv3.WrrLocality{EndpointPickingPolicy: policy}),
+			},
+		}}}
+	}
 	c := &clusterv3.Cluster{
 		Name:                 cluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
@@ -195,16 +219,7 @@ func resources(s Service) (*listenerv3.Listener, *clusterv3.Cluster, *endpointv3
 			},
 			ServiceName: cluster,
 		},
-		LoadBalancingPolicy: &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
-			TypedExtensionConfig: &corev3.TypedExtensionConfig{
-				Name: s.Policy,
-				TypedConfig: mustAny(&xdstypev3.TypedStruct{
-					// gRFC A52: the last path component names the policy.
-					TypeUrl: "type.googleapis.com/" + s.Policy,
-					Value:   st,
-				}),
-			},
-		}}},
+		LoadBalancingPolicy: policy,
 	}
 
 	var lbs []*endpointv3.LbEndpoint
