@@ -439,6 +439,16 @@ func TestRandomHashWakesOne(t *testing.T) {
 		t.Fatalf("Pick = %v, want ErrNoSubConnAvailable", err)
 	}
 	waitStates(t, h, connectivity.Connecting, 1)
+	// pickfirst may report CONNECTING before it creates its SubConn, on a
+	// goroutine of endpointsharding's: wait for the SubConn too.
+	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
+		if n := len(h.CC.SubConns()); n != 1 {
+			return fmt.Errorf("%d SubConns, want 1", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for range 100 {
 		if _, _, err := pickCtx(h, context.Background()); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
 			t.Fatalf("Pick = %v, want ErrNoSubConnAvailable", err)
