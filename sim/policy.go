@@ -107,6 +107,9 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 	}
 	if spec, ours := engine.Lookup(name); ours {
 		in.lazy = spec.Lazy
+		// No recorder: a run's metrics would only pile up in memory, and
+		// their flushes would add events to the loop.
+		in.cc.Metrics = nil
 		in.bal = spec.Build(in.cc, balancer.BuildOptions{}, engine.Options{
 			Clock: e.loop.Clock(),
 			Rand:  engine.NewSeededRand(e.rand.Uint64()),

@@ -200,3 +200,29 @@ func TestMetricsCollectWhilePicking(t *testing.T) {
 		t.Errorf("picks counted %v, want %d", n, workers*each)
 	}
 }
+
+// TestMetricsFlushWithoutCollection checks that pick counts reach the
+// recorder within a second even if the sink never runs the async reporter
+// (grpc's OpenTelemetry plugin does not when none of the policy's gauges
+// is enabled), and that an idle balancer keeps no timer for it.
+func TestMetricsFlushWithoutCollection(t *testing.T) {
+	h := newHarness(t, `{}`)
+	as := addrs(3)
+	h.Start(as...)
+	h.Count(50, false)
+	if n := sumValues(h.Metrics.Values("pickwise.p2c.picks")); n != 0 {
+		t.Fatalf("picks recorded before any flush: %v", n)
+	}
+	h.Clock.Advance(time.Second)
+	if n := sumValues(h.Metrics.Values("pickwise.p2c.picks")); n != 50 {
+		t.Errorf("picks recorded a second after 50 calls = %v, want 50", n)
+	}
+	if p := h.Clock.Pending(); p != 0 {
+		t.Errorf("%d timers pending on an idle balancer, want 0", p)
+	}
+	h.Count(20, false)
+	h.Clock.Advance(time.Second)
+	if n := sumValues(h.Metrics.Values("pickwise.p2c.picks")); n != 70 {
+		t.Errorf("picks recorded after 20 more calls = %v, want 70", n)
+	}
+}

@@ -52,6 +52,7 @@ type engineBalancer struct {
 	rampTimer   Timer
 	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
 	decayTimer  Timer           // pending failure-decay tick, if any
+	flushTimer  Timer           // pending flush of the pick counts, if any
 	weights     *weights        // nil unless the policy asks for Settings.Weights
 	locality    string          // the endpoints' xDS locality, if any: a metrics label
 	picker      balancer.Picker // the policy's last picker; nil while none is published
@@ -80,8 +81,10 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	if b.metrics == nil {
 		b.metrics = noMetrics{}
 	}
-	if m := b.policyMetrics; m != nil {
+	b.shared.scheduleFlush = b.scheduleFlush
+	if m := b.policyMetrics; m != nil && cc.MetricsRecorder() != nil {
 		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping)
+		b.shared.flushIdle.Store(true)
 	}
 	b.shared.schedule = b.scheduleDecay
 	b.shared.clock = opts.Clock
@@ -211,6 +214,10 @@ func (b *engineBalancer) Close() {
 	if b.decayTimer != nil {
 		b.decayTimer.Stop()
 		b.decayTimer = nil
+	}
+	if b.flushTimer != nil {
+		b.flushTimer.Stop()
+		b.flushTimer = nil
 	}
 	b.stopWeightsLocked()
 	for _, e := range b.order {

@@ -126,6 +126,7 @@ func (e *Endpoint) finish(info balancer.DoneInfo) {
 // failure.
 func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 	e.inflight.Add(-1)
+	e.shared.armFlush()
 	if info.Err == nil {
 		// The common case, decided without classifying: a success of a
 		// healthy endpoint writes nothing more.
@@ -197,6 +198,22 @@ type doneShared struct {
 	decaying atomic.Bool
 	// schedule arms the decay timer; set once by the balancer.
 	schedule func()
+	// flushIdle is set while the balancer records metrics and no flush of
+	// the pick counts is scheduled: the next Done schedules one, so calls
+	// arm one per metricsFlushPeriod at most, and none while idle. The
+	// zero value never schedules, for endpoints built without a balancer.
+	flushIdle atomic.Bool
+	// scheduleFlush arms the flush timer; set once by the balancer.
+	scheduleFlush func()
+}
+
+// armFlush makes sure the pick counts are flushed within
+// metricsFlushPeriod. Every Done calls it: a load of a flag that changes
+// once a period, so it stays in every core's cache.
+func (d *doneShared) armFlush() {
+	if d.flushIdle.Load() && d.flushIdle.CompareAndSwap(true, false) {
+		d.scheduleFlush()
+	}
 }
 
 // startDecay makes sure a decay tick is scheduled.

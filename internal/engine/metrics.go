@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/connectivity"
 	estats "google.golang.org/grpc/experimental/stats"
@@ -227,9 +228,10 @@ func named(d estats.MetricDescriptor) estats.MetricDescriptor {
 // reportMetrics is the balancer's async reporter: grpc calls it whenever
 // the metrics sink collects (grpc's OpenTelemetry plugin: at each export or
 // scrape). Besides the gauges, it flushes the pick counts the endpoints
-// have gathered since the last collection and samples the endpoints'
-// costs, so that nothing runs for metrics between collections, and
-// nothing at all when no sink collects.
+// have gathered since the last flush and samples the endpoints' costs, so
+// that the gauges, the costs and the counts a scrape returns are of one
+// moment. The counts are also flushed once a second while calls flow
+// (flushTick), for sinks that never call this.
 func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -255,6 +257,38 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.target, b.locality) })
 	}
 	return nil
+}
+
+// metricsFlushPeriod bounds how long a pick count waits to be recorded
+// when the sink does not collect through reportMetrics: grpc's
+// OpenTelemetry plugin calls it only if one of the policy's gauges is
+// enabled, and a user may enable the picks counter alone.
+const metricsFlushPeriod = time.Second
+
+// scheduleFlush arms the flush timer. It runs on the Done path of the
+// first call after a quiet period, never on a pick.
+func (b *engineBalancer) scheduleFlush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.flushTimer = b.clock.AfterFunc(metricsFlushPeriod, b.flushTick)
+}
+
+// flushTick records the pick counts. It does not rearm itself: the next
+// Done does, so an idle balancer has no timer.
+func (b *engineBalancer) flushTick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.flushTimer = nil
+	if b.closed {
+		return
+	}
+	b.shared.flushIdle.Store(true)
+	for _, e := range b.order {
+		b.flushPicksLocked(e)
+	}
 }
 
 // flushPicksLocked records the picks counted on e since its last flush.

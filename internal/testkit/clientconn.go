@@ -36,8 +36,13 @@ func NewClientConn() *ClientConn {
 	return &ClientConn{wake: make(chan struct{}, 1), Metrics: NewMetrics()}
 }
 
-// MetricsRecorder returns cc.Metrics.
-func (cc *ClientConn) MetricsRecorder() estats.MetricsRecorder { return cc.Metrics }
+// MetricsRecorder returns cc.Metrics, or no recorder when it is nil.
+func (cc *ClientConn) MetricsRecorder() estats.MetricsRecorder {
+	if cc.Metrics == nil {
+		return nil // a nil *Metrics would be a non-nil recorder that panics
+	}
+	return cc.Metrics
+}
 
 // NewSubConn records a SubConn for addrs.
 func (cc *ClientConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
