@@ -1,0 +1,167 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"github.com/pickwise/pickwise/metrics"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	estats "google.golang.org/grpc/experimental/stats"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+)
+
+// TestEveryMetricIsRecorded drives each policy through what its metrics
+// describe (held and failed calls, a slow-start newcomer, ORCA reports
+// good, bad and missing, a subset that changes) and checks that every
+// name metrics.Names lists was recorded at least once (a counter with a
+// count above 0): a metric that is registered but never recorded would be
+// an empty promise to users.
+func TestEveryMetricIsRecorded(t *testing.T) {
+	recorded := map[string]bool{}
+	note := func(m *testkit.Metrics) {
+		if err := m.Collect(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range metrics.Names() {
+			// A counter must have counted something; a gauge or a
+			// histogram must have a sample.
+			count := estats.DescriptorForMetric(n).Type == estats.MetricTypeIntCount
+			for _, r := range m.Records(n) {
+				if !count || r.Value > 0 {
+					recorded[n] = true
+				}
+			}
+		}
+	}
+
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+		h := testkit.NewHarness(t, p, `{"slowStart": {"window": "10s"}}`)
+		as := testkit.Addrs(4)
+		h.Start(as[:3]...)
+		if err := h.Update(testkit.Endpoints(as)...); err != nil {
+			t.Fatal(err)
+		}
+		h.Ready(as[3]) // a newcomer: slow start
+		_, held := h.Count(30, true)
+		for i := 0; i < 200; i++ {
+			a, done := h.Pick()
+			var err error
+			if a == as[0] {
+				err = status.Error(codes.Unavailable, "black hole")
+			}
+			done(testkit.Outcome(err))
+		}
+		note(h.Metrics)
+		testkit.Finish(held, nil)
+		if err := h.Update(testkit.Endpoint(as[1], 0)); err != nil {
+			t.Fatal(err)
+		}
+		h.Count(5, false) // one endpoint left: only_ready
+		note(h.Metrics)
+	}
+
+	// pickwise_orca_wrr: no reports (fallback), good ones, bad ones, then
+	// none for longer than the expiration period (stale).
+	h := testkit.NewHarness(t, "pickwise_orca_wrr", `{"blackoutPeriod": "0s", "weightExpirationPeriod": "3s"}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	serve := func(n int, load func(a string) *v3orcapb.OrcaLoadReport) {
+		for i := 0; i < n; i++ {
+			a, done := h.Pick()
+			var sl any
+			if r := load(a); r != nil {
+				sl = r
+			}
+			done(balancer.DoneInfo{ServerLoad: sl})
+		}
+		h.Clock.Advance(time.Second)
+	}
+	none := func(string) *v3orcapb.OrcaLoadReport { return nil }
+	good := func(string) *v3orcapb.OrcaLoadReport {
+		return &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}
+	}
+	bad := func(string) *v3orcapb.OrcaLoadReport { return &v3orcapb.OrcaLoadReport{RpsFractional: -1} }
+	serve(30, none)
+	serve(30, good)
+	serve(30, good)
+	serve(30, bad)
+	for i := 0; i < 5; i++ {
+		serve(30, none)
+	}
+	note(h.Metrics)
+
+	// pickwise_ring_hash: lazy, so keyless picks wake the endpoints one at
+	// a time; then keyed calls held past bounded load's cap.
+	h = testkit.NewHarness(t, "pickwise_ring_hash", `{"balanceFactor": 1.25}`)
+	as = testkit.Addrs(4)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	ready := map[*testkit.SubConn]bool{}
+	for len(ready) < len(as) {
+		if h.Ctx.Err() != nil {
+			t.Fatalf("only %d of %d ring hash endpoints connected", len(ready), len(as))
+		}
+		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: context.Background()})
+		if err == nil {
+			res.Done(balancer.DoneInfo{})
+		} else if !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			t.Fatal(err)
+		}
+		for _, sc := range h.CC.SubConns() {
+			if !ready[sc] {
+				ready[sc] = true
+				if err := h.CC.SetReady(h.Ctx, sc.Addr()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for i := 0; i < 40; i++ {
+		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ringhash.WithKey(context.Background(), fmt.Sprint("k", i%3))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Done(balancer.DoneInfo{})
+	}
+	note(h.Metrics)
+
+	// pickwise_subset over pickwise_p2c: a subset, then a scale-out that
+	// changes it.
+	cc := testkit.NewClientConn()
+	sb := balancer.Get("pickwise_subset")
+	cfg, err := sb.(balancer.ConfigParser).ParseConfig([]byte(`{"subsetSize": 2, "clientIndex": 0, "clientCount": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sb.Build(cc, balancer.BuildOptions{})
+	defer b.Close()
+	for _, n := range []int{6, 9} {
+		if err := b.UpdateClientConnState(balancer.ClientConnState{
+			ResolverState:  resolver.State{Endpoints: testkit.Endpoints(testkit.Addrs(n))},
+			BalancerConfig: cfg,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	note(cc.Metrics)
+
+	var missing []string
+	for _, n := range metrics.Names() {
+		if !recorded[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("never recorded: %s", strings.Join(missing, ", "))
+	}
+}
