@@ -20,6 +20,13 @@
 // the optional label grpc.lb.locality, as grpc's weighted_round_robin does.
 // Picks carry pickwise.reason, which says why the picker chose the
 // endpoint.
+//
+// The gauges and the endpoint_cost samples are taken when the sink
+// collects, through grpc's async reporter, which grpc's OpenTelemetry
+// plugin runs only if at least one of the policy's gauges
+// (endpoints_ready, endpoints_in_slow_start) is enabled; Names enables
+// them all. Pick counts need no gauge: while calls flow they are recorded
+// at least once a second.
 package metrics
 
 import (
