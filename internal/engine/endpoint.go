@@ -72,7 +72,8 @@ type endpointCold struct {
 	orcaSC     balancer.SubConn        // the READY connection that carries the OOB stream
 	stopOOB    func()                  // stops the OOB stream, if one is open
 
-	// picks as of the last metrics collection; guarded by the balancer's mu.
+	// picks as of the last flush (flushPicksLocked); guarded by the
+	// balancer's mu.
 	flushedPicks [MaxPickReasons]uint32
 }
 

@@ -26,7 +26,8 @@ const (
 )
 
 // MaxPickReasons is how many distinct reasons a policy's pickers can give
-// for their picks (PickReason).
+// for their picks (PickReason). A power of two: a pick masks the reason
+// with MaxPickReasons-1 instead of checking its bounds.
 const MaxPickReasons = 4
 
 // PickReason says why a picker chose an endpoint. It indexes the reason
