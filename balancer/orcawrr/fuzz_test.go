@@ -1,8 +1,6 @@
 package orcawrr_test
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,10 +26,7 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	as := testkit.Addrs(3)
 	f.Fuzz(func(t *testing.T, in string) {
-		if _, err := orcawrr.ParseConfig(json.RawMessage(in)); err != nil {
-			if !strings.HasPrefix(err.Error(), orcawrr.Name+":") {
-				t.Fatalf("error %q does not name the policy", err)
-			}
+		if testkit.FuzzParse(t, orcawrr.Name, orcawrr.ParseConfig, in) == nil {
 			return
 		}
 		h := testkit.NewHarness(t, orcawrr.Name, in)

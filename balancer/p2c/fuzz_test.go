@@ -2,7 +2,6 @@ package p2c_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/pickwise/pickwise/balancer/p2c"
@@ -30,11 +29,8 @@ func FuzzParseConfig(f *testing.F) {
 	spec, _ := engine.Lookup(p2c.Name)
 	as := addrs(3)
 	f.Fuzz(func(t *testing.T, in string) {
-		cfg, err := p2c.ParseConfig(json.RawMessage(in))
-		if err != nil {
-			if len(err.Error()) < len(p2c.Name) || err.Error()[:len(p2c.Name)] != p2c.Name {
-				t.Fatalf("error %q does not name the policy", err)
-			}
+		cfg := testkit.FuzzParse(t, p2c.Name, p2c.ParseConfig, in)
+		if cfg == nil {
 			return
 		}
 		cc := testkit.NewClientConn()

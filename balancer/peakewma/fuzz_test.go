@@ -1,8 +1,6 @@
 package peakewma_test
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/pickwise/pickwise/balancer/peakewma"
@@ -22,10 +20,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		if _, err := peakewma.ParseConfig(json.RawMessage(in)); err != nil {
-			if !strings.HasPrefix(err.Error(), peakewma.Name+": ") {
-				t.Fatalf("error %q does not name the policy", err)
-			}
+		if testkit.FuzzParse(t, peakewma.Name, peakewma.ParseConfig, in) == nil {
 			return
 		}
 		h := testkit.NewHarness(t, peakewma.Name, in)

@@ -20,28 +20,15 @@ var benchKinds = append(kinds[:len(kinds):len(kinds)], kind{"rendezvous-weighted
 // BenchmarkLookup measures a key's first candidate, the whole cost of a
 // pick that needs no fallback, through the table interface as the picker
 // will call it.
-func BenchmarkLookup(b *testing.B) {
-	keys := testKeys(4096)
-	for _, k := range benchKinds {
-		for _, n := range []int{10, 100, 1000} {
-			b.Run(fmt.Sprintf("%s/n=%d", k.name, n), func(b *testing.B) {
-				tb := mustBuild(b, k, fleet(n))
-				b.ReportAllocs()
-				var sink int32
-				i := 0
-				for b.Loop() {
-					sink += tb.first(keys[i&(len(keys)-1)]).endpoint
-					i++
-				}
-				benchSink = sink
-			})
-		}
-	}
-}
+func BenchmarkLookup(b *testing.B) { benchWalk(b, 0) }
 
 // BenchmarkWalk measures the first candidate and three fallbacks, what a
 // bounded-load pick costs when the key's endpoint and two more are full.
-func BenchmarkWalk(b *testing.B) {
+func BenchmarkWalk(b *testing.B) { benchWalk(b, 3) }
+
+// benchWalk measures a key's first candidate and the next steps ones, for
+// every table kind at 10, 100 and 1000 endpoints.
+func benchWalk(b *testing.B, steps int) {
 	keys := testKeys(4096)
 	for _, k := range benchKinds {
 		for _, n := range []int{10, 100, 1000} {
@@ -53,7 +40,7 @@ func BenchmarkWalk(b *testing.B) {
 				for b.Loop() {
 					c := tb.first(keys[i&(len(keys)-1)])
 					i++
-					for range 3 {
+					for range steps {
 						c, _ = tb.next(c)
 					}
 					sink += c.endpoint

@@ -99,17 +99,7 @@ func TestEndToEndAffinity(t *testing.T) {
 					}
 				}
 				c.SetAddrs(rest)
-				moved := 0
-				for k, b := range e2ePlace(t, ctx, c, src.keyed, keys) {
-					switch {
-					case b == gone:
-						t.Fatalf("key %q still answered by removed backend %s", k, gone)
-					case first[k] == gone:
-						moved++
-					case b != first[k]:
-						t.Fatalf("key %q moved from %s to %s though its backend stayed", k, first[k], b)
-					}
-				}
+				moved := ringhash.MovedOnlyFrom(t, first, e2ePlace(t, ctx, c, src.keyed, keys), gone)
 				if moved != perBackend[gone] {
 					t.Fatalf("%d keys moved, want the %d of the removed backend", moved, perBackend[gone])
 				}

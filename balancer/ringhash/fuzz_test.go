@@ -2,7 +2,6 @@ package ringhash
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -102,11 +101,8 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	as := testkit.Addrs(3)
 	f.Fuzz(func(t *testing.T, in string) {
-		parsed, err := ParseConfig(json.RawMessage(in))
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), Name+": ") {
-				t.Fatalf("error %q does not name the policy", err)
-			}
+		parsed := testkit.FuzzParse(t, Name, ParseConfig, in)
+		if parsed == nil {
 			return
 		}
 		cfg := parsed.(*Config)

@@ -183,21 +183,7 @@ func TestIdleTriggersConnect(t *testing.T) {
 	as := testkit.Addrs(4)
 	h := start(t, `{}`, testkit.Endpoints(as))
 	target := pickKey(t, h, "k")
-	sc := h.CC.SubConnFor(target)
-	before := sc.Connects()
-	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
-	waitStates(t, h, connectivity.Idle, 1)
-	if _, _, err := pickCtx(h, WithKey(context.Background(), "k")); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
-		t.Fatalf("Pick on an IDLE endpoint = %v, want ErrNoSubConnAvailable", err)
-	}
-	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
-		if sc.Connects() == before {
-			return fmt.Errorf("no reconnect of %s", target)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	sc := reconnectOnPick(t, h, target, "k")
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
 	waitStates(t, h, connectivity.Ready, len(as))
@@ -289,10 +275,10 @@ func TestPickerWeights(t *testing.T) {
 	}
 }
 
-// fail drives addr's connection to TRANSIENT_FAILURE the way it happens
-// under a lazy policy: the connection drops (IDLE), a pick for key wakes
-// it, and the attempt fails; failed endpoints are then down.
-func fail(t testing.TB, h *testkit.Harness, addr, key string, failed int) {
+// reconnectOnPick drops addr's connection (READY -> IDLE, no automatic
+// reconnect under a lazy policy), checks that a pick for key queues and
+// makes it reconnect, and returns its SubConn for the test to drive.
+func reconnectOnPick(t testing.TB, h *testkit.Harness, addr, key string) *testkit.SubConn {
 	t.Helper()
 	sc := h.CC.SubConnFor(addr)
 	before := sc.Connects()
@@ -327,6 +313,15 @@ func fail(t testing.TB, h *testkit.Harness, addr, key string, failed int) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return sc
+}
+
+// fail drives addr's connection to TRANSIENT_FAILURE the way it happens
+// under a lazy policy: the connection drops (IDLE), a pick for key wakes
+// it, and the attempt fails; failed endpoints are then down.
+func fail(t testing.TB, h *testkit.Harness, addr, key string, failed int) {
+	t.Helper()
+	sc := reconnectOnPick(t, h, addr, key)
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
 	sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
 	waitStates(t, h, connectivity.TransientFailure, failed)
@@ -347,18 +342,7 @@ func TestTransientFailureSkip(t *testing.T) {
 			if st := h.CC.State().ConnectivityState; st != connectivity.Ready {
 				t.Fatalf("state with one endpoint down = %v, want READY", st)
 			}
-			moved := 0
-			for k, a := range placement(t, h, keys) {
-				switch {
-				case a == down:
-					t.Fatalf("key %q went to %s in TRANSIENT_FAILURE", k, down)
-				case before[k] == down:
-					moved++
-				case a != before[k]:
-					t.Fatalf("key %q moved from %s to %s though its endpoint is up", k, before[k], a)
-				}
-			}
-			if moved == 0 {
+			if MovedOnlyFrom(t, before, placement(t, h, keys), down) == 0 {
 				t.Fatalf("no key moved")
 			}
 		})
@@ -380,6 +364,25 @@ func TestAllFailed(t *testing.T) {
 	if err == nil || errors.Is(err, balancer.ErrNoSubConnAvailable) {
 		t.Fatalf("Pick with every endpoint failed = %v, want the connection error", err)
 	}
+}
+
+// MovedOnlyFrom checks that between placements before and after only the
+// keys of gone moved, none of them to gone, and returns how many moved.
+// Exported for the end-to-end tests, which live in package ringhash_test.
+func MovedOnlyFrom(t testing.TB, before, after map[string]string, gone string) int {
+	t.Helper()
+	moved := 0
+	for k, a := range after {
+		switch {
+		case a == gone:
+			t.Fatalf("key %q still placed on %s, which is gone", k, gone)
+		case before[k] == gone:
+			moved++
+		case a != before[k]:
+			t.Fatalf("key %q moved from %s to %s though its endpoint stayed", k, before[k], a)
+		}
+	}
+	return moved
 }
 
 // keyFor returns a key the latest picker places on addr.

@@ -1,9 +1,7 @@
 package subset
 
 import (
-	"encoding/json"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/pickwise/pickwise/internal/testkit"
@@ -40,11 +38,8 @@ func FuzzParseConfig(f *testing.F) {
 	addrs := testkit.Addrs(7)
 	eps := endpointsOf(append(slices.Clone(addrs), addrs[2])) // one repeat
 	f.Fuzz(func(t *testing.T, in string) {
-		parsed, err := ParseConfig(json.RawMessage(in))
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), Name+": ") {
-				t.Fatalf("error %q does not name the policy", err)
-			}
+		parsed := testkit.FuzzParse(t, Name, ParseConfig, in)
+		if parsed == nil {
 			return
 		}
 		cfg := *parsed.(*Config)

@@ -59,3 +59,18 @@ func CheckRejectedAtDial(t *testing.T, serviceConfig, want string) {
 		t.Fatalf("grpc.NewClient error = %v, want one containing %q", err, want)
 	}
 }
+
+// FuzzParse is the first step of every ParseConfig fuzz target: it parses
+// in and returns the config, or nil after checking that the error names
+// the policy ("<policy>: ..."), as every rejection must.
+func FuzzParse(t *testing.T, policy string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error), in string) serviceconfig.LoadBalancingConfig {
+	t.Helper()
+	cfg, err := parse(json.RawMessage(in))
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), policy+": ") {
+			t.Fatalf("error %q does not name the policy", err)
+		}
+		return nil
+	}
+	return cfg
+}
