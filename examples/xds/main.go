@@ -87,9 +87,7 @@ func run(rpcs, conc int) error {
 	}
 	latency := func(d ...time.Duration) error {
 		for i, d := range d {
-			b := env.Backends[i].Behavior()
-			b.Latency = server.Duration(d)
-			if err := env.Backends[i].SetBehavior(b); err != nil {
+			if err := env.Patch(i, func(b *server.Behavior) { b.Latency = server.Duration(d) }); err != nil {
 				return err
 			}
 		}
@@ -208,9 +206,9 @@ func run(rpcs, conc int) error {
 	}
 	defer oconn.Close()
 	for i, rated := range []float64{500, 500, 2000} {
-		b := env.Backends[i].Behavior()
-		b.ORCA = server.ORCAConfig{PerCall: true, Utilization: server.UtilizationRate, RatedQPS: rated}
-		if err := env.Backends[i].SetBehavior(b); err != nil {
+		if err := env.Patch(i, func(b *server.Behavior) {
+			b.ORCA = server.ORCAConfig{PerCall: true, Utilization: server.UtilizationRate, RatedQPS: rated}
+		}); err != nil {
 			return err
 		}
 	}

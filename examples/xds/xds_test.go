@@ -79,9 +79,7 @@ func endpoints(weights ...uint32) []xdsenv.Endpoint {
 
 func setLatency(t *testing.T, i int, d time.Duration) {
 	t.Helper()
-	b := env.Backends[i].Behavior()
-	b.Latency = server.Duration(d)
-	if err := env.Backends[i].SetBehavior(b); err != nil {
+	if err := env.Patch(i, func(b *server.Behavior) { b.Latency = server.Duration(d) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -113,6 +111,15 @@ func await(t *testing.T, what string, conn *grpc.ClientConn, ctxFor func(context
 }
 
 func name(i int) string { return fmt.Sprintf("backend-%d", i) }
+
+// wantShare checks that backend i's share of c is in [lo, hi]; ideal says
+// what it would be exactly.
+func wantShare(t *testing.T, c xdsenv.Counts, i int, lo, hi float64, ideal string) {
+	t.Helper()
+	if s := c.Share(name(i)); s < lo || s > hi {
+		t.Errorf("%s's share %.3f, want in [%.2f, %.2f] (%s)", name(i), s, lo, hi, ideal)
+	}
+}
 
 func randomKey(ctx context.Context, _ int) context.Context {
 	return ringhash.WithKey(ctx, fmt.Sprint(rand.Uint64()))
@@ -152,13 +159,9 @@ func TestXDSPickwiseP2C(t *testing.T) {
 	await(t, "weights 1:1:4", conn, nil, func(c xdsenv.Counts) bool { return c.Share(name(2)) > 0.5 })
 	c = drive(t, conn, 1200, 12, nil)
 	t.Logf("weights 1:1:4: %v", c)
-	if s := c.Share(name(2)); s < 0.5 || s > 0.85 {
-		t.Errorf("weight-4 backend's share %.3f, want in [0.5, 0.85] (4/6 = 0.67)", s)
-	}
+	wantShare(t, c, 2, 0.5, 0.85, "4/6 = 0.67")
 	for i := range 2 {
-		if s := c.Share(name(i)); s < 0.05 || s > 0.3 {
-			t.Errorf("weight-1 %s's share %.3f, want in [0.05, 0.3] (1/6 = 0.17)", name(i), s)
-		}
+		wantShare(t, c, i, 0.05, 0.3, "1/6 = 0.17")
 	}
 	for i := range 3 {
 		setLatency(t, i, 0)
@@ -217,13 +220,9 @@ func TestXDSPickwiseRingHash(t *testing.T) {
 	conn := dial(t, svc)
 	c := drive(t, conn, 3000, 6, randomKey)
 	t.Logf("ring, weights 1:1:4, random keys: %v", c)
-	if s := c.Share(name(2)); s < 0.55 || s > 0.78 {
-		t.Errorf("weight-4 backend's share of keys %.3f, want in [0.55, 0.78] (4/6 = 0.67)", s)
-	}
+	wantShare(t, c, 2, 0.55, 0.78, "4/6 = 0.67")
 	for i := range 2 {
-		if s := c.Share(name(i)); s < 0.08 || s > 0.26 {
-			t.Errorf("weight-1 %s's share %.3f, want in [0.08, 0.26] (1/6 = 0.17)", name(i), s)
-		}
+		wantShare(t, c, i, 0.08, 0.26, "1/6 = 0.17")
 	}
 	// The same key goes to the same backend.
 	keyed := func(ctx context.Context, _ int) context.Context { return ringhash.WithKey(ctx, "user-42") }
@@ -330,9 +329,7 @@ func TestXDSPickwiseORCA(t *testing.T) {
 	c := drive(t, conn, 1200, 6, nil)
 	t.Logf("pickwise_orca_wrr, rated 500/500/2000: %v", c)
 	for i, want := range []float64{1.0 / 6, 1.0 / 6, 4.0 / 6} {
-		if s := c.Share(name(i)); s < want-0.08 || s > want+0.08 {
-			t.Errorf("%s's share %.3f, want %.3f ± 0.08", name(i), s, want)
-		}
+		wantShare(t, c, i, want-0.08, want+0.08, fmt.Sprintf("%.3f", want))
 	}
 }
 
@@ -358,9 +355,7 @@ func TestXDSPickwiseSubset(t *testing.T) {
 
 func setORCA(t *testing.T, i int, o server.ORCAConfig) {
 	t.Helper()
-	b := env.Backends[i].Behavior()
-	b.ORCA = o
-	if err := env.Backends[i].SetBehavior(b); err != nil {
+	if err := env.Patch(i, func(b *server.Behavior) { b.ORCA = o }); err != nil {
 		t.Fatal(err)
 	}
 }

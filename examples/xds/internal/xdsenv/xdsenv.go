@@ -117,6 +117,14 @@ func (e *Env) Bootstrap() string {
 	return string(b)
 }
 
+// Patch changes backend i's behavior with f, the way the tests and the
+// program set a backend's latency or its ORCA reports.
+func (e *Env) Patch(i int, f func(*server.Behavior)) error {
+	b := e.Backends[i].Behavior()
+	f(&b)
+	return e.Backends[i].SetBehavior(b)
+}
+
 // Stop stops the management server and the backends.
 func (e *Env) Stop() {
 	if e.srv != nil {
