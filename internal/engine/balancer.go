@@ -303,23 +303,17 @@ func (b *engineBalancer) publishLocked(now int64) {
 			continue
 		}
 		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		if b.ramp != nil && e.ramping {
-			if end := e.rampStart + b.ramp.window; end > now {
-				r.RampStart, r.RampEnd = e.rampStart, end
-				if rampEnd == 0 || end < rampEnd {
-					rampEnd = end
-				}
+		if end := b.rampEndLocked(e, now); end != 0 {
+			r.RampStart, r.RampEnd = e.rampStart, end
+			if rampEnd == 0 || end < rampEnd {
+				rampEnd = end
 			}
 		}
 		ready = append(ready, r)
 	}
 
 	if len(ready) == 0 {
-		b.picker = nil
-		b.cc.UpdateState(balancer.State{
-			ConnectivityState: b.aggregate.ConnectivityState,
-			Picker:            b.noReadyPickerLocked(),
-		})
+		b.publishNoneLocked()
 		b.scheduleRampEndLocked(0, now)
 		return
 	}
@@ -343,9 +337,37 @@ func (b *engineBalancer) publishLocked(now int64) {
 			}
 		}
 	}
-	b.picker = b.policy.NewPicker(snap)
-	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.picker})
+	b.publishPickerLocked(connectivity.Ready, snap)
 	b.scheduleRampEndLocked(rampEnd, now)
+}
+
+// rampEndLocked is when e's slow-start ramp ends, or 0 if e is not
+// ramping at now.
+func (b *engineBalancer) rampEndLocked(e *Endpoint, now int64) int64 {
+	if b.ramp == nil || !e.ramping {
+		return 0
+	}
+	if end := e.rampStart + b.ramp.window; end > now {
+		return end
+	}
+	return 0
+}
+
+// publishPickerLocked gives the parent the policy's picker over snap, and
+// keeps it for the metrics (CostReporter).
+func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Snapshot) {
+	b.picker = b.policy.NewPicker(snap)
+	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: b.picker})
+}
+
+// publishNoneLocked gives the parent a picker that explains why nothing
+// can be picked, in endpointsharding's aggregate state.
+func (b *engineBalancer) publishNoneLocked() {
+	b.picker = nil
+	b.cc.UpdateState(balancer.State{
+		ConnectivityState: b.aggregate.ConnectivityState,
+		Picker:            b.noReadyPickerLocked(),
+	})
 }
 
 // scheduleRampEndLocked arranges a republish when the earliest running ramp

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 )
@@ -52,11 +51,7 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		}
 	}
 	if len(members) == 0 {
-		b.picker = nil
-		b.cc.UpdateState(balancer.State{
-			ConnectivityState: b.aggregate.ConnectivityState,
-			Picker:            b.noReadyPickerLocked(),
-		})
+		b.publishNoneLocked()
 		return
 	}
 	state := lazyAggregate(counts, len(members))
@@ -85,8 +80,7 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		latency:   b.latency,
 		Built:     now,
 	}
-	b.picker = b.policy.NewPicker(snap)
-	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: b.picker})
+	b.publishPickerLocked(state, snap)
 }
 
 // lazyAggregate is gRFC A61's aggregate state of a ring-hash-like policy:

@@ -115,21 +115,21 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 	plain := []string{targetLabel}
 	optional := []string{localityLabel}
 	m := &Metrics{
-		picks: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+		picks: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 			Name:           p + "picks",
 			Description:    "Calls picked, by the reason the picker chose the endpoint (pickwise.reason): " + strings.Join(s.Reasons, ", ") + ".",
 			Unit:           "{pick}",
 			Labels:         []string{targetLabel, reasonLabel},
 			OptionalLabels: optional,
 		})),
-		ready: estats.RegisterInt64AsyncGauge(named(estats.MetricDescriptor{
+		ready: estats.RegisterInt64AsyncGauge(RegisterMetricName(estats.MetricDescriptor{
 			Name:           p + "endpoints_ready",
 			Description:    "Endpoints the policy is picking from: READY, in the current picker.",
 			Unit:           "{endpoint}",
 			Labels:         plain,
 			OptionalLabels: optional,
 		})),
-		ramping: estats.RegisterInt64AsyncGauge(named(estats.MetricDescriptor{
+		ramping: estats.RegisterInt64AsyncGauge(RegisterMetricName(estats.MetricDescriptor{
 			Name:           p + "endpoints_in_slow_start",
 			Description:    "READY endpoints still ramping up to their full share (slowStart).",
 			Unit:           "{endpoint}",
@@ -139,7 +139,7 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 	}
 	copy(m.reasons[:], s.Reasons)
 	if s.Cost != "" {
-		m.cost = estats.RegisterFloat64Histo(named(estats.MetricDescriptor{
+		m.cost = estats.RegisterFloat64Histo(RegisterMetricName(estats.MetricDescriptor{
 			Name:           p + "endpoint_cost",
 			Description:    s.Cost + " One sample per READY endpoint each time metrics are collected.",
 			Unit:           "{cost}",
@@ -149,35 +149,35 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 	}
 	if s.Weights {
 		m.weights = &weightMetrics{
-			rrFallback: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+			rrFallback: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 				Name:           p + "rr_fallback",
 				Description:    "Pickers built while fewer than two READY endpoints had a usable weight, so that every endpoint got an equal share.",
 				Unit:           "{update}",
 				Labels:         plain,
 				OptionalLabels: optional,
 			})),
-			notYetUsable: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+			notYetUsable: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 				Name:           p + "endpoint_weight_not_yet_usable",
 				Description:    "READY endpoints, counted at each weight update, without a usable weight because they have not reported or are in their blackout period; they get the median weight.",
 				Unit:           "{endpoint}",
 				Labels:         plain,
 				OptionalLabels: optional,
 			})),
-			stale: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+			stale: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 				Name:           p + "endpoint_weight_stale",
 				Description:    "READY endpoints, counted at each weight update, whose last report is older than the weight expiration period; they get the median weight.",
 				Unit:           "{endpoint}",
 				Labels:         plain,
 				OptionalLabels: optional,
 			})),
-			weight: estats.RegisterFloat64Histo(named(estats.MetricDescriptor{
+			weight: estats.RegisterFloat64Histo(RegisterMetricName(estats.MetricDescriptor{
 				Name:           p + "endpoint_weight",
 				Description:    "The usable weight of each READY endpoint at each weight update.",
 				Unit:           "{weight}",
 				Labels:         plain,
 				OptionalLabels: optional,
 			})),
-			badReports: estats.RegisterInt64Count(named(estats.MetricDescriptor{
+			badReports: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 				Name:           p + "bad_reports",
 				Description:    "ORCA load reports ignored as unusable: NaN, infinite or negative values, zero queries per second, or zero utilization under load.",
 				Unit:           "{report}",
@@ -212,14 +212,11 @@ func MetricNames() []string {
 	return names
 }
 
-// RegisterMetricName records the name of a metric registered outside the
-// engine (by a parent policy) for MetricNames, and returns the descriptor,
-// so that registration reads estats.RegisterX(engine.RegisterMetricName(d)).
+// RegisterMetricName records a metric's name for MetricNames and returns
+// its descriptor, so that registration reads
+// estats.RegisterX(RegisterMetricName(d)). The engine registers its own
+// through it, and a parent policy (pickwise_subset) its.
 func RegisterMetricName(d estats.MetricDescriptor) estats.MetricDescriptor {
-	return named(d)
-}
-
-func named(d estats.MetricDescriptor) estats.MetricDescriptor {
 	metricNamesMu.Lock()
 	defer metricNamesMu.Unlock()
 	metricNames = append(metricNames, d.Name)
@@ -248,7 +245,7 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 			continue
 		}
 		ready++
-		if b.ramp != nil && e.ramping && e.rampStart+b.ramp.window > now {
+		if b.rampEndLocked(e, now) != 0 {
 			ramping++
 		}
 	}

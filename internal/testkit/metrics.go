@@ -61,19 +61,11 @@ func (m *Metrics) Records(name string) []Record {
 
 // Total is the sum of the values recorded for name.
 func (m *Metrics) Total(name string) float64 {
-	return m.TotalWith(name, "", "")
-}
-
-// TotalWith is the sum of the values recorded for name whose label key has
-// value; an empty key sums them all.
-func (m *Metrics) TotalWith(name, key, value string) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := 0.0
 	for _, r := range m.records[name] {
-		if key == "" || r.Labels[key] == value {
-			t += r.Value
-		}
+		t += r.Value
 	}
 	return t
 }
