@@ -98,7 +98,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
 	}
-	best, why, now := p.choose(cands, now)
+	best, _, why, now := p.choose(cands, now)
 	return p.pickEndpoint(&eps[best], info, why, now)
 }
 
@@ -109,11 +109,14 @@ func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickRea
 	return PickEndpoint(r, info, why)
 }
 
-// choose returns the index of the cheapest candidate, why it won, and the
-// clock reading now, taken if a candidate needed it and not taken before.
-func (p *LeastLoaded) choose(cands []int, now int64) (int, PickReason, int64) {
+// choose returns the index of the cheapest candidate, its cost, why it
+// won, and the clock reading now, taken if a candidate needed it and not
+// taken before. The cost is computed here, inline, rather than in a
+// function of its own: that function would be too large to inline and
+// cost every candidate a call.
+func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
-	best, bestCost := -1, 0.0
+	best = -1
 	// The candidate that would have won without the failure penalty: when
 	// it is not best, the penalty steered this call away from a failing
 	// endpoint.
@@ -121,12 +124,29 @@ func (p *LeastLoaded) choose(cands []int, now int64) (int, PickReason, int64) {
 	tie := true
 	for _, i := range cands {
 		r := &s.Endpoints[i]
-		// Only a ramping candidate needs the time; a timed pick has read
-		// the clock already.
-		if r.RampEnd != 0 && now == 0 {
-			now = s.Clock.Nanotime()
+		inv := r.InvWeight
+		if r.RampEnd != 0 {
+			// Only a ramping candidate needs the time; a timed pick has
+			// read the clock already.
+			if now == 0 {
+				now = s.Clock.Nanotime()
+			}
+			inv = s.EffectiveInvWeight(r, now)
 		}
-		raw, cost := p.cost(r, now)
+		var load float64
+		switch p.kind {
+		case inFlightMetric:
+			load = float64(r.Stats.inflight.Load() + 1)
+		case peakMetric:
+			load = r.Stats.PeakLoad(now, s.latency)
+		default:
+			load = p.metric.Load(r)
+		}
+		raw := load * inv
+		cost := raw
+		if s.penalty != nil {
+			cost *= s.penalty.multiplier(r.Stats.FailureRatio())
+		}
 		switch {
 		case best < 0:
 			best, bestCost, rawBest, rawBestCost = i, cost, i, raw
@@ -140,46 +160,23 @@ func (p *LeastLoaded) choose(cands []int, now int64) (int, PickReason, int64) {
 			rawBest, rawBestCost = i, raw
 		}
 	}
-	why := ReasonLeastLoaded
+	why = ReasonLeastLoaded
 	switch {
 	case rawBest != best:
 		why = ReasonAvoidedFailing
 	case tie:
 		why = ReasonTie
 	}
-	return best, why, now
-}
-
-// cost is what the picker compares for r as of now: its load divided by
-// its weight (slow start's share included), before and after the failure
-// penalty.
-func (p *LeastLoaded) cost(r *Ready, now int64) (raw, penalized float64) {
-	s := p.snap
-	inv := r.InvWeight
-	if r.RampEnd != 0 {
-		inv = s.EffectiveInvWeight(r, now)
-	}
-	var load float64
-	switch p.kind {
-	case inFlightMetric:
-		load = float64(r.Stats.inflight.Load() + 1)
-	case peakMetric:
-		load = r.Stats.PeakLoad(now, s.latency)
-	default:
-		load = p.metric.Load(r)
-	}
-	raw = load * inv
-	if s.penalty != nil {
-		return raw, raw * s.penalty.multiplier(r.Stats.FailureRatio())
-	}
-	return raw, raw
+	return best, bestCost, why, now
 }
 
 // ReportCosts implements CostReporter: the cost the picker would compare
-// for each endpoint now, failure penalty included.
+// for each endpoint now, failure penalty included, each endpoint chosen
+// as the only candidate.
 func (p *LeastLoaded) ReportCosts(now int64, record func(float64)) {
 	for i := range p.snap.Endpoints {
-		_, c := p.cost(&p.snap.Endpoints[i], now)
+		one := [1]int{i}
+		_, c, _, _ := p.choose(one[:], now)
 		record(c)
 	}
 }
