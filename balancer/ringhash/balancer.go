@@ -69,15 +69,19 @@ type policy struct {
 }
 
 // Configure keeps the config. Of the engine's settings, ring hash uses
-// only the failure penalty, and only for calls without an endpoint of
-// their own (see Config.FailurePenalty); slow start would move keys.
+// the failure penalty (for calls without an endpoint of their own, see
+// Config.FailurePenalty) and ejection; slow start would move keys.
 func (p *policy) Configure(c serviceconfig.LoadBalancingConfig) (engine.Settings, error) {
 	cfg, err := engine.ConfigAs(Name, c, DefaultConfig)
 	if err != nil {
 		return engine.Settings{}, err
 	}
 	p.cfg = cfg
-	return engine.Settings{FailurePenalty: cfg.FailurePenalty}, nil
+	ej := cfg.Ejection
+	if cfg.StrictAffinity {
+		ej.Enabled = false
+	}
+	return engine.Settings{FailurePenalty: cfg.FailurePenalty, Ejection: ej}, nil
 }
 
 // identity is the name an endpoint is placed by: its gRFC A76 hash key
@@ -144,6 +148,7 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		rand:       snap.Rand,
 		connecting: connecting,
 		snap:       snap,
+		strict:     p.cfg.StrictAffinity,
 	}
 	if bf := p.cfg.BalanceFactor; bf != 0 {
 		if p.load == nil {

@@ -45,10 +45,22 @@ type Config struct {
 	BalanceFactor float64 `json:"balanceFactor"`
 	// FailurePenalty steers the calls that have no endpoint of their own
 	// away from endpoints with recent server-side failures: bounded load's
-	// overflow and calls without a key. A key's own endpoint is never
-	// changed by it, so that failures cannot move keys. On by default (the
-	// same object as pickwise_p2c's); {"enabled": false} turns it off.
+	// overflow and calls without a key. It never moves a key by itself;
+	// its counts are the evidence Ejection acts on. On by default (the
+	// same object as pickwise_p2c's); {"enabled": false} turns it off, and
+	// with it ejection.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	// Ejection takes an endpoint whose failures stand far above the
+	// fleet's out of placement for a while (the same object as
+	// pickwise_p2c's): its keys go to their next candidate, a probe call
+	// now and then goes home, and the keys come back on readmission. On
+	// by default.
+	Ejection engine.EjectionConfig `json:"ejection"`
+	// StrictAffinity keeps every key on its own endpoint while that
+	// endpoint is READY, however it fails: no ejection, and retries go
+	// where the first attempt went. For users whose correctness, not just
+	// a cache, depends on a key's endpoint. Default false.
+	StrictAffinity bool `json:"strictAffinity"`
 }
 
 // Defaults and bounds of the fields above.
@@ -66,6 +78,7 @@ func DefaultConfig() *Config {
 		MaxRingSize:     DefaultMaxRingSize,
 		MaglevTableSize: DefaultMaglevTableSize,
 		FailurePenalty:  engine.DefaultFailurePenalty(),
+		Ejection:        engine.DefaultEjection(),
 	}
 }
 
@@ -127,6 +140,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 		return nil, fmt.Errorf("%s: field balanceFactor %v: must be 0 (off) or a finite number >= 1", Name, bf)
 	}
 	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
+	}
+	if err := cfg.Ejection.Validate(Name); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -19,7 +19,8 @@ type picker struct {
 	header     string          // requestHashHeader, "" if none
 	rand       engine.Rand
 	connecting bool             // some endpoint is CONNECTING (gRFC A76's random-hash rule)
-	snap       *engine.Snapshot // for the failure penalty (FailureMultiplier)
+	snap       *engine.Snapshot // for avoidance and probes
+	strict     bool             // StrictAffinity: retries stay home
 
 	// Bounded load only (load != nil): the balancer-wide in-flight count,
 	// BalanceFactor / endpoints, and the Done of each member that keeps
@@ -32,29 +33,55 @@ type picker struct {
 // Pick implements balancer.Picker. The key is the context's (WithKey),
 // else the requestHashHeader's, else a random hash (gRFC A76).
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	var a *engine.Attempts
+	if !p.strict {
+		a = engine.AttemptsOf(info)
+	}
 	h, keyed := requestHash(info.Ctx, p.header)
 	if !keyed {
-		return p.pickRandom(p.rand.Uint64(), info)
+		return p.pickRandom(p.rand.Uint64(), info, a)
 	}
 	c := p.tbl.first(h)
 	first := c.endpoint
 	var limit int64 = -1 // bounded load's cap, computed on first need
 	fallback, spill := int32(-1), int32(-1)
+	// passed is the first READY endpoint the walk passed over because it
+	// is ejected or an earlier attempt used it: the call's last resort.
+	passed := int32(-1)
 	var spillCost float64
 	spills := 0
 	for ok := true; ok; c, ok = p.tbl.next(c) {
 		m := &p.members[c.endpoint]
 		switch m.State {
 		case connectivity.Ready:
+			if m.Ejected {
+				// Locally ejected: its keys go to their next candidate,
+				// but for a probe now and then, which shows its recovery.
+				if p.snap.ProbeDue(m.Stats, a) {
+					res, err := engine.PickProbe(&m.Ready, info)
+					return a.Record(m.Stats, false, res, err)
+				}
+				if passed < 0 {
+					passed = c.endpoint
+				}
+				continue
+			}
+			if a != nil && a.Used(m.Stats) {
+				// A retry or hedge: the key's next candidate.
+				if passed < 0 {
+					passed = c.endpoint
+				}
+				continue
+			}
 			if p.load == nil {
-				return engine.PickEndpoint(&m.Ready, info, homeOr(c.endpoint, first))
+				return p.record(a, c.endpoint, first, info, homeOr(c.endpoint, first))
 			}
 			if limit < 0 {
 				limit = p.loadCap()
 			}
 			if n := m.Stats.InFlight(); n+1 <= limit {
 				if fallback < 0 {
-					return p.pickBounded(c.endpoint, info, homeOr(c.endpoint, first))
+					return p.recordBounded(a, c.endpoint, first, info, homeOr(c.endpoint, first))
 				}
 				// The key's own endpoint is full: its overflow goes to the
 				// least loaded of the next spillChoices that can take it,
@@ -62,12 +89,12 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 				// and push that neighbour's own keys out in turn. Recent
 				// failures count as load: an endpoint that fails fast is
 				// never busy, and would otherwise draw every spill.
-				cost := float64(n+1) * p.snap.FailureMultiplier(m.Stats)
+				cost := float64(n+1) / (1 - p.snap.Avoidance(m.Stats))
 				if spill < 0 || cost < spillCost {
 					spill, spillCost = c.endpoint, cost
 				}
 				if spills++; spills == spillChoices {
-					return p.pickBounded(spill, info, reasonSpilled)
+					return p.recordBounded(a, spill, first, info, reasonSpilled)
 				}
 			}
 			if fallback < 0 {
@@ -90,16 +117,34 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// TRANSIENT_FAILURE: the next candidate along the table.
 	}
 	if spill >= 0 {
-		return p.pickBounded(spill, info, reasonSpilled)
+		return p.recordBounded(a, spill, first, info, reasonSpilled)
 	}
 	if fallback >= 0 {
 		// Every READY endpoint is at its cap: the caps sum to more than
 		// the load, so this only happens while others are down. The
 		// first READY candidate keeps as much affinity as is left.
-		return p.pickBounded(fallback, info, homeOr(fallback, first))
+		return p.recordBounded(a, fallback, first, info, homeOr(fallback, first))
+	}
+	if passed >= 0 {
+		// Every READY endpoint is ejected or was used by an earlier
+		// attempt: one of them beats failing the call.
+		return p.record(a, passed, first, info, homeOr(passed, first))
 	}
 	// Every endpoint failed: fail with the key's own endpoint's error.
 	return p.members[first].Picker.Pick(info)
+}
+
+// record picks member i for a call whose key's own endpoint is home, and
+// notes it in the call's attempt record a (nil: none).
+func (p *picker) record(a *engine.Attempts, i, home int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
+	res, err := p.pick(i, info, why)
+	return a.Record(p.members[i].Stats, a != nil && i != home && a.Used(p.members[home].Stats), res, err)
+}
+
+// recordBounded is record through bounded load's count.
+func (p *picker) recordBounded(a *engine.Attempts, i, home int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
+	res, err := p.pickBounded(i, info, why)
+	return a.Record(p.members[i].Stats, a != nil && i != home && a.Used(p.members[home].Stats), res, err)
 }
 
 // homeOr is the reason for picking endpoint i for a key whose own endpoint
@@ -125,7 +170,10 @@ const spillChoices = 3
 // endpoint on the way, and none while one is connecting already. Such a
 // call has no endpoint of its own, so it also passes over endpoints that
 // are failing (failingMultiplier) while another can take it.
-func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResult, error) {
+func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts) (balancer.PickResult, error) {
+	if res, err, ok := p.snap.Probe(info, a); ok {
+		return res, err
+	}
 	requested := p.connecting
 	var limit int64 = -1
 	fallback, failing := int32(-1), int32(-1)
@@ -133,7 +181,7 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResu
 		m := &p.members[c.endpoint]
 		switch m.State {
 		case connectivity.Ready:
-			if p.snap.FailureMultiplier(m.Stats) >= failingMultiplier {
+			if m.Ejected || p.snap.Avoidance(m.Stats) >= failingAvoidance || (a != nil && a.Used(m.Stats)) {
 				if failing < 0 {
 					failing = c.endpoint
 				}
@@ -150,7 +198,8 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResu
 					continue
 				}
 			}
-			return p.pick(c.endpoint, info, reasonRandom)
+			res, err := p.pick(c.endpoint, info, reasonRandom)
+			return a.Record(m.Stats, false, res, err)
 		case connectivity.Idle:
 			if !requested {
 				requested = true
@@ -162,10 +211,12 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResu
 	// Over the cap is better than failing: the cap is a preference, a
 	// failing endpoint's calls are lost.
 	if fallback >= 0 {
-		return p.pick(fallback, info, reasonRandom)
+		res, err := p.pick(fallback, info, reasonRandom)
+		return a.Record(p.members[fallback].Stats, false, res, err)
 	}
 	if failing >= 0 {
-		return p.pick(failing, info, reasonRandom)
+		res, err := p.pick(failing, info, reasonRandom)
+		return a.Record(p.members[failing].Stats, false, res, err)
 	}
 	if requested {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
@@ -173,9 +224,9 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo) (balancer.PickResu
 	return p.members[p.tbl.first(h).endpoint].Picker.Pick(info)
 }
 
-// failingMultiplier is the failure penalty's factor (about 30% of recent
-// calls failed) past which a call without a key passes an endpoint over.
-const failingMultiplier = 2
+// failingAvoidance is the avoidance (about 30% of recent calls failed)
+// past which a call without a key passes an endpoint over.
+const failingAvoidance = 0.4
 
 // pick picks member i, through bounded load's count when it is on.
 func (p *picker) pick(i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {

@@ -51,11 +51,13 @@ type engineBalancer struct {
 	resolverErr error          // last resolver error, for messages
 	rampTimer   Timer
 	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
-	decayTimer  Timer           // pending failure-decay tick, if any
+	healthTimer Timer           // pending health tick, if any (healthTick)
 	flushTimer  Timer           // pending flush of the pick counts, if any
 	weights     *weights        // nil unless the policy asks for Settings.Weights
 	locality    string          // the endpoints' xDS locality, if any: a metrics label
 	picker      balancer.Picker // the policy's last picker; nil while none is published
+	// Ejection counts since the last flush to the metrics.
+	ejections, readmissions uint64
 
 	// Immutable after construction.
 	metrics           estats.MetricsRecorder
@@ -86,7 +88,8 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping)
 		b.shared.flushIdle.Store(true)
 	}
-	b.shared.schedule = b.scheduleDecay
+	b.shared.schedule = b.scheduleHealth
+	b.shared.readmit = b.readmitFromProbe
 	b.shared.clock = opts.Clock
 	childBuilder := balancer.Get(pickfirst.Name).Build
 	var esOpts endpointsharding.Options
@@ -128,11 +131,13 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.shared.latency.Store(b.latency)
 	pen := newPenalty(settings.FailurePenalty)
 	b.shared.penalty.Store(pen)
+	b.shared.ejector.Store(newEjector(settings.Ejection, pen))
 	if pen == nil {
 		// Forget failures seen while the penalty was on, so that turning it
-		// on again does not resurrect them.
+		// on again does not resurrect them, and readmit everyone.
 		for _, e := range b.endpoints.All() {
-			e.failureBits.Store(0)
+			e.outcomeBits.Store(0)
+			e.ejection.ejected = false
 		}
 	}
 	b.resolverErr = nil
@@ -211,9 +216,9 @@ func (b *engineBalancer) Close() {
 		b.rampTimer.Stop()
 		b.rampTimer = nil
 	}
-	if b.decayTimer != nil {
-		b.decayTimer.Stop()
-		b.decayTimer = nil
+	if b.healthTimer != nil {
+		b.healthTimer.Stop()
+		b.healthTimer = nil
 	}
 	if b.flushTimer != nil {
 		b.flushTimer.Stop()
@@ -297,6 +302,7 @@ func (b *engineBalancer) publishLocked(now int64) {
 	// Resolver order keeps seeded runs reproducible (endpointsharding
 	// reports children in map order) without sorting on every update.
 	ready := make([]Ready, 0, len(b.order))
+	var ejected []Ready
 	var rampEnd int64 // earliest end of a running ramp
 	for _, e := range b.order {
 		if e.gen != b.gen || e.state != connectivity.Ready {
@@ -309,7 +315,17 @@ func (b *engineBalancer) publishLocked(now int64) {
 				rampEnd = end
 			}
 		}
+		if e.ejection.ejected {
+			ejected = append(ejected, r)
+			continue
+		}
 		ready = append(ready, r)
+	}
+	if len(ready) == 0 {
+		// The cap never ejects the last READY endpoint, but one may have
+		// lost its connection since: placing on an ejected endpoint beats
+		// failing every call.
+		ready, ejected = ejected, nil
 	}
 
 	if len(ready) == 0 {
@@ -319,15 +335,9 @@ func (b *engineBalancer) publishLocked(now int64) {
 	}
 
 	b.everReady = true
-	snap := &Snapshot{
-		Endpoints: ready,
-		Clock:     b.clock,
-		Rand:      b.rand,
-		ramp:      b.ramp,
-		penalty:   b.shared.penalty.Load(),
-		latency:   b.latency,
-		Built:     now,
-	}
+	snap := b.snapshotLocked(ready, now)
+	snap.Ejected = ejected
+	snap.ramp = b.ramp
 	if b.weights != nil {
 		snap.Weights, snap.WeightsFallback = b.readyWeightsLocked(ready)
 		if !b.weights.cfg.OutOfBand {
@@ -395,44 +405,34 @@ func (b *engineBalancer) scheduleRampEndLocked(at, now int64) {
 	})
 }
 
-// scheduleDecay arms the failure-decay timer. It runs on the Done path of
-// the first failure after a quiet period, never on a pick.
-func (b *engineBalancer) scheduleDecay() {
+// scheduleHealth arms the health timer. It runs on the Done path of the
+// first failure after a quiet period, never on a pick.
+func (b *engineBalancer) scheduleHealth() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.scheduleDecayLocked()
+	b.scheduleHealthLocked()
 }
 
-func (b *engineBalancer) scheduleDecayLocked() {
+func (b *engineBalancer) scheduleHealthLocked() {
 	p := b.shared.penalty.Load()
 	if b.closed || p == nil {
-		b.shared.decaying.Store(false)
+		b.shared.healthPending.Store(false)
 		return
 	}
-	b.decayTimer = b.clock.AfterFunc(p.tick, b.decayTick)
+	b.healthTimer = b.clock.AfterFunc(p.tick, b.healthTick)
 }
 
-// decayTick forgives a slice of every endpoint's failures and reschedules
-// itself while any endpoint still has some.
-func (b *engineBalancer) decayTick() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.decayTimer = nil
-	b.shared.decaying.Store(false)
-	p := b.shared.penalty.Load()
-	if b.closed || p == nil {
-		return
-	}
-	pending := false
-	for _, e := range b.endpoints.All() {
-		if e.decayFailure(p.decay) > 0 {
-			pending = true
-		}
-	}
-	// A failure recorded since the flag was cleared may have scheduled a
-	// tick already; the swap lets exactly one of us do it.
-	if pending && b.shared.decaying.CompareAndSwap(false, true) {
-		b.scheduleDecayLocked()
+// snapshotLocked is a Snapshot of ready with the engine's services.
+func (b *engineBalancer) snapshotLocked(ready []Ready, now int64) *Snapshot {
+	return &Snapshot{
+		Endpoints: ready,
+		Clock:     b.clock,
+		Rand:      b.rand,
+		penalty:   b.shared.penalty.Load(),
+		ejector:   b.shared.ejector.Load(),
+		shared:    &b.shared,
+		latency:   b.latency,
+		Built:     now,
 	}
 }
 

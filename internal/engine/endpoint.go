@@ -33,7 +33,7 @@ type Endpoint struct {
 // endpointHot is the part of an Endpoint that picks and Dones touch. Atomic.
 type endpointHot struct {
 	inflight    atomic.Int64
-	failureBits atomic.Uint64 // math.Float64bits of the failure EWMA
+	outcomeBits atomic.Uint64 // outcomes.pack of the endpoint's decayed failure and outcome counts
 	rtt         rtt           // latency average; written only by latency-aware policies
 	// picks counts the calls picked for the endpoint, by PickReason: a
 	// pick writes this line anyway (inflight), so counting costs one
@@ -75,6 +75,10 @@ type endpointCold struct {
 	// picks as of the last flush (flushPicksLocked); guarded by the
 	// balancer's mu.
 	flushedPicks [MaxPickReasons]uint32
+
+	// Local ejection (see EjectionConfig).
+	ejection ejectionState // guarded by the balancer's mu
+	probe    probeState    // atomic: probes are picked and finished without the lock
 }
 
 // cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
@@ -96,11 +100,19 @@ func (e *Endpoint) Addr() string { return e.addr }
 // finished.
 func (e *Endpoint) InFlight() int64 { return e.inflight.Load() }
 
-// FailureRatio is the failure EWMA in [0, 1]: roughly the share of
-// server-side failures among the endpoint's recent outcomes.
+// FailureRatio is the share of server-side failures among the endpoint's
+// recent outcomes (decayed counts, see FailurePenaltyConfig); 0 without
+// any.
 func (e *Endpoint) FailureRatio() float64 {
-	return math.Float64frombits(e.failureBits.Load())
+	o := e.outcomes()
+	if o.failures == 0 || o.total == 0 {
+		return 0
+	}
+	return float64(o.failures / o.total)
 }
+
+// outcomes reads the endpoint's decayed counts.
+func (e *Endpoint) outcomes() outcomes { return unpackOutcomes(e.outcomeBits.Load()) }
 
 // started records a picked RPC and why it was picked.
 func (e *Endpoint) started(why PickReason) {
@@ -109,96 +121,79 @@ func (e *Endpoint) started(why PickReason) {
 }
 
 // finish is the Done callback of every RPC picked for this endpoint that
-// is not timed (see pickTimed). A latency-aware policy does not time every
-// call, but it must not miss a failure: a server-side failure still enters
-// the latency average, priced without its duration, which the failure
-// price (see observe) does not need.
-func (e *Endpoint) finish(info balancer.DoneInfo) {
-	if !e.settle(info) {
-		return
-	}
-	if l := e.shared.latency.Load(); l != nil {
-		e.observe(info, 0, e.shared.clock.Nanotime(), l)
-	}
-}
+// is not timed (see pickTimed). An untimed call says nothing about
+// latency; its outcome enters the failure counts.
+func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info) }
 
 // settle ends a call: it is no longer in flight, and its outcome enters
-// the failure average. It reports whether the call was a server-side
+// the endpoint's counts. It reports whether the call was a server-side
 // failure.
 func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 	e.inflight.Add(-1)
 	e.shared.armFlush()
-	if info.Err == nil {
-		// The common case, decided without classifying: a success of a
-		// healthy endpoint writes nothing more.
-		if e.failureBits.Load() != 0 {
-			if p := e.shared.penalty.Load(); p != nil {
-				e.recordOutcome(false, p.alpha)
-			}
-		}
-		return false
-	}
-	failed := serverFailed(info)
+	failed := info.Err != nil && serverFailed(info)
 	if p := e.shared.penalty.Load(); p != nil {
-		e.recordOutcome(failed, p.alpha)
+		e.recordOutcome(failed, p)
 		if failed {
-			e.shared.startDecay()
+			e.shared.startHealth()
 		}
 	}
 	return failed
 }
 
-// recordOutcome folds one outcome into the failure EWMA.
-func (e *Endpoint) recordOutcome(failed bool, alpha float64) {
-	x := 0.0
-	if failed {
-		x = 1
-	}
+// recordOutcome folds one outcome into the endpoint's counts.
+func (e *Endpoint) recordOutcome(failed bool, p *penalty) {
 	for {
-		old := e.failureBits.Load()
-		f := math.Float64frombits(old)
-		if f == 0 && !failed {
-			// The common case: a healthy endpoint's success writes nothing,
-			// so Done does not contend on a shared cache line.
+		old := e.outcomeBits.Load()
+		o := unpackOutcomes(old)
+		if !failed && o.failures == 0 && o.total >= p.full {
+			// The common case: a healthy endpoint's success writes
+			// nothing, so Done does not contend on a shared cache line.
 			return
 		}
-		if e.failureBits.CompareAndSwap(old, math.Float64bits(ewmaStep(f, x, alpha))) {
+		if e.outcomeBits.CompareAndSwap(old, o.step(failed, p.keep).pack()) {
 			return
 		}
 	}
 }
 
-// decayFailure multiplies the failure average by factor and returns the
-// new value.
-func (e *Endpoint) decayFailure(factor float64) float64 {
+// decayOutcomes multiplies both counts by factor and returns the new
+// counts.
+func (e *Endpoint) decayOutcomes(factor float32) outcomes {
 	for {
-		old := e.failureBits.Load()
-		f := math.Float64frombits(old)
-		if f == 0 {
-			return 0
+		old := e.outcomeBits.Load()
+		o := unpackOutcomes(old)
+		if o.failures == 0 {
+			// A healthy endpoint's successes keep their weight: they are
+			// the evidence against a later lone failure.
+			return o
 		}
-		next := f * factor
-		if next < minTrackedFailure {
-			next = 0
-		}
-		if e.failureBits.CompareAndSwap(old, math.Float64bits(next)) {
+		next := o.scaled(factor)
+		if e.outcomeBits.CompareAndSwap(old, next.pack()) {
 			return next
 		}
 	}
 }
 
 // doneShared is the balancer-wide state that every endpoint's Done reads:
-// the failure penalty and its decay timer, and what pricing a failure in
-// the latency average needs.
+// the failure penalty and its health timer, the fleet's failure rate, and
+// what pricing a failure in the latency average needs.
 type doneShared struct {
 	penalty atomic.Pointer[penalty] // nil when the penalty is off
+	ejector atomic.Pointer[ejector] // nil when ejection is off
 	latency atomic.Pointer[latency] // nil unless the policy is latency-aware
 	clock   Clock                   // set once by the balancer
-	// decaying is set while a decay tick is scheduled, so the Done of every
-	// failure does not schedule one of its own.
-	decaying atomic.Bool
-	// schedule arms the decay timer; set once by the balancer.
+	// fleetBits is math.Float64bits of the fleet's failure rate, as of the
+	// last health tick: the rate every endpoint's own is judged against.
+	fleetBits atomic.Uint64
+	// healthPending is set while a health tick is scheduled, so the Done
+	// of every failure does not schedule one of its own.
+	healthPending atomic.Bool
+	// schedule arms the health timer; set once by the balancer.
 	schedule func()
+	// readmit is called by the Done of a probe that completes an ejected
+	// endpoint's run of successes; set once by the balancer.
+	readmit func(*Endpoint)
 	// flushIdle is set while the balancer records metrics and no flush of
 	// the pick counts is scheduled: the next Done schedules one, so calls
 	// arm one per metricsFlushPeriod at most, and none while idle. The
@@ -206,7 +201,16 @@ type doneShared struct {
 	flushIdle atomic.Bool
 	// scheduleFlush arms the flush timer; set once by the balancer.
 	scheduleFlush func()
+
+	// Counters of rare events, flushed to the metrics with the pick
+	// counts: a balancer-wide line is fine for events that are not per
+	// call.
+	probes       atomic.Uint64 // probe picks of ejected endpoints
+	avoidedRetry atomic.Uint64 // attempts placed away from an endpoint an earlier attempt used
 }
+
+// fleetRate is the fleet's failure rate as of the last health tick.
+func (d *doneShared) fleetRate() float64 { return math.Float64frombits(d.fleetBits.Load()) }
 
 // armFlush makes sure the pick counts are flushed within
 // metricsFlushPeriod. Every Done calls it: a load of a flag that changes
@@ -217,9 +221,9 @@ func (d *doneShared) armFlush() {
 	}
 }
 
-// startDecay makes sure a decay tick is scheduled.
-func (d *doneShared) startDecay() {
-	if !d.decaying.Load() && d.decaying.CompareAndSwap(false, true) {
+// startHealth makes sure a health tick is scheduled.
+func (d *doneShared) startHealth() {
+	if !d.healthPending.Load() && d.healthPending.CompareAndSwap(false, true) {
 		d.schedule()
 	}
 }

@@ -36,41 +36,50 @@ func serverFailed(info balancer.DoneInfo) bool {
 	return (info.BytesSent || info.BytesReceived) && IsServerFailure(info.Err)
 }
 
-// FailurePenaltyConfig is the JSON "failurePenalty" object. A backend that
-// fails fast finishes its requests sooner than its healthy peers, so every
-// load signal built on in-flight counts or latency sees it as the least
-// loaded backend and sends it more traffic: a black hole. The
-// penalty makes failures expensive instead.
+// FailurePenaltyConfig is the JSON "failurePenalty" object: how a policy
+// weighs the server-side failures it sees. A backend that fails fast
+// finishes its calls sooner than its healthy peers, so every load signal
+// built on in-flight counts or latency sees it as the least loaded backend
+// and sends it more traffic: a black hole. The opposite mistake is as
+// costly: one failed call on a healthy backend is no proof that it is
+// broken, and an endpoint that gets no calls can never show that it
+// recovered.
 //
-// Each endpoint keeps f, an exponentially weighted moving average of its
-// server-side failures (1 for a failure, 0 for a success) over roughly the
-// last Window outcomes. Its load is multiplied by
+// So failures move traffic in proportion to the evidence. Each endpoint
+// keeps two decayed counts over roughly its last Window outcomes: F, its
+// server-side failures, and T, all its outcomes. Its failure rate is
+// judged with a prior of two outcomes at the fleet's own rate R (the
+// pooled rate of every endpoint, refreshed a few times a second):
 //
-//	penalty(f) = min(maxMultiplier, 1/(1-f)^2)
+//	rate   = (F + 2R) / (T + 2)
+//	excess = max(0, rate - R) / (1 - R)
+//	avoid  = min(1 - 1/maxMultiplier, 1 - (1 - excess)^2)
 //
-// 1/(1-f) is the number of attempts one success costs; squaring it makes a
-// persistent failure outweigh the in-flight advantage a fast failure buys,
-// while a lone failure on a healthy endpoint (f = 0.1 with the default
-// window) raises its cost by only 23%. A black hole reaches the maximum
-// after about 22 consecutive failures.
+// A candidate is passed over with probability avoid: a d-choice picker
+// compares only the candidates that pass (all of them, by cost divided
+// by 1-avoid, if none does), a weighted schedule scales the weight by
+// 1-avoid. One failure among ten successes makes avoid about 0.15, so the
+// endpoint keeps most of its share even when every candidate is idle; a
+// black hole reaches 0.97 within ten calls; and when every endpoint fails
+// alike (a shared dependency is down) the excess is zero and nobody is
+// avoided. The cap keeps a probe share of 1/maxMultiplier for an endpoint
+// that is avoided but not ejected, so its answers show its recovery.
 //
-// A penalized endpoint sees little traffic, so it could not show that it
-// recovered if f changed only with outcomes. f therefore also halves every
-// HalfLife of wall time. A backend that still fails climbs back to the
-// maximum within a few calls; one that recovered wins picks again after a
-// half-life or two, however large the fleet. An average below 2% counts as
-// zero.
+// Both counts also halve every HalfLife of wall time, so old evidence
+// fades and the prior takes over again.
 type FailurePenaltyConfig struct {
 	// Enabled turns the penalty on. Default true.
 	Enabled bool `json:"enabled"`
-	// Window is the number of recent outcomes the failure average mostly
-	// reflects (its smoothing factor is 1/Window). Default 10; must be
-	// >= 1; values above 10000 are clamped to 10000.
+	// Window is the number of recent outcomes the counts mostly reflect
+	// (each outcome discounts the older ones by 1-1/Window). Default 10;
+	// must be >= 1; values above 10000 are clamped to 10000.
 	Window uint32 `json:"window"`
-	// MaxMultiplier caps the penalty. Default 100; must be in [1, 1e6].
+	// MaxMultiplier bounds avoidance: a failing endpoint keeps at least
+	// 1/MaxMultiplier of the picks it would otherwise win. Default 100;
+	// must be in [1, 1e6].
 	MaxMultiplier float64 `json:"maxMultiplier"`
-	// HalfLife is how fast failures are forgiven with time. Default "5s";
-	// must be in [100ms, 1h].
+	// HalfLife is how fast evidence fades with time. Default "5s"; must be
+	// in [100ms, 1h].
 	HalfLife Duration `json:"halfLife"`
 }
 
@@ -111,19 +120,19 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 	if !c.Enabled {
 		return nil
 	}
-	// A zero window would make the smoothing factor infinite.
+	// A zero window would make the discount infinite.
 	if c.Window < 1 {
 		return fmt.Errorf("%s: failurePenalty.window %d: must be >= 1", policy, c.Window)
 	}
-	// Beyond ten thousand outcomes the average reacts too slowly to matter;
+	// Beyond ten thousand outcomes the counts react too slowly to matter;
 	// clamp rather than reject, as gRFC A48 does for choiceCount.
 	c.Window = min(c.Window, maxFailureWindow)
-	// A multiplier below 1 would make failures attractive: the bug the
-	// penalty exists to fix.
+	// Below 1 the cap would be a negative avoidance; above 1e6 the probe
+	// share is too small to ever see a recovery.
 	if !(c.MaxMultiplier >= 1) || c.MaxMultiplier > 1e6 {
 		return fmt.Errorf("%s: failurePenalty.maxMultiplier %v: must be in [1, 1e6]", policy, c.MaxMultiplier)
 	}
-	// Below 100ms the decay timer would tick faster than failures can be
+	// Below 100ms the decay would tick faster than failures can be
 	// observed; beyond an hour a recovered backend would stay shunned.
 	if time.Duration(c.HalfLife) < minFailureHalfLife || time.Duration(c.HalfLife) > maxFailureHalfLife {
 		return fmt.Errorf("%s: failurePenalty.halfLife %q: must be in [%v, %v]", policy, c.HalfLife, minFailureHalfLife, maxFailureHalfLife)
@@ -134,54 +143,98 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 // penalty is a validated FailurePenaltyConfig in the form the pick and done
 // paths use. A nil *penalty means the penalty is off.
 type penalty struct {
-	alpha   float64 // smoothing factor of the failure EWMA
-	maxMult float64
-	// The decay timer runs every tick while some endpoint has failures and
-	// multiplies each average by decay.
+	keep     float32 // 1 - 1/Window: what each outcome leaves of the older ones
+	maxAvoid float64 // 1 - 1/MaxMultiplier
+	// full is the outcome count past which a healthy endpoint's successes
+	// are no longer written: its counts are as good as saturated, and a
+	// success then costs Done nothing but a load.
+	full float32
+	// The health timer runs every tick while some endpoint has failures or
+	// is ejected, and multiplies every endpoint's counts by decay.
 	tick  time.Duration
-	decay float64
+	decay float32
 }
 
-// decayTicksPerHalfLife sets the decay timer's resolution: fine enough
-// that forgiveness looks continuous, coarse enough to cost nothing.
-const decayTicksPerHalfLife = 5
+// maxHealthTick bounds the health timer's period: fleet rate, decay and
+// ejection decisions are at most this stale.
+const maxHealthTick = 250 * time.Millisecond
 
 func newPenalty(c FailurePenaltyConfig) *penalty {
 	if !c.Enabled {
 		return nil
 	}
+	tick := min(maxHealthTick, time.Duration(c.HalfLife)/2)
 	return &penalty{
-		alpha:   1 / float64(c.Window),
-		maxMult: c.MaxMultiplier,
-		tick:    time.Duration(c.HalfLife) / decayTicksPerHalfLife,
-		decay:   math.Exp2(-1.0 / decayTicksPerHalfLife),
+		keep:     1 - 1/float32(c.Window),
+		maxAvoid: 1 - 1/c.MaxMultiplier,
+		full:     0.95 * float32(c.Window),
+		tick:     tick,
+		decay:    float32(math.Exp2(-float64(tick) / float64(time.Duration(c.HalfLife)))),
 	}
 }
 
-// multiplier is penalty(f) from FailurePenaltyConfig's formula.
-func (p *penalty) multiplier(f float64) float64 {
-	if f <= 0 {
-		return 1
-	}
-	s := 1 - f
-	if s*s*p.maxMult <= 1 {
-		return p.maxMult
-	}
-	return 1 / (s * s)
-}
+// priorOutcomes is the weight, in outcomes, of the prior belief that an
+// endpoint fails at the fleet's rate. With two, one failure on an
+// endpoint without other evidence reads as a rate of one in three, not
+// one in one; ten failures in a row read as 0.83.
+const priorOutcomes = 2
 
-// minTrackedFailure is where the failure average snaps to zero, so a
-// recovered endpoint returns to the penalty-free fast path instead of
-// carrying a vanishing remainder forever. At 2% the penalty is 1.04: below
-// it, the remainder would only make the endpoint lose every tie, which at
-// low traffic (all counters zero) is nearly every pick.
-const minTrackedFailure = 0.02
-
-// ewmaStep is one step of the failure average.
-func ewmaStep(f, x, alpha float64) float64 {
-	f += alpha * (x - f)
-	if f < minTrackedFailure {
+// avoidance is the probability that a candidate with counts o is passed
+// over, given the fleet's failure rate (see FailurePenaltyConfig).
+func (p *penalty) avoidance(o outcomes, fleet float64) float64 {
+	if o.failures == 0 {
 		return 0
 	}
-	return math.Min(f, 1)
+	rate := (float64(o.failures) + priorOutcomes*fleet) / (float64(o.total) + priorOutcomes)
+	if rate <= fleet || fleet >= 1 {
+		return 0
+	}
+	excess := min((rate-fleet)/(1-fleet), 1)
+	s := 1 - excess
+	return min(1-s*s, p.maxAvoid)
+}
+
+// outcomes are an endpoint's decayed counts of server-side failures and of
+// all outcomes. They share one 64-bit word, two float32s, so that Done
+// updates both with one compare-and-swap and a pick reads both with one
+// load.
+type outcomes struct {
+	failures, total float32
+}
+
+func (o outcomes) pack() uint64 {
+	return uint64(math.Float32bits(o.failures))<<32 | uint64(math.Float32bits(o.total))
+}
+
+func unpackOutcomes(v uint64) outcomes {
+	return outcomes{failures: math.Float32frombits(uint32(v >> 32)), total: math.Float32frombits(uint32(v))}
+}
+
+// minTrackedFailures is where the failure count snaps to zero, so a
+// recovered endpoint returns to the penalty-free fast path instead of
+// carrying a vanishing remainder forever: about 28 successes after one
+// failure with the default window.
+const minTrackedFailures = 0.05
+
+// step folds one outcome into o.
+func (o outcomes) step(failed bool, keep float32) outcomes {
+	o.failures *= keep
+	o.total = o.total*keep + 1
+	if failed {
+		o.failures++
+	}
+	if o.failures < minTrackedFailures {
+		o.failures = 0
+	}
+	return o
+}
+
+// scaled is o with both counts multiplied by f.
+func (o outcomes) scaled(f float32) outcomes {
+	o.failures *= f
+	o.total *= f
+	if o.failures < minTrackedFailures {
+		o.failures = 0
+	}
+	return o
 }

@@ -18,9 +18,8 @@ type LatencyConfig struct {
 	// endpoint shows to pickers decays towards zero at the same rate.
 	DecayTime time.Duration
 	// DefaultRTT is the latency assumed for an endpoint until its first
-	// answer, for pricing failures: a failure before any success is
-	// recorded as 2*DefaultRTT, and failure samples are capped at
-	// 100*DefaultRTT.
+	// answer, for pricing failures: a timed failure before any success is
+	// recorded as at least DefaultRTT.
 	DefaultRTT time.Duration
 }
 
@@ -29,14 +28,8 @@ type LatencyConfig struct {
 type latency struct {
 	tau         float64
 	defaultRTT  float64
-	maxRTT      float64
 	sampleEvery int64 // see sampleShare
 }
-
-// maxFailureRTTFactor caps the latency a failure is recorded as, in
-// multiples of DefaultRTT, so a run of failures raises the cost sharply
-// without pushing it so high that it takes many decay times to come back.
-const maxFailureRTTFactor = 100
 
 func newLatency(c *LatencyConfig) *latency {
 	if c == nil {
@@ -45,7 +38,6 @@ func newLatency(c *LatencyConfig) *latency {
 	return &latency{
 		tau:         float64(c.DecayTime),
 		defaultRTT:  float64(c.DefaultRTT),
-		maxRTT:      maxFailureRTTFactor * float64(c.DefaultRTT),
 		sampleEvery: int64(c.DecayTime / sampleShare),
 	}
 }
@@ -135,23 +127,26 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 }
 
 // observe folds one call's outcome into the latency average. A success is a
-// sample of its latency. A server-side failure is a sample of
-// max(rtt, 2*max(average, DefaultRTT)), capped at 100*DefaultRTT (or the
-// average, if higher): it
-// always raises the average, as a success twice as slow as the endpoint's
-// usual would, so a backend that fails fast never looks fast. A call that
-// never reached the server, or ended by a client-side error or a caller's
-// cancellation, says nothing about the backend's latency and is ignored.
+// sample of its latency. A server-side failure is evidence about health,
+// which the failure counts weigh (FailurePenaltyConfig), and only weak
+// evidence about latency: it enters the average only when it was timed,
+// as max(its latency, the average), or DefaultRTT before any sample, so a
+// slow timeout raises the average and a fast failure never lowers it. It
+// used to be priced as a sample twice the average, and one failure then
+// lost every comparison against idle peers for seconds: a step, not
+// evidence. A call that never reached the server, or ended by a client-side
+// error or a caller's cancellation, says nothing and is ignored.
 func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
 	sample := float64(took)
 	if info.Err != nil {
-		if !serverFailed(info) {
+		if !serverFailed(info) || took == 0 {
 			return
 		}
-		// The cap never goes below the current average, so a failure on
-		// an endpoint already slower than the cap still cannot lower it.
 		cur := math.Float64frombits(e.rtt.bits.Load())
-		sample = math.Max(sample, math.Min(2*math.Max(cur, l.defaultRTT), math.Max(l.maxRTT, cur)))
+		if cur == 0 {
+			cur = l.defaultRTT
+		}
+		sample = math.Max(sample, cur)
 	}
 	sample = math.Max(sample, 1) // a zero would read as "no sample"
 	for {

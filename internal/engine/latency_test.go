@@ -103,24 +103,23 @@ func TestPeakEWMADefaultAndPending(t *testing.T) {
 func TestPeakEWMAFailures(t *testing.T) {
 	l, e := testLatency(), newEndpoint("a", nil, false)
 	e.observe(ok(), int64(20*time.Millisecond), 0, l)
-	// A fast server failure counts as twice the larger of the average and
-	// defaultRtt.
+	// A fast server failure neither lowers the average nor raises it: the
+	// failure counts weigh it, not the latency.
 	e.observe(failed(codes.Unavailable), int64(time.Millisecond), 1, l)
-	near(t, "after a fast failure", avgOf(e), 60*time.Millisecond)
-	e.observe(failed(codes.Internal), int64(time.Millisecond), 2, l)
-	near(t, "after a second one", avgOf(e), 120*time.Millisecond)
-	// The cap: 100 x defaultRtt.
+	near(t, "after a fast failure", avgOf(e), 20*time.Millisecond)
 	for i := 0; i < 20; i++ {
-		e.observe(failed(codes.DeadlineExceeded), int64(time.Millisecond), int64(3+i), l)
+		e.observe(failed(codes.Internal), int64(time.Millisecond), int64(2+i), l)
 	}
-	near(t, "after many", avgOf(e), 3*time.Second)
+	near(t, "after many", avgOf(e), 20*time.Millisecond)
+	// A slow one, a timeout, is a sample of its latency: the peak.
+	e.observe(failed(codes.DeadlineExceeded), int64(time.Second), 30, l)
+	near(t, "after a timeout", avgOf(e), time.Second)
 
-	// On an endpoint already slower than the cap, a failure cannot lower
-	// the average.
-	slow := newEndpoint("s", nil, false)
-	slow.observe(ok(), int64(10*time.Second), 0, l)
-	slow.observe(failed(codes.Unavailable), int64(time.Millisecond), 1, l)
-	near(t, "a failure on a very slow endpoint", avgOf(slow), 10*time.Second)
+	// Before any answer, a fast failure reads as defaultRtt, never as the
+	// fast endpoint it seems.
+	fresh := newEndpoint("f", nil, false)
+	fresh.observe(failed(codes.Unavailable), int64(time.Microsecond), 1, l)
+	near(t, "a first answer that fails fast", avgOf(fresh), 30*time.Millisecond)
 
 	// What is not the backend's doing is not a sample.
 	f := newEndpoint("b", nil, false)
@@ -214,17 +213,16 @@ func TestBusyEndpointIsSampledNotTimedOnEveryCall(t *testing.T) {
 	slow(ok())
 	near(t, "average after a timed slow call", avgOf(e), 300*time.Millisecond)
 
-	// An untimed call that fails still raises the average, as a timed
-	// failure would: twice the average.
+	// An untimed call is no latency sample, failed or not (its failure is
+	// for the failure counts).
 	clk.advance(time.Millisecond)
 	first, second := pickDone(t, p), pickDone(t, p)
 	second(failed(codes.Unavailable))
-	near(t, "average after an untimed failure", avgOf(e), 600*time.Millisecond)
+	near(t, "average after an untimed failure", avgOf(e), 300*time.Millisecond)
 	first(ok())
-	// An untimed client-side error is no sample at all.
 	clk.advance(time.Millisecond)
 	first, second = pickDone(t, p), pickDone(t, p)
 	second(failed(codes.Canceled))
-	near(t, "average after an untimed cancellation", avgOf(e), 600*time.Millisecond)
+	near(t, "average after an untimed cancellation", avgOf(e), 300*time.Millisecond)
 	first(ok())
 }

@@ -24,6 +24,9 @@ type Member struct {
 	Endpoint resolver.Endpoint
 	// Weight is the endpoint's static weight, at least 1.
 	Weight uint32
+	// Ejected says the endpoint is locally ejected (EjectionConfig): a
+	// key's walk passes it unless its probe is due (Snapshot.ProbeDue).
+	Ejected bool
 	// ExitIdle asks the endpoint's child to connect. It returns at once
 	// (the work happens on a goroutine of endpointsharding's), so a picker
 	// may call it.
@@ -42,7 +45,8 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 			continue
 		}
 		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		members = append(members, Member{Ready: r, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle})
+		members = append(members, Member{Ready: r, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle,
+			Ejected: e.ejection.ejected && e.state == connectivity.Ready})
 		if e.state <= connectivity.Shutdown {
 			counts[e.state]++
 		}
@@ -71,15 +75,8 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 	if len(ready) > 0 {
 		b.everReady = true
 	}
-	snap := &Snapshot{
-		Endpoints: ready,
-		Members:   members,
-		Clock:     b.clock,
-		Rand:      b.rand,
-		penalty:   b.shared.penalty.Load(),
-		latency:   b.latency,
-		Built:     now,
-	}
+	snap := b.snapshotLocked(ready, now)
+	snap.Members = members
 	b.publishPickerLocked(state, snap)
 }
 

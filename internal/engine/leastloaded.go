@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"google.golang.org/grpc/balancer"
 )
 
@@ -35,11 +37,15 @@ const (
 // READY endpoints uniformly at random and sends the RPC to the one with the
 // lowest
 //
-//	cost = metric.Load(r) * penalty(r) / (weight(r) * slowStart(r))
+//	cost = metric.Load(r) / (weight(r) * slowStart(r))
 //
-// Ties go to the first draw. With d = 2 this is the power of two choices
-// (Mitzenmacher): the maximum load drops from O(log n / log log n) to
-// O(log log n) while each pick reads two counters, not n.
+// among the candidates that pass the failure check: each candidate with
+// recent server-side failures is passed over with its avoidance
+// probability (FailurePenaltyConfig), and if every one is passed over, the
+// one with the lowest cost / (1 - avoidance) wins. Ties go to the first
+// draw. With d = 2 this is the power of two choices (Mitzenmacher): the
+// maximum load drops from O(log n / log log n) to O(log log n) while each
+// pick reads two counters, not n.
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
@@ -72,6 +78,10 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 
 // Pick implements balancer.Picker.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	a := AttemptsOf(info)
+	if res, err, ok := p.snap.Probe(info, a); ok {
+		return res, err
+	}
 	eps := p.snap.Endpoints
 	n := len(eps)
 	var now int64 // Clock.Nanotime; 0 until someone needs it
@@ -79,7 +89,8 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		now = p.snap.Clock.Nanotime()
 	}
 	if n == 1 {
-		return p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
+		res, err := p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
+		return a.Record(eps[0].Stats, false, res, err)
 	}
 	var idx [MaxChoices]int
 	var cands []int
@@ -98,8 +109,52 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
 	}
+	avoided := false
+	if a != nil && a.earlier() {
+		cands, avoided = p.avoidEarlier(cands, a)
+	}
 	best, _, why, now := p.choose(cands, now)
-	return p.pickEndpoint(&eps[best], info, why, now)
+	res, err := p.pickEndpoint(&eps[best], info, why, now)
+	return a.Record(eps[best].Stats, avoided, res, err)
+}
+
+// retryDraws bounds the fresh draws that replace one candidate an earlier
+// attempt used: with at most four earlier attempts, eight draws find
+// another endpoint unless nearly every one was used.
+const retryDraws = 8
+
+// avoidEarlier replaces the candidates that earlier attempts of the call
+// used with fresh draws, or drops them when every endpoint is a candidate,
+// as long as another candidate remains. It reports whether it changed any.
+func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) ([]int, bool) {
+	eps := p.snap.Endpoints
+	n := len(eps)
+	avoided := false
+	if len(cands) == n {
+		kept := cands[:0:len(cands)]
+		for _, i := range cands {
+			if !a.Used(eps[i].Stats) {
+				kept = append(kept, i)
+			}
+		}
+		if len(kept) == 0 || len(kept) == len(cands) {
+			return cands[:n], false
+		}
+		return kept, true
+	}
+	for k, i := range cands {
+		if !a.Used(eps[i].Stats) {
+			continue
+		}
+		for d := 0; d < retryDraws; d++ {
+			j := reduce(uint32(p.snap.Rand.Uint64()), n)
+			if !a.Used(eps[j].Stats) && !slices.Contains(cands, j) {
+				cands[k], avoided = j, true
+				break
+			}
+		}
+	}
+	return cands, avoided
 }
 
 func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
@@ -109,56 +164,48 @@ func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickRea
 	return PickEndpoint(r, info, why)
 }
 
-// choose returns the index of the cheapest candidate, its cost, why it
-// won, and the clock reading now, taken if a candidate needed it and not
-// taken before. The cost is computed here, inline, rather than in a
-// function of its own: that function would be too large to inline and
-// cost every candidate a call.
+// choose returns the index of the cheapest candidate that passes the
+// failure check, its cost, why it won, and the clock reading now, taken if
+// a candidate needed it and not taken before.
 func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
 	best = -1
-	// The candidate that would have won without the failure penalty: when
-	// it is not best, the penalty steered this call away from a failing
+	// The candidate that would have won without the failure check: when it
+	// is not best, the check steered this call away from a failing
 	// endpoint.
 	rawBest, rawBestCost := -1, 0.0
+	// The best of the candidates passed over, by expected cost, in case
+	// every one is.
+	avoided, avoidedCost := -1, 0.0
 	tie := true
 	for _, i := range cands {
 		r := &s.Endpoints[i]
-		inv := r.InvWeight
-		if r.RampEnd != 0 {
-			// Only a ramping candidate needs the time; a timed pick has
-			// read the clock already.
-			if now == 0 {
-				now = s.Clock.Nanotime()
+		var cost float64
+		cost, now = p.rawCost(r, now)
+		if rawBest < 0 || cost < rawBestCost {
+			rawBest, rawBestCost = i, cost
+		}
+		if s.penalty != nil && r.Stats.outcomeBits.Load()>>32 != 0 {
+			// Only an endpoint with recent failures draws: the healthy
+			// common case reads one word.
+			if q := s.penalty.avoidance(r.Stats.outcomes(), s.fleetRate()); q > 0 && unitDraw(s.Rand) < q {
+				if c := cost / (1 - q); avoided < 0 || c < avoidedCost {
+					avoided, avoidedCost = i, c
+				}
+				continue
 			}
-			inv = s.EffectiveInvWeight(r, now)
-		}
-		var load float64
-		switch p.kind {
-		case inFlightMetric:
-			load = float64(r.Stats.inflight.Load() + 1)
-		case peakMetric:
-			load = r.Stats.PeakLoad(now, s.latency)
-		default:
-			load = p.metric.Load(r)
-		}
-		raw := load * inv
-		cost := raw
-		if s.penalty != nil {
-			cost *= s.penalty.multiplier(r.Stats.FailureRatio())
 		}
 		switch {
 		case best < 0:
-			best, bestCost, rawBest, rawBestCost = i, cost, i, raw
-			continue
+			best, bestCost = i, cost
 		case cost < bestCost:
 			best, bestCost, tie = i, cost, false
 		case cost > bestCost:
 			tie = false
 		}
-		if raw < rawBestCost {
-			rawBest, rawBestCost = i, raw
-		}
+	}
+	if best < 0 {
+		best, bestCost = avoided, avoidedCost
 	}
 	why = ReasonLeastLoaded
 	switch {
@@ -170,13 +217,38 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	return best, bestCost, why, now
 }
 
-// ReportCosts implements CostReporter: the cost the picker would compare
-// for each endpoint now, failure penalty included, each endpoint chosen
-// as the only candidate.
+// rawCost is r's cost before the failure check, and the clock reading now,
+// taken if r needed it and not taken before.
+func (p *LeastLoaded) rawCost(r *Ready, now int64) (float64, int64) {
+	s := p.snap
+	inv := r.InvWeight
+	if r.RampEnd != 0 {
+		// Only a ramping candidate needs the time; a timed pick has read
+		// the clock already.
+		if now == 0 {
+			now = s.Clock.Nanotime()
+		}
+		inv = s.EffectiveInvWeight(r, now)
+	}
+	switch p.kind {
+	case inFlightMetric:
+		return float64(r.Stats.inflight.Load()+1) * inv, now
+	case peakMetric:
+		return r.Stats.PeakLoad(now, s.latency) * inv, now
+	}
+	return p.metric.Load(r) * inv, now
+}
+
+// unitDraw is a uniform draw in [0, 1).
+func unitDraw(r Rand) float64 { return float64(r.Uint64()>>11) / (1 << 53) }
+
+// ReportCosts implements CostReporter: each endpoint's expected cost now,
+// its cost divided by the share of picks it passes the failure check.
 func (p *LeastLoaded) ReportCosts(now int64, record func(float64)) {
-	for i := range p.snap.Endpoints {
-		one := [1]int{i}
-		_, c, _, _ := p.choose(one[:], now)
-		record(c)
+	s := p.snap
+	for i := range s.Endpoints {
+		r := &s.Endpoints[i]
+		c, _ := p.rawCost(r, now)
+		record(c / (1 - s.Avoidance(r.Stats)))
 	}
 }

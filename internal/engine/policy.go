@@ -25,6 +25,9 @@ type Settings struct {
 	SlowStart *SlowStartConfig
 	// FailurePenalty configures the failure penalty. It must be validated.
 	FailurePenalty FailurePenaltyConfig
+	// Ejection configures local ejection. It must be validated; it has no
+	// effect with the failure penalty off.
+	Ejection EjectionConfig
 	// Latency, when not nil, makes the engine time calls (every call, or at
 	// least one started per DecayTime/65536 on a busy endpoint) and keep
 	// the per-endpoint latency average that Endpoint.PeakLoad reads.

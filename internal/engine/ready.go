@@ -30,6 +30,9 @@ type Snapshot struct {
 	// Endpoints are the READY endpoints; never empty, except under a lazy
 	// policy (Spec.Lazy), whose pickers are published in every state.
 	Endpoints []Ready
+	// Ejected are READY endpoints that are locally ejected: out of
+	// Endpoints, reached only by probes (Probe).
+	Ejected []Ready
 	// Members, under a lazy policy only, are all the endpoints in resolver
 	// order, whatever their state; never empty. Nil otherwise.
 	Members []Member
@@ -49,6 +52,8 @@ type Snapshot struct {
 	Rand    Rand
 	ramp    *ramp
 	penalty *penalty
+	ejector *ejector
+	shared  *doneShared // the fleet's failure rate; nil outside a balancer
 	latency *latency
 }
 
@@ -70,14 +75,26 @@ func (s *Snapshot) RampFactor(r *Ready, now int64) float64 {
 	return s.ramp.factor(now - r.RampStart)
 }
 
-// FailureMultiplier is the failure penalty's factor for e: 1 when the
-// penalty is off or e has had no recent server-side failure, up to the
-// configured maximum for an endpoint that fails everything.
-func (s *Snapshot) FailureMultiplier(e *Endpoint) float64 {
+// Avoidance is the probability, in [0, 1), with which a picker passes e
+// over for its recent server-side failures (FailurePenaltyConfig): 0 when
+// the penalty is off or e has no recent failure.
+func (s *Snapshot) Avoidance(e *Endpoint) float64 {
 	if s.penalty == nil {
-		return 1
+		return 0
 	}
-	return s.penalty.multiplier(e.FailureRatio())
+	o := e.outcomes()
+	if o.failures == 0 {
+		return 0
+	}
+	return s.penalty.avoidance(o, s.fleetRate())
+}
+
+// fleetRate is the fleet's failure rate as of the last health tick.
+func (s *Snapshot) fleetRate() float64 {
+	if s.shared == nil {
+		return 0
+	}
+	return s.shared.fleetRate()
 }
 
 // PickEndpoint asks r's child for a connection and, if it has one, counts

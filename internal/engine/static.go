@@ -29,7 +29,7 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 	if err != nil {
 		return nil, err
 	}
-	shared := &doneShared{schedule: func() {}, clock: opts.Clock} // decaying stays set: no timer
+	shared := &doneShared{schedule: func() {}, readmit: func(*Endpoint) {}, clock: opts.Clock} // no health timer
 	shared.penalty.Store(newPenalty(settings.FailurePenalty))
 	lat := newLatency(settings.Latency)
 	shared.latency.Store(lat)
@@ -50,6 +50,7 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 		Clock:     opts.Clock,
 		Rand:      opts.Rand,
 		penalty:   shared.penalty.Load(),
+		shared:    shared,
 		latency:   lat,
 	}), nil
 }

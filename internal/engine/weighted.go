@@ -39,10 +39,9 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 			w = snap.Weights[i]
 		}
 		w *= snap.RampFactor(r, snap.Built)
-		if snap.penalty != nil {
-			w /= snap.penalty.multiplier(r.Stats.FailureRatio())
-		}
-		ws[i] = w
+		// Avoidance scales the share as it does a d-choice picker's: an
+		// endpoint passed over with probability q keeps 1-q of its picks.
+		ws[i] = w * (1 - snap.Avoidance(r.Stats))
 	}
 	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}
 	if snap.WeightsFallback {
@@ -63,11 +62,31 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // the same under every policy; with per-call reports, the call's Done also
 // reads its ORCA report.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
-	if r.ReportDone == nil {
-		return PickEndpoint(r, info, p.why)
+	a := AttemptsOf(info)
+	if res, err, ok := p.snap.Probe(info, a); ok {
+		return res, err
 	}
-	return PickEndpointDone(r, info, p.why, r.ReportDone)
+	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
+	avoided := false
+	if a != nil && a.earlier() && a.Used(r.Stats) {
+		// A retry: the next positions of the schedule, until one that no
+		// earlier attempt used. The schedule interleaves endpoints, so
+		// this takes a step or two, and never more than one cycle.
+		for k := 0; k < len(p.snap.Endpoints); k++ {
+			if c := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]; !a.Used(c.Stats) {
+				r, avoided = c, true
+				break
+			}
+		}
+	}
+	var res balancer.PickResult
+	var err error
+	if r.ReportDone == nil {
+		res, err = PickEndpoint(r, info, p.why)
+	} else {
+		res, err = PickEndpointDone(r, info, p.why, r.ReportDone)
+	}
+	return a.Record(r.Stats, avoided, res, err)
 }
 
 // WeightedSpec describes a policy that is the engine's smooth weighted

@@ -36,46 +36,79 @@ func TestRampFactor(t *testing.T) {
 	}
 }
 
-func TestPenaltyMultiplier(t *testing.T) {
+// steady returns the counts of an endpoint that has answered many calls,
+// all successfully, then the given outcomes in order.
+func steady(p *penalty, then ...bool) outcomes {
+	var o outcomes
+	for o.total < p.full {
+		o = o.step(false, p.keep)
+	}
+	for _, failed := range then {
+		o = o.step(failed, p.keep)
+	}
+	return o
+}
+
+func repeat(failed bool, n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = failed
+	}
+	return out
+}
+
+func TestAvoidanceNeedsEvidence(t *testing.T) {
 	p := newPenalty(DefaultFailurePenalty())
-	for _, tc := range []struct{ f, want float64 }{
-		{0, 1},
-		{0.1, 1 / 0.81},
-		{0.5, 4},
-		{0.9, 100},
-		{0.95, 100},
-		{1, 100},
+	for _, tc := range []struct {
+		what     string
+		o        outcomes
+		fleet    float64
+		min, max float64
+	}{
+		{"no failure", steady(p), 0, 0, 0},
+		{"one failure after many successes", steady(p, true), 0, 0.1, 0.2},
+		{"one failure, the fleet failing alike", steady(p, true), 0.1, 0, 0.1},
+		{"one failure and nothing else", outcomes{}.step(true, p.keep), 0, 0.4, 0.6},
+		{"ten failures in a row", steady(p, repeat(true, 10)...), 0, 0.75, 0.85},
+		{"a black hole", steady(p, repeat(true, 200)...), 0, 0.96, 0.99},
+		{"a black hole among ten", steady(p, repeat(true, 200)...), 0.1, 0.96, 0.99},
+		{"every endpoint a black hole", steady(p, repeat(true, 200)...), 1, 0, 0},
 	} {
-		if got := p.multiplier(tc.f); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("multiplier(%v) = %v, want %v", tc.f, got, tc.want)
+		if q := p.avoidance(tc.o, tc.fleet); q < tc.min || q > tc.max {
+			t.Errorf("%s (failures %.2f of %.2f, fleet %.2f): avoidance %.3f, want [%.2f, %.2f]", tc.what, tc.o.failures, tc.o.total, tc.fleet, q, tc.min, tc.max)
 		}
+	}
+	if q := p.avoidance(outcomes{failures: 1e6, total: 1e6}, 0); q != p.maxAvoid {
+		t.Errorf("avoidance of a certain failure = %v, want the cap %v", q, p.maxAvoid)
 	}
 	if newPenalty(FailurePenaltyConfig{Enabled: false}) != nil {
 		t.Error("a disabled penalty is not nil")
 	}
 }
 
-func TestFailureAverage(t *testing.T) {
-	e := newEndpoint("a", nil, false)
-	alpha := 0.1
+func TestOutcomeCounts(t *testing.T) {
+	e := newEndpoint("a", &doneShared{}, false)
+	p := newPenalty(DefaultFailurePenalty())
 	for i := 1; i <= 22; i++ {
-		e.recordOutcome(true, alpha)
-		if want := 1 - math.Pow(0.9, float64(i)); math.Abs(e.FailureRatio()-want) > 1e-9 {
-			t.Fatalf("after %d failures f = %v, want %v", i, e.FailureRatio(), want)
+		e.recordOutcome(true, p)
+		// Every outcome was a failure: the ratio is exactly 1.
+		if r := e.FailureRatio(); math.Abs(r-1) > 1e-6 {
+			t.Fatalf("after %d failures the ratio is %v, want 1", i, r)
 		}
 	}
-	if m := newPenalty(DefaultFailurePenalty()).multiplier(e.FailureRatio()); m != DefaultFailureMaxMultiplier {
-		t.Errorf("22 consecutive failures give a penalty of %v, want the maximum %v", m, DefaultFailureMaxMultiplier)
-	}
 	for i := 0; i < 100 && e.FailureRatio() > 0; i++ {
-		e.recordOutcome(false, alpha)
+		e.recordOutcome(false, p)
 	}
 	if e.FailureRatio() != 0 {
-		t.Errorf("f = %v after 100 successes, want it snapped to 0", e.FailureRatio())
+		t.Errorf("ratio %v after 100 successes, want the failures snapped to 0", e.FailureRatio())
 	}
-	e.recordOutcome(false, alpha)
-	if e.FailureRatio() != 0 {
-		t.Error("a success on a clean endpoint changed its failure average")
+	before := e.outcomeBits.Load()
+	e.recordOutcome(false, p)
+	if e.outcomeBits.Load() != before {
+		t.Error("a success on a healthy endpoint with full counts wrote them")
+	}
+	if o := e.decayOutcomes(0.5); o.total != unpackOutcomes(before).total {
+		t.Error("decay changed a healthy endpoint's counts")
 	}
 }
 

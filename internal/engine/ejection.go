@@ -1,0 +1,396 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+)
+
+// EjectionConfig is the JSON "ejection" object: local ejection with
+// probation, for an endpoint whose failures stand far above the fleet's.
+// Avoidance (failurePenalty) already cuts such an endpoint's share; an
+// ejection takes it out of placement altogether, as Envoy's and grpc's
+// outlier detection do, while the resolver's membership stays as it is.
+// Hash policies send an ejected endpoint's keys to their next candidate
+// and give them back on readmission.
+//
+// An endpoint is ejected when its decayed failure count reaches
+// MinFailures and its excess failure rate over the fleet's (see
+// FailurePenaltyConfig) reaches Threshold, and no more than
+// MaxEjectionPercent of the READY endpoints are out (at least one may be,
+// and never the last). It stays out for BaseEjectionTime, doubled for
+// each ejection that follows the previous readmission by less than
+// MaxEjectionTime, capped at MaxEjectionTime. While out it gets one probe
+// call every ProbeInterval, one at a time, so that its recovery shows in
+// its answers; it is readmitted, with fresh counts, once its ejection time
+// is over and its last ProbeSuccesses probes succeeded. Ejection needs the
+// failure penalty's counts: with failurePenalty off, nothing is ejected.
+type EjectionConfig struct {
+	// Enabled turns local ejection on. Default true.
+	Enabled bool `json:"enabled"`
+	// Threshold is the excess failure rate, in (0, 1], that ejects.
+	// Default 0.5.
+	Threshold float64 `json:"threshold"`
+	// MinFailures is the decayed failure count an endpoint needs before it
+	// can be ejected: the evidence. Default 5; must be in [1, 1000].
+	MinFailures float64 `json:"minFailures"`
+	// BaseEjectionTime is the first ejection's length. Default "1s"; must
+	// be in [10ms, 1h].
+	BaseEjectionTime Duration `json:"baseEjectionTime"`
+	// MaxEjectionTime caps the ejection time. Default "30s"; must be in
+	// [baseEjectionTime, 24h].
+	MaxEjectionTime Duration `json:"maxEjectionTime"`
+	// MaxEjectionPercent bounds the share of READY endpoints out at once.
+	// Default 10 (grpc's outlier detection's default); must be in [0, 100].
+	// At least one endpoint may be out whatever the share, as in Envoy,
+	// and never every READY one.
+	MaxEjectionPercent uint32 `json:"maxEjectionPercent"`
+	// ProbeInterval is the time between two probe calls to an ejected
+	// endpoint. Default "200ms"; must be in [1ms, 1m].
+	ProbeInterval Duration `json:"probeInterval"`
+	// ProbeSuccesses is how many probes in a row must succeed before
+	// readmission. Default 3; must be in [1, 100].
+	ProbeSuccesses uint32 `json:"probeSuccesses"`
+}
+
+// Ejection defaults; see EjectionConfig.
+const (
+	DefaultEjectionThreshold      = 0.5
+	DefaultEjectionMinFailures    = 5
+	DefaultBaseEjectionTime       = time.Second
+	DefaultMaxEjectionTime        = 30 * time.Second
+	DefaultMaxEjectionPercent     = 10
+	DefaultProbeInterval          = 200 * time.Millisecond
+	DefaultEjectionProbeSuccesses = 3
+)
+
+// DefaultEjection returns the ejection a policy uses when its config has
+// no "ejection" object.
+func DefaultEjection() EjectionConfig {
+	return EjectionConfig{
+		Enabled:            true,
+		Threshold:          DefaultEjectionThreshold,
+		MinFailures:        DefaultEjectionMinFailures,
+		BaseEjectionTime:   Duration(DefaultBaseEjectionTime),
+		MaxEjectionTime:    Duration(DefaultMaxEjectionTime),
+		MaxEjectionPercent: DefaultMaxEjectionPercent,
+		ProbeInterval:      Duration(DefaultProbeInterval),
+		ProbeSuccesses:     DefaultEjectionProbeSuccesses,
+	}
+}
+
+// UnmarshalJSON fills the defaults before reading the fields a user set.
+func (c *EjectionConfig) UnmarshalJSON(b []byte) error {
+	type plain EjectionConfig
+	v := plain(DefaultEjection())
+	if err := DecodeStrict(b, &v); err != nil {
+		return fmt.Errorf("ejection: %w", err)
+	}
+	*c = EjectionConfig(v)
+	return nil
+}
+
+// Validate rejects out-of-range values; policy prefixes the message.
+func (c *EjectionConfig) Validate(policy string) error {
+	if !c.Enabled {
+		return nil
+	}
+	// An excess of 0 would eject for any failure at all: the step the
+	// evidence rule exists to avoid.
+	if !(c.Threshold > 0 && c.Threshold <= 1) {
+		return fmt.Errorf("%s: ejection.threshold %v: must be in (0, 1]", policy, c.Threshold)
+	}
+	if !(c.MinFailures >= 1 && c.MinFailures <= 1000) {
+		return fmt.Errorf("%s: ejection.minFailures %v: must be in [1, 1000]", policy, c.MinFailures)
+	}
+	base, maxT := time.Duration(c.BaseEjectionTime), time.Duration(c.MaxEjectionTime)
+	if base < 10*time.Millisecond || base > time.Hour {
+		return fmt.Errorf("%s: ejection.baseEjectionTime %q: must be in [10ms, 1h]", policy, c.BaseEjectionTime)
+	}
+	if maxT < base || maxT > 24*time.Hour {
+		return fmt.Errorf("%s: ejection.maxEjectionTime %q: must be in [baseEjectionTime, 24h]", policy, c.MaxEjectionTime)
+	}
+	if c.MaxEjectionPercent > 100 {
+		return fmt.Errorf("%s: ejection.maxEjectionPercent %d: must be in [0, 100]", policy, c.MaxEjectionPercent)
+	}
+	if pi := time.Duration(c.ProbeInterval); pi < time.Millisecond || pi > time.Minute {
+		return fmt.Errorf("%s: ejection.probeInterval %q: must be in [1ms, 1m]", policy, c.ProbeInterval)
+	}
+	if c.ProbeSuccesses < 1 || c.ProbeSuccesses > 100 {
+		return fmt.Errorf("%s: ejection.probeSuccesses %d: must be in [1, 100]", policy, c.ProbeSuccesses)
+	}
+	return nil
+}
+
+// ejector is a validated EjectionConfig in nanoseconds. A nil *ejector
+// means ejection is off.
+type ejector struct {
+	threshold, minFailures float64
+	base, max              int64
+	percent                int
+	probeEvery             int64
+	probeSuccesses         int32
+}
+
+func newEjector(c EjectionConfig, pen *penalty) *ejector {
+	if !c.Enabled || pen == nil {
+		return nil
+	}
+	return &ejector{
+		threshold:      c.Threshold,
+		minFailures:    c.MinFailures,
+		base:           int64(c.BaseEjectionTime),
+		max:            int64(c.MaxEjectionTime),
+		percent:        int(c.MaxEjectionPercent),
+		probeEvery:     int64(c.ProbeInterval),
+		probeSuccesses: int32(c.ProbeSuccesses),
+	}
+}
+
+// excess is an endpoint's failure rate above the fleet's, in [0, 1], with
+// the prior of FailurePenaltyConfig.
+func excess(o outcomes, fleet float64) float64 {
+	if o.failures == 0 || fleet >= 1 {
+		return 0
+	}
+	rate := (float64(o.failures) + priorOutcomes*fleet) / (float64(o.total) + priorOutcomes)
+	return math.Max(0, math.Min((rate-fleet)/(1-fleet), 1))
+}
+
+// ejectionState is an endpoint's ejection bookkeeping; guarded by the
+// balancer's mu.
+type ejectionState struct {
+	ejected bool
+	until   int64 // Clock.Nanotime before which it is not readmitted
+	streak  int   // ejections in a row, each within MaxEjectionTime of the last readmission
+	lastEnd int64 // Clock.Nanotime of the last readmission; 0 if never
+}
+
+// probeState is what the pick and done paths of probes share; atomic.
+type probeState struct {
+	next     atomic.Int64 // Clock.Nanotime from which the next probe may go
+	inFlight atomic.Bool  // one probe at a time
+	okRun    atomic.Int32 // probes in a row that succeeded since the ejection
+}
+
+// tryProbe reports whether a call at now may probe e, and if so claims the
+// probe.
+func (e *Endpoint) tryProbe(now, every int64) bool {
+	next := e.probe.next.Load()
+	if now < next || e.probe.inFlight.Load() {
+		return false
+	}
+	if !e.probe.next.CompareAndSwap(next, now+every) {
+		return false
+	}
+	e.probe.inFlight.Store(true)
+	return true
+}
+
+// finishProbe is the Done of a probe call.
+func (e *Endpoint) finishProbe(info balancer.DoneInfo) {
+	failed := e.settle(info)
+	e.probe.inFlight.Store(false)
+	switch {
+	case failed:
+		e.probe.okRun.Store(0)
+	case info.Err != nil:
+		// A client-side outcome says nothing either way.
+	default:
+		if ej := e.shared.ejector.Load(); ej != nil && e.probe.okRun.Add(1) == ej.probeSuccesses {
+			e.shared.readmit(e)
+		}
+	}
+}
+
+// Probe places the call on an ejected endpoint whose probe is due, and
+// reports whether it did. Pickers over Snapshot.Endpoints call it first;
+// it costs one length check while nothing is ejected. A retry (a, the
+// call's attempt record, has an earlier attempt) never probes.
+func (s *Snapshot) Probe(info balancer.PickInfo, a *Attempts) (balancer.PickResult, error, bool) {
+	if len(s.Ejected) == 0 || s.ejector == nil || (a != nil && a.earlier()) {
+		return balancer.PickResult{}, nil, false
+	}
+	i := 0
+	if len(s.Ejected) > 1 {
+		i = reduce(uint32(s.Rand.Uint64()), len(s.Ejected))
+	}
+	r := &s.Ejected[i]
+	if !r.Stats.tryProbe(s.Clock.Nanotime(), s.ejector.probeEvery) {
+		return balancer.PickResult{}, nil, false
+	}
+	res, err := PickProbe(r, info)
+	res, err = a.Record(r.Stats, false, res, err)
+	return res, err, err == nil
+}
+
+// ProbeDue reports whether a call with attempt record a (nil: none) may
+// probe e, an ejected endpoint, now, and claims the probe if so: for
+// pickers that meet ejected endpoints on their own way (a hash table's
+// walk). A claimed probe must be placed with PickProbe.
+func (s *Snapshot) ProbeDue(e *Endpoint, a *Attempts) bool {
+	return s.ejector != nil && (a == nil || !a.earlier()) && e.tryProbe(s.Clock.Nanotime(), s.ejector.probeEvery)
+}
+
+// PickProbe places a claimed probe on r.
+func PickProbe(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
+	res, err := r.Picker.Pick(info)
+	if err != nil {
+		r.Stats.probe.inFlight.Store(false)
+		return res, err
+	}
+	r.Stats.inflight.Add(1)
+	r.Stats.shared.probes.Add(1)
+	return withDone(res, r.Stats.finishProbe), nil
+}
+
+// healthTick decays every endpoint's counts, refreshes the fleet's failure
+// rate, and ejects and readmits. It reschedules itself while any endpoint
+// has failures or is ejected.
+func (b *engineBalancer) healthTick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.healthTimer = nil
+	b.shared.healthPending.Store(false)
+	p := b.shared.penalty.Load()
+	if b.closed || p == nil {
+		return
+	}
+	now := b.clock.Nanotime()
+	var sumF, sumT float64
+	pending := false
+	for _, e := range b.order {
+		o := e.decayOutcomes(p.decay)
+		if o.failures > 0 {
+			pending = true
+		}
+		// An ejected endpoint is out of the fleet whose rate the others
+		// are judged against: one black hole must not make failures look
+		// normal.
+		if e.gen == b.gen && e.state == connectivity.Ready && !e.ejection.ejected {
+			sumF += float64(o.failures)
+			sumT += float64(o.total)
+		}
+	}
+	fleet := 0.0
+	if sumT > 0 {
+		fleet = sumF / sumT
+	}
+	b.shared.fleetBits.Store(math.Float64bits(fleet))
+	changed, ejected := b.ejectLocked(fleet, now)
+	if changed {
+		b.publishLocked(now)
+	}
+	if (pending || ejected > 0) && b.shared.healthPending.CompareAndSwap(false, true) {
+		b.scheduleHealthLocked()
+	}
+}
+
+// ejectLocked readmits the endpoints whose probation is over and ejects
+// the worst outliers the cap allows. It reports whether any endpoint
+// changed, and how many are out.
+func (b *engineBalancer) ejectLocked(fleet float64, now int64) (changed bool, out int) {
+	ej := b.shared.ejector.Load()
+	ready := 0
+	var cands []*Endpoint
+	for _, e := range b.order {
+		if e.ejection.ejected {
+			if ej == nil || (now >= e.ejection.until && e.probe.okRun.Load() >= ej.probeSuccesses) {
+				b.readmitLocked(e, now)
+				changed = true
+			}
+		}
+		if e.gen != b.gen || e.state != connectivity.Ready {
+			continue
+		}
+		ready++
+		if e.ejection.ejected {
+			out++
+			continue
+		}
+		if ej == nil {
+			continue
+		}
+		if o := e.outcomes(); float64(o.failures) >= ej.minFailures && excess(o, fleet) >= ej.threshold {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) == 0 {
+		return changed, out
+	}
+	allowed := min(max(1, ready*ej.percent/100), ready-1)
+	if out >= allowed {
+		return changed, out
+	}
+	// The worst first, when the cap leaves room for only some.
+	slices.SortFunc(cands, func(x, y *Endpoint) int {
+		return -cmpFloat(excess(x.outcomes(), fleet), excess(y.outcomes(), fleet))
+	})
+	for _, e := range cands {
+		if out >= allowed {
+			break
+		}
+		b.ejectEndpointLocked(e, ej, now)
+		out++
+		changed = true
+	}
+	return changed, out
+}
+
+func cmpFloat(x, y float64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// ejectEndpointLocked takes e out of placement.
+func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64) {
+	s := &e.ejection
+	if s.lastEnd != 0 && now-s.lastEnd < ej.max {
+		s.streak++
+	} else {
+		s.streak = 1
+	}
+	d := ej.base << min(s.streak-1, 30)
+	if d <= 0 || d > ej.max {
+		d = ej.max
+	}
+	s.ejected, s.until = true, now+d
+	e.probe.okRun.Store(0)
+	e.probe.next.Store(now + ej.probeEvery)
+	b.ejections++
+	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", b.name, e.addr, time.Duration(d), e.FailureRatio())
+}
+
+// readmitLocked puts e back into placement with fresh counts: its
+// probation is that the next failures are judged on new evidence alone,
+// and a re-ejection soon after lasts twice as long.
+func (b *engineBalancer) readmitLocked(e *Endpoint, now int64) {
+	e.ejection.ejected = false
+	e.ejection.lastEnd = now
+	e.outcomeBits.Store(0)
+	b.readmissions++
+}
+
+// readmitFromProbe is the Done side's request to readmit e, whose last
+// probes succeeded: at once if its ejection time is over, else at the
+// first health tick after it.
+func (b *engineBalancer) readmitFromProbe(e *Endpoint) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Nanotime()
+	if b.closed || !e.ejection.ejected || now < e.ejection.until {
+		return
+	}
+	b.readmitLocked(e, now)
+	b.publishLocked(now)
+}
