@@ -58,6 +58,10 @@ type Config struct {
 	// zero utilization has its reports discarded, A58, and keeps the median
 	// weight); what the client sees cannot. On by default.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	// Ejection takes an endpoint whose failures stand far above the
+	// fleet's out of placement for a while, with probe calls and
+	// probation. On by default; {"enabled": false} turns it off.
+	Ejection engine.EjectionConfig `json:"ejection"`
 }
 
 // Defaults of the fields above (gRFC A58's where it has one).
@@ -89,6 +93,7 @@ func DefaultConfig() *Config {
 		ErrorUtilizationPenalty: DefaultErrorUtilizationPenalty,
 		WeightHalfLife:          engine.Duration(DefaultWeightHalfLife),
 		FailurePenalty:          engine.DefaultFailurePenalty(),
+		Ejection:                engine.DefaultEjection(),
 	}
 }
 
@@ -130,6 +135,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	if err := cfg.FailurePenalty.Validate(Name); err != nil {
 		return nil, err
 	}
+	if err := cfg.Ejection.Validate(Name); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
@@ -138,6 +146,7 @@ func settings(c *Config) engine.Settings {
 	return engine.Settings{
 		SlowStart:      c.SlowStart,
 		FailurePenalty: c.FailurePenalty,
+		Ejection:       c.Ejection,
 		Weights: &engine.WeightsConfig{
 			ORCA: orca.Config{
 				BlackoutPeriod:          time.Duration(c.BlackoutPeriod),

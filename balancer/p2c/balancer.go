@@ -23,7 +23,7 @@ func init() {
 		ParseConfig: ParseConfig,
 		Defaults:    DefaultConfig,
 		Settings: func(c *Config) engine.Settings {
-			return engine.Settings{SlowStart: c.SlowStart, FailurePenalty: c.FailurePenalty}
+			return engine.Settings{SlowStart: c.SlowStart, FailurePenalty: c.FailurePenalty, Ejection: c.Ejection}
 		},
 		Choices: func(c *Config) int { return int(c.ChoiceCount) },
 		Metric:  func(c *Config, _ *engine.Snapshot) engine.LoadMetric { return loadMetric(c.ActiveRequestBias) },

@@ -28,6 +28,10 @@ type Config struct {
 	// FailurePenalty makes endpoints with recent server-side failures look
 	// more loaded. On by default; {"enabled": false} turns it off.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	// Ejection takes an endpoint whose failures stand far above the
+	// fleet's out of placement for a while, with probe calls and
+	// probation. On by default; {"enabled": false} turns it off.
+	Ejection engine.EjectionConfig `json:"ejection"`
 }
 
 // Defaults of the fields above.
@@ -43,6 +47,7 @@ func DefaultConfig() *Config {
 		ChoiceCount:       DefaultChoiceCount,
 		ActiveRequestBias: DefaultActiveRequestBias,
 		FailurePenalty:    engine.DefaultFailurePenalty(),
+		Ejection:          engine.DefaultEjection(),
 	}
 }
 
@@ -66,6 +71,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 		return nil, err
 	}
 	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
+	}
+	if err := cfg.Ejection.Validate(Name); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -404,8 +404,8 @@ func failingRun(h *harness, as []string, failing *bool, picks int) float64 {
 	return float64(bad) / float64(picks)
 }
 
-func TestFailurePenaltyForgivesWithTime(t *testing.T) {
-	h := newHarness(t, `{"failurePenalty": {"halfLife": "5s"}}`)
+func TestFailingEndpointRecoversFromProbes(t *testing.T) {
+	h := newHarness(t, `{}`)
 	as := addrs(4)
 	h.Start(as...)
 	failing := true
@@ -414,25 +414,27 @@ func TestFailurePenaltyForgivesWithTime(t *testing.T) {
 		t.Errorf("share of a failing endpoint = %.2f%%, want below 1%%", 100*share)
 	}
 
-	// Still broken: after a half-life it is tried again, fails at once and
-	// is shunned anew, so it never draws much traffic.
-	for i := 0; i < 6; i++ {
-		h.Clock.Advance(5 * time.Second)
-		if share := failingRun(h, as, &failing, 2000); share > 0.02 {
-			t.Errorf("half-life %d: share of a still-failing endpoint = %.2f%%, want below 2%%", i, 100*share)
+	// Still broken: it is ejected, and its probes, one every 300ms, fail,
+	// so time alone never brings it back.
+	for i := 0; i < 20; i++ {
+		h.Clock.Advance(time.Second)
+		if share := failingRun(h, as, &failing, 500); share > 0.01 {
+			t.Errorf("second %d: share of a still-failing endpoint = %.2f%%, want below 1%%", i, 100*share)
 		}
 	}
 
-	// Recovered: with no picks at all reaching it (every pick ties and it
-	// loses ties while penalized), time alone brings it back.
+	// Recovered: the next probes succeed and it is readmitted.
 	failing = false
-	h.Clock.Advance(30 * time.Second)
+	for i := 0; i < 10; i++ {
+		h.Clock.Advance(100 * time.Millisecond)
+		failingRun(h, as, &failing, 50)
+	}
 	within(t, "share after recovery", failingRun(h, as, &failing, 4000), 0.25, 0.03)
-	// The calls above armed a flush of the pick counts, due within a
-	// second and not rearmed without calls.
+	// Nothing is failing or ejected: the health timer stops, and the flush
+	// the calls above armed is due within a second and not rearmed.
 	h.Clock.Advance(time.Second)
 	if p := h.Clock.Pending(); p != 0 {
-		t.Errorf("%d decay timers pending once every failure was forgiven, want 0", p)
+		t.Errorf("%d timers pending once every failure was forgiven, want 0", p)
 	}
 }
 

@@ -28,6 +28,7 @@ func init() {
 			return engine.Settings{
 				SlowStart:      c.SlowStart,
 				FailurePenalty: c.FailurePenalty,
+				Ejection:       c.Ejection,
 				Latency: &engine.LatencyConfig{
 					DecayTime:  time.Duration(c.DecayTime),
 					DefaultRTT: time.Duration(c.DefaultRTT),

@@ -30,6 +30,10 @@ type Config struct {
 	// FailurePenalty multiplies the cost of endpoints with recent
 	// server-side failures. On by default.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	// Ejection takes an endpoint whose failures stand far above the
+	// fleet's out of placement for a while, with probe calls and
+	// probation. On by default; {"enabled": false} turns it off.
+	Ejection engine.EjectionConfig `json:"ejection"`
 }
 
 // Defaults of the fields above.
@@ -55,6 +59,7 @@ func DefaultConfig() *Config {
 		DecayTime:      engine.Duration(DefaultDecayTime),
 		DefaultRTT:     engine.Duration(DefaultRTT),
 		FailurePenalty: engine.DefaultFailurePenalty(),
+		Ejection:       engine.DefaultEjection(),
 	}
 }
 
@@ -79,6 +84,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 		return nil, err
 	}
 	if err := cfg.FailurePenalty.Validate(Name); err != nil {
+		return nil, err
+	}
+	if err := cfg.Ejection.Validate(Name); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -90,6 +90,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	}
 	b.shared.schedule = b.scheduleHealth
 	b.shared.readmit = b.readmitFromProbe
+	b.shared.assess = b.assessSoon
 	b.shared.clock = opts.Clock
 	childBuilder := balancer.Get(pickfirst.Name).Build
 	var esOpts endpointsharding.Options

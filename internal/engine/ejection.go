@@ -51,10 +51,10 @@ type EjectionConfig struct {
 	// and never every READY one.
 	MaxEjectionPercent uint32 `json:"maxEjectionPercent"`
 	// ProbeInterval is the time between two probe calls to an ejected
-	// endpoint. Default "200ms"; must be in [1ms, 1m].
+	// endpoint. Default "300ms"; must be in [1ms, 1m].
 	ProbeInterval Duration `json:"probeInterval"`
 	// ProbeSuccesses is how many probes in a row must succeed before
-	// readmission. Default 3; must be in [1, 100].
+	// readmission. Default 2; must be in [1, 100].
 	ProbeSuccesses uint32 `json:"probeSuccesses"`
 }
 
@@ -65,8 +65,8 @@ const (
 	DefaultBaseEjectionTime       = time.Second
 	DefaultMaxEjectionTime        = 30 * time.Second
 	DefaultMaxEjectionPercent     = 10
-	DefaultProbeInterval          = 200 * time.Millisecond
-	DefaultEjectionProbeSuccesses = 3
+	DefaultProbeInterval          = 300 * time.Millisecond
+	DefaultEjectionProbeSuccesses = 2
 )
 
 // DefaultEjection returns the ejection a policy uses when its config has
@@ -249,9 +249,8 @@ func PickProbe(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
 	return withDone(res, r.Stats.finishProbe), nil
 }
 
-// healthTick decays every endpoint's counts, refreshes the fleet's failure
-// rate, and ejects and readmits. It reschedules itself while any endpoint
-// has failures or is ejected.
+// healthTick decays every endpoint's counts and assesses them. It
+// reschedules itself while any endpoint has failures or is ejected.
 func (b *engineBalancer) healthTick() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -261,11 +260,33 @@ func (b *engineBalancer) healthTick() {
 	if b.closed || p == nil {
 		return
 	}
+	if b.assessLocked(p.decay) && b.shared.healthPending.CompareAndSwap(false, true) {
+		b.scheduleHealthLocked()
+	}
+}
+
+// assessSoon is the Done side's request for an assessment now, without
+// decay: an endpoint's failures just reached the evidence ejection needs,
+// and waiting for the next tick would let a black hole draw calls for up
+// to maxHealthTick.
+func (b *engineBalancer) assessSoon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.shared.penalty.Load() == nil {
+		return
+	}
+	b.assessLocked(1)
+}
+
+// assessLocked multiplies every endpoint's counts by decay, refreshes the
+// fleet's failure rate, and ejects and readmits. It reports whether any
+// endpoint has failures or is ejected.
+func (b *engineBalancer) assessLocked(decay float32) bool {
 	now := b.clock.Nanotime()
 	var sumF, sumT float64
 	pending := false
 	for _, e := range b.order {
-		o := e.decayOutcomes(p.decay)
+		o := e.decayOutcomes(decay)
 		if o.failures > 0 {
 			pending = true
 		}
@@ -282,22 +303,24 @@ func (b *engineBalancer) healthTick() {
 		fleet = sumF / sumT
 	}
 	b.shared.fleetBits.Store(math.Float64bits(fleet))
-	changed, ejected := b.ejectLocked(fleet, now)
+	changed, ejected := b.ejectLocked(sumF, sumT, now)
 	if changed {
 		b.publishLocked(now)
 	}
-	if (pending || ejected > 0) && b.shared.healthPending.CompareAndSwap(false, true) {
-		b.scheduleHealthLocked()
-	}
+	return pending || ejected > 0
 }
 
 // ejectLocked readmits the endpoints whose probation is over and ejects
-// the worst outliers the cap allows. It reports whether any endpoint
-// changed, and how many are out.
-func (b *engineBalancer) ejectLocked(fleet float64, now int64) (changed bool, out int) {
+// the worst outliers the cap allows; sumF and sumT are the fleet's counts.
+// It reports whether any endpoint changed, and how many are out.
+func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed bool, out int) {
 	ej := b.shared.ejector.Load()
 	ready := 0
-	var cands []*Endpoint
+	type candidate struct {
+		e      *Endpoint
+		excess float64
+	}
+	var cands []candidate
 	for _, e := range b.order {
 		if e.ejection.ejected {
 			if ej == nil || (now >= e.ejection.until && e.probe.okRun.Load() >= ej.probeSuccesses) {
@@ -316,8 +339,10 @@ func (b *engineBalancer) ejectLocked(fleet float64, now int64) (changed bool, ou
 		if ej == nil {
 			continue
 		}
-		if o := e.outcomes(); float64(o.failures) >= ej.minFailures && excess(o, fleet) >= ej.threshold {
-			cands = append(cands, e)
+		if o := e.outcomes(); float64(o.failures) >= ej.minFailures {
+			if x, ok := outlier(o, sumF, sumT, ej.threshold); ok {
+				cands = append(cands, candidate{e, x})
+			}
 		}
 	}
 	if len(cands) == 0 {
@@ -328,18 +353,43 @@ func (b *engineBalancer) ejectLocked(fleet float64, now int64) (changed bool, ou
 		return changed, out
 	}
 	// The worst first, when the cap leaves room for only some.
-	slices.SortFunc(cands, func(x, y *Endpoint) int {
-		return -cmpFloat(excess(x.outcomes(), fleet), excess(y.outcomes(), fleet))
-	})
-	for _, e := range cands {
+	slices.SortFunc(cands, func(x, y candidate) int { return -cmpFloat(x.excess, y.excess) })
+	for _, c := range cands {
 		if out >= allowed {
 			break
 		}
-		b.ejectEndpointLocked(e, ej, now)
+		b.ejectEndpointLocked(c.e, ej, now)
 		out++
 		changed = true
 	}
 	return changed, out
+}
+
+// minOutlierZ is how many standard deviations an endpoint's failures must
+// stand above what the rest of the fleet's rate predicts for as many
+// outcomes: with ten outcomes at a fleet rate of one half, chance alone
+// gives five failures give or take 1.6, so eight are needed; against a
+// healthy fleet five failures in five calls are far beyond it.
+const minOutlierZ = 3
+
+// outlier reports whether counts o stand out from the rest of the fleet
+// (sumF and sumT include o): its excess rate over the others' reaches
+// threshold, and its failures are beyond what chance gives at their rate.
+// It returns the excess.
+func outlier(o outcomes, sumF, sumT, threshold float64) (float64, bool) {
+	f, t := float64(o.failures), float64(o.total)
+	rest := 0.0
+	if sumT-t > 0 {
+		rest = math.Max(0, (sumF-f)/(sumT-t))
+	}
+	x := excess(o, rest)
+	if x < threshold {
+		return x, false
+	}
+	if v := t * rest * (1 - rest); v > 0 && (f-t*rest)/math.Sqrt(v) < minOutlierZ {
+		return x, false
+	}
+	return x, true
 }
 
 func cmpFloat(x, y float64) int {

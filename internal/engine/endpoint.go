@@ -133,26 +133,32 @@ func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 	e.shared.armFlush()
 	failed := info.Err != nil && serverFailed(info)
 	if p := e.shared.penalty.Load(); p != nil {
-		e.recordOutcome(failed, p)
+		o := e.recordOutcome(failed, p)
 		if failed {
 			e.shared.startHealth()
+			if ej := e.shared.ejector.Load(); ej != nil && o.failures >= float32(ej.minFailures) && o.failures-1 < float32(ej.minFailures) {
+				// The evidence ejection needs is just complete.
+				e.shared.assess()
+			}
 		}
 	}
 	return failed
 }
 
-// recordOutcome folds one outcome into the endpoint's counts.
-func (e *Endpoint) recordOutcome(failed bool, p *penalty) {
+// recordOutcome folds one outcome into the endpoint's counts and returns
+// them.
+func (e *Endpoint) recordOutcome(failed bool, p *penalty) outcomes {
 	for {
 		old := e.outcomeBits.Load()
 		o := unpackOutcomes(old)
 		if !failed && o.failures == 0 && o.total >= p.full {
 			// The common case: a healthy endpoint's success writes
 			// nothing, so Done does not contend on a shared cache line.
-			return
+			return o
 		}
-		if e.outcomeBits.CompareAndSwap(old, o.step(failed, p.keep).pack()) {
-			return
+		next := o.step(failed, p.keep)
+		if e.outcomeBits.CompareAndSwap(old, next.pack()) {
+			return next
 		}
 	}
 }
@@ -194,6 +200,9 @@ type doneShared struct {
 	// readmit is called by the Done of a probe that completes an ejected
 	// endpoint's run of successes; set once by the balancer.
 	readmit func(*Endpoint)
+	// assess is called by the Done of the failure that gives an endpoint
+	// the evidence ejection needs; set once by the balancer.
+	assess func()
 	// flushIdle is set while the balancer records metrics and no flush of
 	// the pick counts is scheduled: the next Done schedules one, so calls
 	// arm one per metricsFlushPeriod at most, and none while idle. The

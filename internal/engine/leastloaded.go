@@ -252,3 +252,6 @@ func (p *LeastLoaded) ReportCosts(now int64, record func(float64)) {
 		record(c / (1 - s.Avoidance(r.Stats)))
 	}
 }
+
+// Snapshot is what the picker was built from, for tests and tools.
+func (p *LeastLoaded) Snapshot() *Snapshot { return p.snap }

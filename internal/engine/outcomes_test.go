@@ -1,0 +1,211 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	_ "github.com/pickwise/pickwise/balancer/orcawrr"
+	_ "github.com/pickwise/pickwise/balancer/p2c"
+	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	"github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The failure model, over every policy's real balancer in virtual time:
+// one caller, calls that take 2ms, so every candidate is idle at each
+// pick, the setting where a cost step starves an endpoint.
+
+var policies = []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "pickwise_ring_hash"}
+
+var errDown = status.Error(codes.Unavailable, "down")
+
+// start gives h the endpoints as and makes them READY; a lazy policy's
+// endpoints are woken first by keyed picks.
+func start(t *testing.T, h *testkit.Harness, as []string) {
+	t.Helper()
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, hash := h.CC.State().Picker.(*engine.LeastLoaded); !hash {
+		for i := 0; i < 2000; i++ {
+			_, _ = h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ringhash.WithKey(context.Background(), fmt.Sprint(i))})
+		}
+	}
+	h.Ready(as...)
+}
+
+// keyed gives ring hash a fresh key per call, so that its calls spread
+// over the table as the others' do.
+func keyed(policy string, c *testkit.Caller) {
+	if policy == "pickwise_ring_hash" {
+		c.Context = func(i int) context.Context {
+			return ringhash.WithKey(context.Background(), fmt.Sprintf("key-%d", i%300))
+		}
+	}
+}
+
+func TestLoneFailureMovesLittle(t *testing.T) {
+	for _, policy := range policies[:2] {
+		t.Run(policy, func(t *testing.T) {
+			h := testkit.NewHarness(t, policy, `{}`)
+			as := testkit.Addrs(4)
+			start(t, h, as)
+			c := &testkit.Caller{H: h, Every: 2 * time.Millisecond}
+			c.Run(time.Second, time.Second) // a history of successes
+			failedOnce := false
+			c.Backend = func(a string, _ time.Duration) error {
+				if a == as[0] && !failedOnce {
+					failedOnce = true
+					return errDown
+				}
+				return nil
+			}
+			for sec, counts := range c.Run(3*time.Second, time.Second) {
+				share := testkit.Share(counts, as[0])
+				t.Logf("second %d after one failure: %.1f%% (fair 25%%)", sec+1, 100*share)
+				if share < 0.15 {
+					t.Errorf("second %d after one failure: share %.1f%%, want >= 15%%", sec+1, 100*share)
+				}
+			}
+		})
+	}
+}
+
+func TestBlackHoleEjectedProbedAndReadmitted(t *testing.T) {
+	for _, policy := range policies {
+		t.Run(policy, func(t *testing.T) {
+			h := testkit.NewHarness(t, policy, `{}`)
+			as := testkit.Addrs(10)
+			start(t, h, as)
+			healAt := 5 * time.Second
+			c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
+				if a == as[0] && at < healAt {
+					return errDown
+				}
+				return nil
+			}}
+			keyed(policy, c)
+			fail := c.Run(healAt, healAt)[0]
+			share := testkit.Share(fail, as[0])
+			t.Logf("black hole's share over 5 s: %.2f%% (%d calls)", 100*share, fail[as[0]])
+			if policy != "pickwise_ring_hash" && share > 0.01 {
+				t.Errorf("black hole's share = %.2f%%, want <= 1%%", 100*share)
+			}
+			// Healed: probes see it and it is back within 2 s.
+			after := c.Run(3*time.Second, time.Second)
+			t.Logf("shares in the 3 s after healing: %.1f%% %.1f%% %.1f%%", 100*testkit.Share(after[0], as[0]), 100*testkit.Share(after[1], as[0]), 100*testkit.Share(after[2], as[0]))
+			if s := testkit.Share(after[2], as[0]); s < 0.05 {
+				t.Errorf("share 2-3 s after healing = %.1f%%, want at least half its fair 10%%", 100*s)
+			}
+		})
+	}
+}
+
+func TestRingHashBlackHoleKeysMoveAndReturn(t *testing.T) {
+	h := testkit.NewHarness(t, "pickwise_ring_hash", `{}`)
+	as := testkit.Addrs(10)
+	start(t, h, as)
+	broken := as[3]
+	healAt := 5 * time.Second
+	failures := 0
+	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
+		if a == broken && at < healAt {
+			failures++
+			return errDown
+		}
+		return nil
+	}}
+	keyed("pickwise_ring_hash", c)
+	homeShare := testkit.Share(c.Run(time.Second, time.Second)[0], broken)
+	failures = 0
+	got := c.Run(healAt-time.Second, healAt)[0]
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	t.Logf("home share before the failure: %.1f%%; client-visible failures while broken: %.2f%% of %d calls", 100*homeShare, 100*float64(failures)/float64(total), total)
+	if r := float64(failures) / float64(total); r > 0.02 {
+		t.Errorf("failures while broken = %.2f%% of calls, want <= 2%%", 100*r)
+	}
+	back := c.Run(3*time.Second, 3*time.Second)[0]
+	t.Logf("share 0-3 s after healing: %.1f%%", 100*testkit.Share(back, broken))
+	last := c.Run(time.Second, time.Second)[0]
+	if s := testkit.Share(last, broken); s < 0.9*homeShare {
+		t.Errorf("share 3-4 s after healing = %.1f%%, want its keys back (%.1f%% before)", 100*s, 100*homeShare)
+	}
+
+	strict := testkit.NewHarness(t, "pickwise_ring_hash", `{"strictAffinity": true}`)
+	start(t, strict, as)
+	sc := &testkit.Caller{H: strict, Every: 2 * time.Millisecond, Backend: func(a string, _ time.Duration) error {
+		if a == broken {
+			return errDown
+		}
+		return nil
+	}}
+	keyed("pickwise_ring_hash", sc)
+	sc.Run(time.Second, time.Second)
+	if s := testkit.Share(sc.Run(2*time.Second, 2*time.Second)[0], broken); s < 0.9*homeShare {
+		t.Errorf("strictAffinity: the broken endpoint's share = %.1f%%, want its keys kept (%.1f%%)", 100*s, 100*homeShare)
+	}
+}
+
+func TestEveryoneFailingAvoidsNobody(t *testing.T) {
+	for _, policy := range policies[:3] {
+		t.Run(policy, func(t *testing.T) {
+			h := testkit.NewHarness(t, policy, `{}`)
+			as := testkit.Addrs(4)
+			start(t, h, as)
+			rnd := rand.New(rand.NewPCG(1, 2))
+			// A shared dependency is down: every endpoint fails half its
+			// calls, at random.
+			c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(string, time.Duration) error {
+				if rnd.IntN(2) == 0 {
+					return errDown
+				}
+				return nil
+			}}
+			got := c.Run(4*time.Second, 4*time.Second)[0]
+			for _, a := range as {
+				// orca_wrr weighs the counts only when it republishes
+				// (each weight update), so their noise lasts that long: a
+				// wider band.
+				lo, hi := 0.2, 0.3
+				if policy == "pickwise_orca_wrr" {
+					lo, hi = 0.17, 0.33
+				}
+				if s := testkit.Share(got, a); s < lo || s > hi {
+					t.Errorf("%s: share %.1f%%, want about 25%%: nobody stands out", a, 100*s)
+				}
+			}
+		})
+	}
+}
+
+func TestEjectionCap(t *testing.T) {
+	h := testkit.NewHarness(t, "pickwise_p2c", `{}`)
+	as := testkit.Addrs(10)
+	start(t, h, as)
+	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, _ time.Duration) error {
+		if a == as[0] || a == as[1] || a == as[2] {
+			return errDown
+		}
+		return nil
+	}}
+	c.Run(2*time.Second, 2*time.Second)
+	st := h.CC.State()
+	pk, ok := st.Picker.(*engine.LeastLoaded)
+	if !ok {
+		t.Fatalf("picker is %T", st.Picker)
+	}
+	// 10% of 10 endpoints: one ejected; the other two are avoided.
+	if n := len(pk.Snapshot().Ejected); n != 1 {
+		t.Errorf("%d endpoints ejected, want 1 (maxEjectionPercent 10)", n)
+	}
+}
