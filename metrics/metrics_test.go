@@ -26,7 +26,9 @@ func TestNames(t *testing.T) {
 		"pickwise.orca_wrr.bad_reports", "pickwise.orca_wrr.endpoint_weight", "pickwise.orca_wrr.endpoint_weight_stale",
 		"pickwise.orca_wrr.endpoint_weight_not_yet_usable", "pickwise.orca_wrr.rr_fallback"}
 	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash"} {
-		want = append(want, "pickwise."+p+".picks", "pickwise."+p+".endpoints_ready", "pickwise."+p+".endpoints_in_slow_start")
+		want = append(want, "pickwise."+p+".picks", "pickwise."+p+".endpoints_ready", "pickwise."+p+".endpoints_in_slow_start",
+			"pickwise."+p+".endpoints_ejected", "pickwise."+p+".ejections", "pickwise."+p+".readmissions",
+			"pickwise."+p+".probe_picks", "pickwise."+p+".attempts_elsewhere")
 		if p != "orca_wrr" {
 			want = append(want, "pickwise."+p+".endpoint_cost")
 		}

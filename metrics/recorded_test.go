@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"github.com/pickwise/pickwise/metrics"
 	"google.golang.org/grpc/balancer"
@@ -103,29 +103,7 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 	// a time; then keyed calls held past bounded load's cap.
 	h = testkit.NewHarness(t, "pickwise_ring_hash", `{"balanceFactor": 1.25}`)
 	as = testkit.Addrs(4)
-	if err := h.Update(testkit.Endpoints(as)...); err != nil {
-		t.Fatal(err)
-	}
-	ready := map[*testkit.SubConn]bool{}
-	for len(ready) < len(as) {
-		if h.Ctx.Err() != nil {
-			t.Fatalf("only %d of %d ring hash endpoints connected", len(ready), len(as))
-		}
-		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: context.Background()})
-		if err == nil {
-			res.Done(balancer.DoneInfo{})
-		} else if !errors.Is(err, balancer.ErrNoSubConnAvailable) {
-			t.Fatal(err)
-		}
-		for _, sc := range h.CC.SubConns() {
-			if !ready[sc] {
-				ready[sc] = true
-				if err := h.CC.SetReady(h.Ctx, sc.Addr()); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
+	h.StartLazy(as...)
 	for i := 0; i < 40; i++ {
 		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ringhash.WithKey(context.Background(), fmt.Sprint("k", i%3))})
 		if err != nil {
@@ -134,6 +112,31 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 		defer res.Done(balancer.DoneInfo{})
 	}
 	note(h.Metrics)
+
+	// Every engine policy: a black hole ejected, probed and readmitted
+	// once it heals, and a retry placed away from its first attempt.
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "pickwise_ring_hash"} {
+		h := testkit.NewHarness(t, p, `{}`)
+		as := testkit.Addrs(4)
+		h.StartLazy(as...)
+		c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
+			if a == as[0] && at < 3*time.Second {
+				return status.Error(codes.Unavailable, "black hole")
+			}
+			return nil
+		}}
+		c.Context = func(i int) context.Context { return ringhash.WithKey(context.Background(), fmt.Sprint("k", i%100)) }
+		c.Run(5*time.Second, 5*time.Second)
+		ctx := engine.WithAttempts(ringhash.WithKey(context.Background(), "retried"))
+		for i := 0; i < 2; i++ {
+			res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Done(testkit.Outcome(status.Error(codes.Unavailable, "attempt failed")))
+		}
+		note(h.Metrics)
+	}
 
 	// pickwise_subset over pickwise_p2c: a subset, then a scale-out that
 	// changes it.

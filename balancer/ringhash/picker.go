@@ -59,7 +59,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 				// but for a probe now and then, which shows its recovery.
 				if p.snap.ProbeDue(m.Stats, a) {
 					res, err := engine.PickProbe(&m.Ready, info)
-					return a.Record(m.Stats, false, res, err)
+					return a.Record(m.Stats, res, err)
 				}
 				if passed < 0 {
 					passed = c.endpoint
@@ -138,13 +138,13 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // notes it in the call's attempt record a (nil: none).
 func (p *picker) record(a *engine.Attempts, i, home int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	res, err := p.pick(i, info, why)
-	return a.Record(p.members[i].Stats, a != nil && i != home && a.Used(p.members[home].Stats), res, err)
+	return a.Record(p.members[i].Stats, res, err)
 }
 
 // recordBounded is record through bounded load's count.
 func (p *picker) recordBounded(a *engine.Attempts, i, home int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	res, err := p.pickBounded(i, info, why)
-	return a.Record(p.members[i].Stats, a != nil && i != home && a.Used(p.members[home].Stats), res, err)
+	return a.Record(p.members[i].Stats, res, err)
 }
 
 // homeOr is the reason for picking endpoint i for a key whose own endpoint
@@ -199,7 +199,7 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 				}
 			}
 			res, err := p.pick(c.endpoint, info, reasonRandom)
-			return a.Record(m.Stats, false, res, err)
+			return a.Record(m.Stats, res, err)
 		case connectivity.Idle:
 			if !requested {
 				requested = true
@@ -212,11 +212,11 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 	// failing endpoint's calls are lost.
 	if fallback >= 0 {
 		res, err := p.pick(fallback, info, reasonRandom)
-		return a.Record(p.members[fallback].Stats, false, res, err)
+		return a.Record(p.members[fallback].Stats, res, err)
 	}
 	if failing >= 0 {
 		res, err := p.pick(failing, info, reasonRandom)
-		return a.Record(p.members[failing].Stats, false, res, err)
+		return a.Record(p.members[failing].Stats, res, err)
 	}
 	if requested {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable

@@ -73,15 +73,15 @@ func (a *Attempts) Used(e *Endpoint) bool {
 }
 
 // Record notes a successful pick of e for a call with attempt record a
-// (nil: not tracked), and counts an attempt placed elsewhere when avoided
-// says an earlier endpoint was passed over. It returns res and err.
-func (a *Attempts) Record(e *Endpoint, avoided bool, res balancer.PickResult, err error) (balancer.PickResult, error) {
+// (nil: not tracked), and counts a retry or hedge placed on an endpoint no
+// earlier attempt used. It returns res and err.
+func (a *Attempts) Record(e *Endpoint, res balancer.PickResult, err error) (balancer.PickResult, error) {
 	if a == nil || err != nil {
 		return res, err
 	}
-	a.record(e)
-	if avoided {
+	if a.earlier() && !a.Used(e) {
 		e.shared.avoidedRetry.Add(1)
 	}
+	a.record(e)
 	return res, err
 }

@@ -85,7 +85,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	}
 	b.shared.scheduleFlush = b.scheduleFlush
 	if m := b.policyMetrics; m != nil && cc.MetricsRecorder() != nil {
-		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping)
+		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping, m.ejected)
 		b.shared.flushIdle.Store(true)
 	}
 	b.shared.schedule = b.scheduleHealth
@@ -229,6 +229,7 @@ func (b *engineBalancer) Close() {
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
 	}
+	b.flushOutcomesLocked()
 	b.picker = nil
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while

@@ -225,7 +225,7 @@ func (s *Snapshot) Probe(info balancer.PickInfo, a *Attempts) (balancer.PickResu
 		return balancer.PickResult{}, nil, false
 	}
 	res, err := PickProbe(r, info)
-	res, err = a.Record(r.Stats, false, res, err)
+	res, err = a.Record(r.Stats, res, err)
 	return res, err, err == nil
 }
 

@@ -90,7 +90,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	if n == 1 {
 		res, err := p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
-		return a.Record(eps[0].Stats, false, res, err)
+		return a.Record(eps[0].Stats, res, err)
 	}
 	var idx [MaxChoices]int
 	var cands []int
@@ -109,27 +109,26 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
 	}
-	avoided := false
 	if a != nil && a.earlier() {
-		cands, avoided = p.avoidEarlier(cands, a)
+		cands = p.avoidEarlier(cands, a)
 	}
 	best, _, why, now := p.choose(cands, now)
 	res, err := p.pickEndpoint(&eps[best], info, why, now)
-	return a.Record(eps[best].Stats, avoided, res, err)
+	return a.Record(eps[best].Stats, res, err)
 }
 
 // retryDraws bounds the fresh draws that replace one candidate an earlier
-// attempt used: with at most four earlier attempts, eight draws find
-// another endpoint unless nearly every one was used.
+// attempt used before unusedEndpoint walks the list: with at most four
+// earlier attempts, eight draws find another endpoint unless nearly every
+// one was used, which only a small fleet allows.
 const retryDraws = 8
 
 // avoidEarlier replaces the candidates that earlier attempts of the call
 // used with fresh draws, or drops them when every endpoint is a candidate,
-// as long as another candidate remains. It reports whether it changed any.
-func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) ([]int, bool) {
+// as long as another candidate remains.
+func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 	eps := p.snap.Endpoints
 	n := len(eps)
-	avoided := false
 	if len(cands) == n {
 		kept := cands[:0:len(cands)]
 		for _, i := range cands {
@@ -137,24 +136,40 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) ([]int, bool) {
 				kept = append(kept, i)
 			}
 		}
-		if len(kept) == 0 || len(kept) == len(cands) {
-			return cands[:n], false
+		if len(kept) == 0 {
+			return cands[:n]
 		}
-		return kept, true
+		return kept
 	}
 	for k, i := range cands {
-		if !a.Used(eps[i].Stats) {
-			continue
-		}
-		for d := 0; d < retryDraws; d++ {
-			j := reduce(uint32(p.snap.Rand.Uint64()), n)
-			if !a.Used(eps[j].Stats) && !slices.Contains(cands, j) {
-				cands[k], avoided = j, true
-				break
+		if a.Used(eps[i].Stats) {
+			if j, ok := p.unusedEndpoint(cands, a); ok {
+				cands[k] = j
 			}
 		}
 	}
-	return cands, avoided
+	return cands
+}
+
+// unusedEndpoint finds an endpoint that is not among cands and that no
+// earlier attempt used: by random draws, then, if most endpoints were
+// used (a small fleet), by a walk from a random start.
+func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
+	eps := p.snap.Endpoints
+	n := len(eps)
+	usable := func(j int) bool { return !a.Used(eps[j].Stats) && !slices.Contains(cands, j) }
+	for d := 0; d < retryDraws; d++ {
+		if j := reduce(uint32(p.snap.Rand.Uint64()), n); usable(j) {
+			return j, true
+		}
+	}
+	start := reduce(uint32(p.snap.Rand.Uint64()), n)
+	for k := 0; k < n; k++ {
+		if j := (start + k) % n; usable(j) {
+			return j, true
+		}
+	}
+	return 0, false
 }
 
 func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {

@@ -91,6 +91,13 @@ type Metrics struct {
 	ramping *estats.Int64AsyncGaugeHandle
 	cost    *estats.Float64HistoHandle // nil without MetricsSpec.Cost
 	weights *weightMetrics             // nil without MetricsSpec.Weights
+
+	// Outcomes: local ejection, probes and retries placed elsewhere.
+	ejected      *estats.Int64AsyncGaugeHandle
+	ejections    *estats.Int64CountHandle
+	readmissions *estats.Int64CountHandle
+	probes       *estats.Int64CountHandle
+	elsewhere    *estats.Int64CountHandle
 }
 
 // weightMetrics follow backend-reported weights, as grpc's
@@ -117,7 +124,7 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 	m := &Metrics{
 		picks: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 			Name:           p + "picks",
-			Description:    "Calls picked, by the reason the picker chose the endpoint (pickwise.reason): " + strings.Join(s.Reasons, ", ") + ".",
+			Description:    "Calls picked, by the reason the picker chose the endpoint (pickwise.reason): " + strings.Join(s.Reasons, ", ") + ", or probe (a probe of an ejected endpoint).",
 			Unit:           "{pick}",
 			Labels:         []string{targetLabel, reasonLabel},
 			OptionalLabels: optional,
@@ -137,6 +144,41 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 			OptionalLabels: optional,
 		})),
 	}
+	m.ejected = estats.RegisterInt64AsyncGauge(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "endpoints_ejected",
+		Description:    "READY endpoints locally ejected for failures far above the fleet's (ejection): out of placement but for probe calls.",
+		Unit:           "{endpoint}",
+		Labels:         plain,
+		OptionalLabels: optional,
+	}))
+	m.ejections = estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "ejections",
+		Description:    "Local ejections of endpoints whose failures stood far above the fleet's.",
+		Unit:           "{ejection}",
+		Labels:         plain,
+		OptionalLabels: optional,
+	}))
+	m.readmissions = estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "readmissions",
+		Description:    "Ejected endpoints readmitted after their ejection time and a run of successful probe calls.",
+		Unit:           "{readmission}",
+		Labels:         plain,
+		OptionalLabels: optional,
+	}))
+	m.probes = estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "probe_picks",
+		Description:    "Calls placed on an ejected endpoint as probes of its recovery (also counted in picks, reason probe).",
+		Unit:           "{pick}",
+		Labels:         plain,
+		OptionalLabels: optional,
+	}))
+	m.elsewhere = estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "attempts_elsewhere",
+		Description:    "Retried or hedged attempts placed away from an endpoint an earlier attempt of the call used (needs the attempts interceptor).",
+		Unit:           "{attempt}",
+		Labels:         plain,
+		OptionalLabels: optional,
+	}))
 	copy(m.reasons[:], s.Reasons)
 	if s.Cost != "" {
 		m.cost = estats.RegisterFloat64Histo(RegisterMetricName(estats.MetricDescriptor{
@@ -238,7 +280,7 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	}
 	m := b.policyMetrics
 	now := b.clock.Nanotime()
-	var ready, ramping int64
+	var ready, ramping, ejected int64
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
 		if e.gen != b.gen || e.state != connectivity.Ready {
@@ -248,9 +290,14 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 		if b.rampEndLocked(e, now) != 0 {
 			ramping++
 		}
+		if e.ejection.ejected {
+			ejected++
+		}
 	}
+	b.flushOutcomesLocked()
 	m.ready.Record(r, ready, b.target, b.locality)
 	m.ramping.Record(r, ramping, b.target, b.locality)
+	m.ejected.Record(r, ejected, b.target, b.locality)
 	if cr, ok := b.picker.(CostReporter); ok && m.cost != nil {
 		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.target, b.locality) })
 	}
@@ -287,6 +334,29 @@ func (b *engineBalancer) flushTick() {
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
 	}
+	b.flushOutcomesLocked()
+}
+
+// flushOutcomesLocked records the ejections, readmissions, probes and
+// retries placed elsewhere since the last flush.
+func (b *engineBalancer) flushOutcomesLocked() {
+	m := b.policyMetrics
+	if m == nil {
+		return
+	}
+	record := func(h *estats.Int64CountHandle, n uint64) {
+		if n != 0 {
+			h.Record(b.metrics, int64(n), b.target, b.locality)
+		}
+	}
+	record(m.ejections, b.ejections)
+	record(m.readmissions, b.readmissions)
+	b.ejections, b.readmissions = 0, 0
+	if n := b.shared.probes.Swap(0); n != 0 {
+		m.probes.Record(b.metrics, int64(n), b.target, b.locality)
+		m.picks.Record(b.metrics, int64(n), b.target, "probe", b.locality)
+	}
+	record(m.elsewhere, b.shared.avoidedRetry.Swap(0))
 }
 
 // flushPicksLocked records the picks counted on e since its last flush.

@@ -209,3 +209,52 @@ func TestEjectionCap(t *testing.T) {
 		t.Errorf("%d endpoints ejected, want 1 (maxEjectionPercent 10)", n)
 	}
 }
+
+func TestRetriesGoElsewhere(t *testing.T) {
+	for _, policy := range policies {
+		t.Run(policy, func(t *testing.T) {
+			h := testkit.NewHarness(t, policy, `{}`)
+			as := testkit.Addrs(4)
+			start(t, h, as)
+			for i := 0; i < 200; i++ {
+				ctx := engine.WithAttempts(ringhash.WithKey(context.Background(), fmt.Sprint("key-", i)))
+				used := map[string]bool{}
+				// Hedged attempts: all in flight at once, so that placement
+				// alone, not failures, has to keep them apart.
+				var held []func(balancer.DoneInfo)
+				for attempt := 0; attempt < 4; attempt++ {
+					res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
+					if err != nil {
+						t.Fatal(err)
+					}
+					a := res.SubConn.(*testkit.SubConn).Addr()
+					if used[a] {
+						t.Fatalf("call %d attempt %d went back to %s, used by an earlier attempt: %v", i, attempt, a, used)
+					}
+					used[a] = true
+					held = append(held, res.Done)
+				}
+				testkit.Finish(held, nil)
+			}
+		})
+	}
+	// strictAffinity: every attempt of a key goes home.
+	h := testkit.NewHarness(t, "pickwise_ring_hash", `{"strictAffinity": true}`)
+	as := testkit.Addrs(4)
+	start(t, h, as)
+	ctx := engine.WithAttempts(ringhash.WithKey(context.Background(), "k"))
+	first := ""
+	for attempt := 0; attempt < 3; attempt++ {
+		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res.SubConn.(*testkit.SubConn).Addr()
+		if first == "" {
+			first = a
+		} else if a != first {
+			t.Errorf("strictAffinity: attempt %d went to %s, want the key's home %s", attempt, a, first)
+		}
+		res.Done(testkit.Outcome(nil))
+	}
+}

@@ -67,14 +67,13 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return res, err
 	}
 	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
-	avoided := false
 	if a != nil && a.earlier() && a.Used(r.Stats) {
 		// A retry: the next positions of the schedule, until one that no
 		// earlier attempt used. The schedule interleaves endpoints, so
 		// this takes a step or two, and never more than one cycle.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
 			if c := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]; !a.Used(c.Stats) {
-				r, avoided = c, true
+				r = c
 				break
 			}
 		}
@@ -86,7 +85,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	} else {
 		res, err = PickEndpointDone(r, info, p.why, r.ReportDone)
 	}
-	return a.Record(r.Stats, avoided, res, err)
+	return a.Record(r.Stats, res, err)
 }
 
 // WeightedSpec describes a policy that is the engine's smooth weighted

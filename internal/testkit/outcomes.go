@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/balancer"
@@ -74,4 +75,34 @@ func Share(counts map[string]int, addr string) float64 {
 		return 0
 	}
 	return float64(counts[addr]) / float64(total)
+}
+
+// StartLazy is Start for a lazy policy (ring hash), whose endpoints
+// connect only when a pick asks for them: keyless picks wake them, one at
+// a time, and each is made READY as its SubConn appears.
+func (h *Harness) StartLazy(as ...string) {
+	h.T.Helper()
+	if err := h.Update(Endpoints(as)...); err != nil {
+		h.T.Fatal(err)
+	}
+	ready := map[*SubConn]bool{}
+	for len(ready) < len(as) {
+		if h.Ctx.Err() != nil {
+			h.T.Fatalf("only %d of %d endpoints connected", len(ready), len(as))
+		}
+		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: context.Background()})
+		if err == nil {
+			res.Done(balancer.DoneInfo{})
+		} else if !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			h.T.Fatal(err)
+		}
+		for _, sc := range h.CC.SubConns() {
+			if !ready[sc] {
+				ready[sc] = true
+				if err := h.CC.SetReady(h.Ctx, sc.Addr()); err != nil {
+					h.T.Fatal(err)
+				}
+			}
+		}
+	}
 }
