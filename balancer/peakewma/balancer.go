@@ -29,10 +29,7 @@ func init() {
 				SlowStart:      c.SlowStart,
 				FailurePenalty: c.FailurePenalty,
 				Ejection:       c.Ejection,
-				Latency: &engine.LatencyConfig{
-					DecayTime:  time.Duration(c.DecayTime),
-					DefaultRTT: time.Duration(c.DefaultRTT),
-				},
+				Latency:        &engine.LatencyConfig{DecayTime: time.Duration(c.DecayTime)},
 			}
 		},
 		Choices: func(c *Config) int { return int(c.ChoiceCount) },

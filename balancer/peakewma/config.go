@@ -19,10 +19,12 @@ type Config struct {
 	// DecayTime is the time constant of the latency average. Default "10s"
 	// (Finagle's); must be in [10ms, 1h].
 	DecayTime engine.Duration `json:"decayTime"`
-	// DefaultRTT is the latency assumed for an endpoint that has not
-	// answered yet, to price its failures (a failure is recorded as at
-	// least twice the endpoint's latency). Default "30ms"; must be in
-	// [1µs, 1m].
+	// DefaultRTT priced failures as latency before the failure counts
+	// judged them by their evidence. It is still accepted and validated,
+	// so configs that set it keep parsing, but has no effect. Default
+	// "30ms"; must be in [1µs, 1m].
+	//
+	// Deprecated: failures are weighed by failurePenalty and ejection.
 	DefaultRTT engine.Duration `json:"defaultRtt"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.

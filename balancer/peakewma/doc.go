@@ -5,7 +5,9 @@
 // Each pick samples choiceCount distinct READY endpoints and sends the RPC
 // to the one with the lowest
 //
-//	cost = rtt * (inFlight + 1) / (weight * slowStart) * penalty(failures)
+//	cost = rtt * (inFlight + 1) / (weight * slowStart)
+//
+// among the candidates that pass the failure check (see pickwise_p2c).
 //
 // where rtt is a peak-sensitive moving average of the endpoint's round-trip
 // times: a sample above the average replaces it at once, so a backend that
@@ -16,15 +18,22 @@
 // slowdown). An endpoint that has never answered is tried at once, and,
 // while that first call is pending, costs more than any other: a newcomer
 // gets one call at a time until it has answered once (Finagle's rule).
-// defaultRtt is the latency assumed until then, to price failures.
 //
-// Latency is the signal that a backend failing in a millisecond games most.
-// A server-side failure is therefore recorded as a latency sample of
-// max(rtt of the call, 2 * max(average, defaultRtt)), capped at
-// 100 * defaultRtt, so it raises the average as a success twice as slow
-// would; and the engine's failure penalty (see pickwise_p2c) multiplies the
-// cost on top. Client-side errors and a caller's cancellations are not
-// samples at all.
+// A latency average is peak-sensitive by design, which also makes it
+// brittle between backends of equal speed: the one whose last peak was
+// lowest would win every comparison for seconds. So a comparison whose
+// costs are within a factor of two is a close call: the costlier
+// candidate wins with a chance that falls from one half at equal cost to
+// none at twice the cost. A backend twice as slow, or twice as busy, still
+// loses every time.
+//
+// Latency is the signal that a backend failing in a millisecond games
+// most. A server-side failure never lowers the average: timed, it is a
+// sample of max(its latency, the average), so a timeout raises it and a
+// fast failure leaves it; untimed or before the first success, it is no
+// sample. Failures are weighed where the evidence is, by the engine's
+// failure counts and local ejection (see pickwise_p2c). Client-side errors
+// and a caller's cancellations are not samples at all.
 //
 // Timing a call takes two clock reads, which cost more than the rest of a
 // pick. At up to about 6,500 calls a second to one endpoint (one per
@@ -41,7 +50,6 @@
 //	{"loadBalancingConfig": [{"pickwise_peak_ewma": {
 //	  "choiceCount": 2,
 //	  "decayTime": "10s",
-//	  "defaultRtt": "30ms",
 //	  "slowStart": {"window": "30s"},
 //	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
 //	}}]}

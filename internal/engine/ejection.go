@@ -26,9 +26,11 @@ import (
 // and never the last). It stays out for BaseEjectionTime, doubled for
 // each ejection that follows the previous readmission by less than
 // MaxEjectionTime, capped at MaxEjectionTime. While out it gets one probe
-// call every ProbeInterval, one at a time, so that its recovery shows in
-// its answers; it is readmitted, with fresh counts, once its ejection time
-// is over and its last ProbeSuccesses probes succeeded. Ejection needs the
+// call every ProbeInterval, one at a time, the interval doubling with each
+// failed probe up to three times its base and back to its base after a
+// success (the next probe then follows a quarter interval later), so that its recovery shows in its answers; it is readmitted,
+// with fresh counts, once its ejection time is over and its last
+// ProbeSuccesses probes succeeded. Ejection needs the
 // failure penalty's counts: with failurePenalty off, nothing is ejected.
 type EjectionConfig struct {
 	// Enabled turns local ejection on. Default true.
@@ -51,7 +53,8 @@ type EjectionConfig struct {
 	// and never every READY one.
 	MaxEjectionPercent uint32 `json:"maxEjectionPercent"`
 	// ProbeInterval is the time between two probe calls to an ejected
-	// endpoint. Default "300ms"; must be in [1ms, 1m].
+	// endpoint, before failed probes stretch it (up to 3 times).
+	// Default "300ms"; must be in [1ms, 1m].
 	ProbeInterval Duration `json:"probeInterval"`
 	// ProbeSuccesses is how many probes in a row must succeed before
 	// readmission. Default 2; must be in [1, 100].
@@ -174,16 +177,26 @@ type ejectionState struct {
 // probeState is what the pick and done paths of probes share; atomic.
 type probeState struct {
 	next     atomic.Int64 // Clock.Nanotime from which the next probe may go
+	every    atomic.Int64 // the current interval: ProbeInterval, doubled by each failed probe up to maxProbeBackoff times
 	inFlight atomic.Bool  // one probe at a time
 	okRun    atomic.Int32 // probes in a row that succeeded since the ejection
 }
 
+// maxProbeBackoff caps how far failed probes stretch the probe interval:
+// a black hole that stays broken draws a probe every 3 intervals (0.9 s at
+// the default), and a healed one is seen within that time.
+const maxProbeBackoff = 3
+
 // tryProbe reports whether a call at now may probe e, and if so claims the
 // probe.
-func (e *Endpoint) tryProbe(now, every int64) bool {
+func (e *Endpoint) tryProbe(now, base int64) bool {
 	next := e.probe.next.Load()
 	if now < next || e.probe.inFlight.Load() {
 		return false
+	}
+	every := e.probe.every.Load()
+	if every == 0 {
+		every = base
 	}
 	if !e.probe.next.CompareAndSwap(next, now+every) {
 		return false
@@ -196,13 +209,24 @@ func (e *Endpoint) tryProbe(now, every int64) bool {
 func (e *Endpoint) finishProbe(info balancer.DoneInfo) {
 	failed := e.settle(info)
 	e.probe.inFlight.Store(false)
+	ej := e.shared.ejector.Load()
+	if ej == nil {
+		return
+	}
 	switch {
 	case failed:
 		e.probe.okRun.Store(0)
+		every := max(e.probe.every.Load(), ej.probeEvery)
+		e.probe.every.Store(min(2*every, maxProbeBackoff*ej.probeEvery))
 	case info.Err != nil:
 		// A client-side outcome says nothing either way.
 	default:
-		if ej := e.shared.ejector.Load(); ej != nil && e.probe.okRun.Add(1) == ej.probeSuccesses {
+		// A success: the next probe follows a quarter interval later, and
+		// the interval is back to its base, so a healed endpoint's run of
+		// successes takes a fraction of a second, not the backoff.
+		e.probe.every.Store(ej.probeEvery)
+		e.probe.next.Store(min(e.probe.next.Load(), e.shared.clock.Nanotime()+ej.probeEvery/4))
+		if e.probe.okRun.Add(1) == ej.probeSuccesses {
 			e.shared.readmit(e)
 		}
 	}
@@ -416,6 +440,7 @@ func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64
 	}
 	s.ejected, s.until = true, now+d
 	e.probe.okRun.Store(0)
+	e.probe.every.Store(ej.probeEvery)
 	e.probe.next.Store(now + ej.probeEvery)
 	b.ejections++
 	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", b.name, e.addr, time.Duration(d), e.FailureRatio())
@@ -428,6 +453,10 @@ func (b *engineBalancer) readmitLocked(e *Endpoint, now int64) {
 	e.ejection.ejected = false
 	e.ejection.lastEnd = now
 	e.outcomeBits.Store(0)
+	// Its latency average, if any, is from before it failed: it starts
+	// over as a newcomer, tried at once and one call at a time until it
+	// answers.
+	e.rtt.bits.Store(0)
 	b.readmissions++
 }
 

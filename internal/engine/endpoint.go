@@ -27,7 +27,10 @@ type Endpoint struct {
 	_ [cacheLine - unsafe.Sizeof(endpointHot{})]byte
 
 	endpointCold
-	_ [(cacheLine - unsafe.Sizeof(endpointCold{})%cacheLine) % cacheLine]byte
+	// Never zero-sized: Go pads a struct that ends in a zero-size field, which
+	// would break the whole-lines rule whenever endpointCold happens to be
+	// whole lines itself.
+	_ [cacheLine - unsafe.Sizeof(endpointCold{})%cacheLine]byte
 }
 
 // endpointHot is the part of an Endpoint that picks and Dones touch. Atomic.

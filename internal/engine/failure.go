@@ -52,17 +52,21 @@ func serverFailed(info balancer.DoneInfo) bool {
 // pooled rate of every endpoint, refreshed a few times a second):
 //
 //	rate   = (F + 2R) / (T + 2)
-//	excess = max(0, rate - R) / (1 - R)
+//	z      = (F - T*R) / sqrt(T * R * (1 - R))
+//	excess = max(0, rate - R) / (1 - R) * clamp((z - 1) / 2, 0, 1)
 //	avoid  = min(1 - 1/maxMultiplier, 1 - (1 - excess)^2)
+//
+// (z is how far the failures stand beyond chance at the fleet's rate; with
+// R = 0 any failure is beyond it and the factor is 1.)
 //
 // A candidate is passed over with probability avoid: a d-choice picker
 // compares only the candidates that pass (all of them, by cost divided
 // by 1-avoid, if none does), a weighted schedule scales the weight by
-// 1-avoid. One failure among ten successes makes avoid about 0.15, so the
-// endpoint keeps most of its share even when every candidate is idle; a
-// black hole reaches 0.97 within ten calls; and when every endpoint fails
-// alike (a shared dependency is down) the excess is zero and nobody is
-// avoided. The cap keeps a probe share of 1/maxMultiplier for an endpoint
+// 1-avoid. One failure among ten successes makes avoid at most 0.17, so
+// the endpoint keeps most of its share even when every candidate is idle;
+// ten failures in a row make it about 0.8 and a persistent black hole
+// 0.97; and when every endpoint fails alike (a shared dependency is down)
+// no endpoint's failures stand beyond chance and nobody is avoided. The cap keeps a probe share of 1/maxMultiplier for an endpoint
 // that is avoided but not ejected, so its answers show its recovery.
 //
 // Both counts also halve every HalfLife of wall time, so old evidence
@@ -189,9 +193,25 @@ func (p *penalty) avoidance(o outcomes, fleet float64) float64 {
 	if rate <= fleet || fleet >= 1 {
 		return 0
 	}
-	excess := min((rate-fleet)/(1-fleet), 1)
+	excess := min((rate-fleet)/(1-fleet), 1) * significance(o, fleet)
 	s := 1 - excess
 	return min(1-s*s, p.maxAvoid)
+}
+
+// significance is how far o's failures stand beyond chance at the fleet's
+// rate, in [0, 1]: 0 within one standard deviation of what the fleet's
+// rate predicts for as many outcomes, 1 beyond three. When every endpoint
+// fails alike, each one's counts wander around the fleet's rate, and
+// without this the wandering alone would push traffic about; against a
+// healthy fleet (rate 0) any failure is beyond chance, and the prior alone
+// keeps a lone one small.
+func significance(o outcomes, fleet float64) float64 {
+	v := float64(o.total) * fleet * (1 - fleet)
+	if v <= 0 {
+		return 1
+	}
+	z := (float64(o.failures) - float64(o.total)*fleet) / math.Sqrt(v)
+	return max(0, min(1, (z-1)/2))
 }
 
 // outcomes are an endpoint's decayed counts of server-side failures and of

@@ -17,17 +17,12 @@ type LatencyConfig struct {
 	// the time since the previous sample, and with no samples the cost an
 	// endpoint shows to pickers decays towards zero at the same rate.
 	DecayTime time.Duration
-	// DefaultRTT is the latency assumed for an endpoint until its first
-	// answer, for pricing failures: a timed failure before any success is
-	// recorded as at least DefaultRTT.
-	DefaultRTT time.Duration
 }
 
 // latency is a LatencyConfig in nanoseconds, as the pick and done paths
 // use it.
 type latency struct {
 	tau         float64
-	defaultRTT  float64
 	sampleEvery int64 // see sampleShare
 }
 
@@ -37,7 +32,6 @@ func newLatency(c *LatencyConfig) *latency {
 	}
 	return &latency{
 		tau:         float64(c.DecayTime),
-		defaultRTT:  float64(c.DefaultRTT),
 		sampleEvery: int64(c.DecayTime / sampleShare),
 	}
 }
@@ -130,8 +124,8 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 // sample of its latency. A server-side failure is evidence about health,
 // which the failure counts weigh (FailurePenaltyConfig), and only weak
 // evidence about latency: it enters the average only when it was timed,
-// as max(its latency, the average), or DefaultRTT before any sample, so a
-// slow timeout raises the average and a fast failure never lowers it. It
+// as max(its latency, the average), and not before the first success, so
+// a slow timeout raises the average and a fast failure never lowers it. It
 // used to be priced as a sample twice the average, and one failure then
 // lost every comparison against idle peers for seconds: a step, not
 // evidence. A call that never reached the server, or ended by a client-side
@@ -144,7 +138,11 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 		}
 		cur := math.Float64frombits(e.rtt.bits.Load())
 		if cur == 0 {
-			cur = l.defaultRTT
+			// Before any answer, a failure would have to set the average
+			// from nothing: fast, it would make a black hole look fast;
+			// priced high, it would keep an endpoint that failed once from
+			// ever being tried again. The failure counts judge it instead.
+			return
 		}
 		sample = math.Max(sample, cur)
 	}

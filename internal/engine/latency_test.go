@@ -28,7 +28,7 @@ func TestDecayMatchesExp(t *testing.T) {
 }
 
 func testLatency() *latency {
-	return newLatency(&LatencyConfig{DecayTime: 10 * time.Second, DefaultRTT: 30 * time.Millisecond})
+	return newLatency(&LatencyConfig{DecayTime: 10 * time.Second})
 }
 
 func ok() balancer.DoneInfo { return balancer.DoneInfo{BytesSent: true, BytesReceived: true} }
@@ -115,11 +115,13 @@ func TestPeakEWMAFailures(t *testing.T) {
 	e.observe(failed(codes.DeadlineExceeded), int64(time.Second), 30, l)
 	near(t, "after a timeout", avgOf(e), time.Second)
 
-	// Before any answer, a fast failure reads as defaultRtt, never as the
-	// fast endpoint it seems.
+	// Before any answer, a failure is no sample: neither the fast
+	// endpoint it seems nor a slow one never tried again.
 	fresh := newEndpoint("f", nil, false)
 	fresh.observe(failed(codes.Unavailable), int64(time.Microsecond), 1, l)
-	near(t, "a first answer that fails fast", avgOf(fresh), 30*time.Millisecond)
+	if _, ok := fresh.LatencyAverage(); ok {
+		t.Error("a failure before any answer set the latency average")
+	}
 
 	// What is not the backend's doing is not a sample.
 	f := newEndpoint("b", nil, false)

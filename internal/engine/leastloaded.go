@@ -192,6 +192,9 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	// The best of the candidates passed over, by expected cost, in case
 	// every one is.
 	avoided, avoidedCost := -1, 0.0
+	// The runner-up among the candidates that passed, for latency costs
+	// (see closeCall).
+	second, secondCost := -1, 0.0
 	tie := true
 	for _, i := range cands {
 		r := &s.Endpoints[i]
@@ -214,13 +217,19 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 		case best < 0:
 			best, bestCost = i, cost
 		case cost < bestCost:
+			second, secondCost = best, bestCost
 			best, bestCost, tie = i, cost, false
 		case cost > bestCost:
 			tie = false
+			if second < 0 || cost < secondCost {
+				second, secondCost = i, cost
+			}
 		}
 	}
 	if best < 0 {
 		best, bestCost = avoided, avoidedCost
+	} else if p.kind == peakMetric && second >= 0 && closeCall(bestCost, secondCost, s.Rand) {
+		best, bestCost = second, secondCost
 	}
 	why = ReasonLeastLoaded
 	switch {
@@ -230,6 +239,27 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 		why = ReasonTie
 	}
 	return best, bestCost, why, now
+}
+
+// closeBand is the cost ratio below which a latency comparison is a close
+// call rather than a verdict. A latency average is peak-sensitive: one
+// slow answer (a pause, a scheduler hiccup) raises it at once, and with
+// nothing in flight it decays back only over the decay time, so among
+// backends of equal speed the one whose last peak was lowest would win
+// every comparison for seconds and an idle caller would pile onto it.
+// Below twice the cost, the costlier candidate keeps a share that falls
+// linearly from an even chance at equal cost to none at the band's edge;
+// a backend twice as slow, or twice as busy, still loses every time.
+const closeBand = 2.0
+
+// closeCall reports whether the runner-up of a latency comparison, at
+// cost second against the winner's best, wins this pick as a close call.
+func closeCall(best, second float64, r Rand) bool {
+	if !(best > 0) || second >= closeBand*best {
+		return false
+	}
+	chance := 0.5 * (1 - (second/best-1)/(closeBand-1))
+	return unitDraw(r) < chance
 }
 
 // rawCost is r's cost before the failure check, and the clock reading now,

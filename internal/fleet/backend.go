@@ -61,6 +61,7 @@ type Backend struct {
 	behavior atomic.Pointer[Behavior]
 	served   atomic.Int64
 	accepted atomic.Int64 // TCP connections accepted, across restarts
+	failNext atomic.Int64 // calls still to fail with Unavailable (FailNext)
 
 	mu   sync.Mutex
 	srv  *grpc.Server  // nil while stopped
@@ -103,6 +104,10 @@ func (b *Backend) Served() int64 { return b.served.Load() }
 // started, across restarts: the server's view of which clients connect to
 // it, for tests of policies that choose which backends to connect to.
 func (b *Backend) Accepted() int64 { return b.accepted.Load() }
+
+// FailNext makes the next n calls fail at once with Unavailable, whatever
+// the behavior: a transient blip, exactly n failures.
+func (b *Backend) FailNext(n int) { b.failNext.Store(int64(n)) }
 
 // ResetCounts zeroes Served, so a test can measure one phase (for example
 // after a warm-up) on its own.
@@ -179,6 +184,9 @@ func (h handler) Call(ctx context.Context, _ *wrapperspb.StringValue) (*wrappers
 	// the trailer is how clients attribute the failure to this backend.
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerBackend, b.name))
 
+	if b.failNext.Load() > 0 && b.failNext.Add(-1) >= 0 {
+		return nil, status.Errorf(codes.Unavailable, "fleet: %s: injected one-off failure", b.name)
+	}
 	bh := b.Behavior()
 	if bh.ErrorRate > 0 && rand.Float64() < bh.ErrorRate {
 		if err := pause.For(ctx, bh.ErrorLatency); err != nil {

@@ -9,8 +9,9 @@ import (
 )
 
 // Caller is one sequential caller's run over a Harness in virtual time:
-// every call takes Every, finishes before the next is picked, and ends
-// with what Backend says for the address it was placed on at that moment.
+// every call takes Every (its Done runs once the clock has moved that
+// far), finishes before the next is picked, and ends with what Backend
+// says for the address it was placed on when it was picked.
 type Caller struct {
 	H *Harness
 	// Every is the virtual time between two calls.
@@ -55,12 +56,12 @@ func (c *Caller) Run(d, window time.Duration) []map[string]int {
 		if c.Backend != nil {
 			callErr = c.Backend(addr, c.elapsed)
 		}
-		if res.Done != nil {
-			res.Done(Outcome(callErr))
-		}
 		c.calls++
 		c.elapsed += c.Every
 		c.H.Clock.Advance(c.Every)
+		if res.Done != nil {
+			res.Done(Outcome(callErr))
+		}
 	}
 	return out
 }
