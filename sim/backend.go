@@ -21,6 +21,12 @@ type Backend struct {
 	FailRate  float64
 	FailAfter time.Duration
 	FailCode  codes.Code
+	// Failing makes a share Factor of the requests admitted while
+	// From <= t < To fail as FailRate's do: an outage, or a flapping node.
+	Failing []Window
+	// FailOnce fails the first request admitted at or after each instant:
+	// a transient blip, exactly one failure.
+	FailOnce []time.Duration
 	// Slow multiplies the service time by Factor while From <= t < To.
 	Slow []Window
 	// ColdFor and ColdFactor model a process warming up: a request that
@@ -80,6 +86,7 @@ type server struct {
 	// Accounting.
 	served    int           // requests that reached the backend
 	failed    int           // of which failed
+	blips     int           // FailOnce instants used up
 	busyTime  time.Duration // integral of busy servers over time
 	lastBusy  time.Duration
 	maxQueued int
@@ -99,6 +106,22 @@ type call struct {
 	finished bool
 	queued   bool
 	done     finishFunc
+}
+
+// fails reports whether a request admitted now fails (FailRate, Failing,
+// FailOnce).
+func (s *server) fails(now time.Duration, r *rand.Rand) bool {
+	if s.blips < len(s.spec.FailOnce) && now >= s.spec.FailOnce[s.blips] {
+		s.blips++
+		return true
+	}
+	rate := s.spec.FailRate
+	for _, w := range s.spec.Failing {
+		if now >= w.From && now < w.To {
+			rate = max(rate, w.Factor)
+		}
+	}
+	return rate > 0 && r.Float64() < rate
 }
 
 // capacity is the requests per second the backend sustains at its median

@@ -248,6 +248,9 @@ func (in *grpcInstance) connectRequested() bool {
 
 func (in *grpcInstance) pick(req *Request) (int, finishFunc, error) {
 	info := balancer.PickInfo{FullMethodName: "/sim.Backend/Call", Ctx: context.Background()}
+	if req.ctx != nil {
+		info.Ctx = req.ctx
+	}
 	if req.HasKey {
 		info.Ctx = metadata.AppendToOutgoingContext(info.Ctx, HashHeader, strconv.FormatUint(req.Key, 10))
 	}

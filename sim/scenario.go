@@ -61,8 +61,9 @@ func Lookup(name string) (Scenario, error) {
 // scenarioOrder is the order tables are printed in: from the simplest
 // placement question to fleet-wide effects.
 var scenarioOrder = []string{
-	"balls-into-bins", "black-hole", "cold-start", "hardware-generations",
-	"slow-backend", "noisy-reports", "hot-key", "remap-storm", "subsetting",
+	"balls-into-bins", "black-hole", "transient-failure", "flapping-backend", "retry-storm",
+	"cold-start", "hardware-generations", "slow-backend", "noisy-reports",
+	"hot-key", "hash-black-hole", "remap-storm", "subsetting",
 }
 
 func order(name string) int {

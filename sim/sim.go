@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -25,6 +27,26 @@ type Request struct {
 	// long: it is in flight at its balancer and counts against its backend
 	// for the whole lifetime, but needs no service time.
 	Stream time.Duration
+	// Attempt counts the request's attempts before this one (Run.Retry).
+	Attempt int
+	// Arrived is when the request's first attempt was made.
+	Arrived time.Duration
+
+	// ctx is the context its attempts are picked with, kept across them
+	// so that a policy can tell a retry from a first attempt.
+	ctx context.Context
+}
+
+// Retry is grpc's retryPolicy as the simulator models it: a request whose
+// attempt fails with Unavailable is placed again after Backoff, up to
+// MaxAttempts attempts in all.
+type Retry struct {
+	MaxAttempts int
+	Backoff     time.Duration
+	// Attempts gives each request an attempt record (the attempts
+	// package's interceptor), so that pickwise policies place a retry away
+	// from the endpoints earlier attempts used.
+	Attempts bool
 }
 
 // Change replaces the set of backends every client sees, at a given time.
@@ -63,6 +85,8 @@ type Run struct {
 	WarmupRate float64
 	// Deadline fails a request that has not finished after it (0: none).
 	Deadline time.Duration
+	// Retry, if set, retries failed attempts.
+	Retry *Retry
 	// Key gives each request a hash key; nil means none.
 	Key func(r *rand.Rand) uint64
 	// StreamLife makes every request a stream with the returned lifetime.
@@ -84,8 +108,9 @@ type Result struct {
 	// Picks counts requests placed on each backend.
 	Picks []int
 	// Failed counts requests that did not succeed (backend error, deadline,
-	// or no backend to pick); Total counts all requests.
-	Failed, Total int
+	// or no backend to pick), after their last attempt; Total counts all
+	// requests; Attempts counts every attempt placed on a backend.
+	Failed, Total, Attempts int
 	// Latency holds every successful request's latency (a stream's: its
 	// first message's), sorted.
 	Latency []time.Duration
@@ -275,7 +300,7 @@ func (s *state) scheduleArrival() {
 }
 
 func (s *state) arrive() {
-	req := &Request{Seq: s.seq, Client: s.seq % len(s.insts)}
+	req := &Request{Seq: s.seq, Client: s.seq % len(s.insts), Arrived: s.loop.Now()}
 	s.seq++
 	if s.run.Key != nil {
 		req.Key, req.HasKey = s.run.Key(s.rand), true
@@ -283,9 +308,17 @@ func (s *state) arrive() {
 	if s.run.StreamLife != nil {
 		req.Stream = s.run.StreamLife(s.rand)
 	}
-	measured := s.loop.Now() >= s.run.Warmup
-	if measured {
+	if s.loop.Now() >= s.run.Warmup {
 		s.res.Total++
+	}
+	s.place(req)
+}
+
+// place makes one attempt of req.
+func (s *state) place(req *Request) {
+	measured := req.Arrived >= s.run.Warmup
+	if s.run.Retry != nil && s.run.Retry.Attempts && req.ctx == nil {
+		req.ctx = engine.WithAttempts(context.Background())
 	}
 	id, done, err := s.insts[req.Client].pick(req)
 	if err != nil {
@@ -294,6 +327,7 @@ func (s *state) arrive() {
 	}
 	if measured {
 		s.res.Picks[id]++
+		s.res.Attempts++
 	}
 	c := &call{req: req, srv: s.servers[id], started: s.loop.Now(), done: done}
 	if s.run.Deadline > 0 && req.Stream == 0 {
@@ -332,7 +366,7 @@ func (s *state) admit(c *call) {
 	if s.run.OnPick != nil {
 		s.run.OnPick(now, c.req, srv.id, 0)
 	}
-	if srv.spec.FailRate > 0 && s.rand.Float64() < srv.spec.FailRate {
+	if srv.fails(now, s.rand) {
 		srv.failed++
 		code := srv.spec.FailCode
 		if code == codes.OK {
@@ -413,16 +447,22 @@ func (s *state) finish(c *call, backend int, err error, load *v3orcapb.OrcaLoadR
 		c.deadline.cancelled = true
 	}
 	now := s.loop.Now()
-	lat := now - c.started
-	if c.started >= s.run.Warmup {
+	lat := now - c.req.Arrived
+	if c.done != nil {
+		c.done(err, load)
+	}
+	if r := s.run.Retry; r != nil && err != nil && status.Code(err) == codes.Unavailable && c.req.Attempt+1 < r.MaxAttempts {
+		req := c.req
+		req.Attempt++
+		s.loop.After(r.Backoff, func() { s.place(req) })
+		return
+	}
+	if c.req.Arrived >= s.run.Warmup {
 		if err != nil {
 			s.res.Failed++
 		} else if c.req.Stream == 0 {
 			s.res.Latency = append(s.res.Latency, lat)
 		}
-	}
-	if c.done != nil {
-		c.done(err, load)
 	}
 	if s.run.OnDone != nil {
 		s.run.OnDone(now, c.req, backend, lat, err)
