@@ -20,12 +20,13 @@
 // gets one call at a time until it has answered once (Finagle's rule).
 //
 // A latency average is peak-sensitive by design, which also makes it
-// brittle between backends of equal speed: the one whose last peak was
-// lowest would win every comparison for seconds. So a comparison whose
-// costs are within a factor of two is a close call: the costlier
-// candidate wins with a chance that falls from one half at equal cost to
-// none at twice the cost. A backend twice as slow, or twice as busy, still
-// loses every time.
+// brittle between idle backends of equal speed: the one whose last peak
+// was lowest would win every comparison for seconds. So a comparison of
+// two idle candidates whose costs are within a factor of three is a close
+// call: the costlier one wins with a chance that falls from one half at
+// equal cost to none at three times the cost. A backend three times as
+// slow still loses every time, and with calls in flight the comparison is
+// strict.
 //
 // Latency is the signal that a backend failing in a millisecond games
 // most. A server-side failure never lowers the average: timed, it is a

@@ -228,7 +228,8 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	}
 	if best < 0 {
 		best, bestCost = avoided, avoidedCost
-	} else if p.kind == peakMetric && second >= 0 && closeCall(bestCost, secondCost, s.Rand) {
+	} else if p.kind == peakMetric && second >= 0 && s.Endpoints[best].Stats.inflight.Load() == 0 &&
+		s.Endpoints[second].Stats.inflight.Load() == 0 && closeCall(bestCost, secondCost, s.Rand) {
 		best, bestCost = second, secondCost
 	}
 	why = ReasonLeastLoaded
@@ -241,16 +242,18 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	return best, bestCost, why, now
 }
 
-// closeBand is the cost ratio below which a latency comparison is a close
-// call rather than a verdict. A latency average is peak-sensitive: one
-// slow answer (a pause, a scheduler hiccup) raises it at once, and with
-// nothing in flight it decays back only over the decay time, so among
-// backends of equal speed the one whose last peak was lowest would win
-// every comparison for seconds and an idle caller would pile onto it.
-// Below twice the cost, the costlier candidate keeps a share that falls
-// linearly from an even chance at equal cost to none at the band's edge;
-// a backend twice as slow, or twice as busy, still loses every time.
-const closeBand = 2.0
+// closeBand is the cost ratio below which a comparison of two idle
+// candidates' latencies is a close call rather than a verdict. A latency
+// average is peak-sensitive: one slow answer (a pause, a scheduler
+// hiccup) raises it at once, and it comes back down only over the decay
+// time, so among idle backends of equal speed the one whose last peak was
+// lowest would win every comparison for seconds, and a caller at low
+// concurrency would pile onto it. Below three times the cost, the
+// costlier idle candidate keeps a chance that falls linearly from one
+// half at equal cost to none at the band's edge; a backend three times as
+// slow still loses every time, and so does any busier candidate: with
+// calls in flight the comparison is strict, as Finagle's is.
+const closeBand = 3.0
 
 // closeCall reports whether the runner-up of a latency comparison, at
 // cost second against the winner's best, wins this pick as a close call.

@@ -35,14 +35,15 @@ type channel struct {
 var schemeSeq atomic.Int64
 
 // dial opens a channel to the fleet's backends listed in members, with the
-// given service config and, if weights is not nil, per-backend weights.
-func dial(f *labFleet, serviceConfig string, members []int, weights map[int]uint32) (*channel, error) {
+// given service config and, if weights is not nil, per-backend weights;
+// opts are added to the channel's (an interceptor).
+func dial(f *labFleet, serviceConfig string, members []int, weights map[int]uint32, opts ...grpc.DialOption) (*channel, error) {
 	r := manual.NewBuilderWithScheme(fmt.Sprintf("pickwise-lab-%d", schemeSeq.Add(1)))
 	r.InitialState(endpointsState(f, members, weights))
-	conn, err := grpc.NewClient(r.Scheme()+":///lab",
+	conn, err := grpc.NewClient(r.Scheme()+":///lab", append([]grpc.DialOption{
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(serviceConfig))
+		grpc.WithDefaultServiceConfig(serviceConfig)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +104,12 @@ type traffic struct {
 	deadline time.Duration
 	// key names call i's hash key; nil sends none.
 	key func(i int) string
+	// duration, when positive, bounds the run by time instead of by
+	// calls (closed-loop workers only).
+	duration time.Duration
+	// window, when positive, also counts calls per backend in windows of
+	// that length from the run's start (outcome.windows).
+	window time.Duration
 }
 
 // outcome is what the channel saw.
@@ -114,6 +121,15 @@ type outcome struct {
 	// whose calls went to more than one backend.
 	keyBackend map[string]string
 	keySplit   map[string]bool
+	// windows, with traffic.window, count each window's calls: per
+	// backend, failed and in all.
+	windows []window
+}
+
+// window is one stretch of a run.
+type window struct {
+	perBackend    map[string]int
+	failed, total int
 }
 
 // drive sends tr through c and reports progress as calls complete.
@@ -128,6 +144,7 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 	if deadline == 0 {
 		deadline = 10 * time.Second
 	}
+	began := time.Now()
 	one := func(i int) {
 		defer wg.Done()
 		cctx, cancel := context.WithTimeout(ctx, deadline)
@@ -148,6 +165,19 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 		out.total++
 		if b != "" {
 			out.perBackend[b]++
+		}
+		if tr.window > 0 {
+			w := int(start.Sub(began) / tr.window)
+			for len(out.windows) <= w {
+				out.windows = append(out.windows, window{perBackend: map[string]int{}})
+			}
+			out.windows[w].total++
+			if b != "" {
+				out.windows[w].perBackend[b]++
+			}
+			if err != nil {
+				out.windows[w].failed++
+			}
 		}
 		if err != nil {
 			out.failed++
@@ -187,7 +217,11 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 				defer wg.Done()
 				for ctx.Err() == nil {
 					i := int(next.Add(1)) - 1
-					if i >= tr.calls {
+					if tr.duration > 0 {
+						if time.Since(began) >= tr.duration {
+							return
+						}
+					} else if i >= tr.calls {
 						return
 					}
 					wg.Add(1)

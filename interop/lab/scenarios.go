@@ -86,9 +86,13 @@ type labScenario struct {
 
 var labScenarios = []labScenario{
 	{name: "black-hole", backends: 10, run: blackHole},
+	{name: "transient-failure", backends: 4, run: transientFailure},
+	{name: "flapping-backend", backends: 10, run: flappingBackend},
+	{name: "retry-storm", backends: 10, run: retryStorm},
 	{name: "slow-backend", backends: 10, run: slowBackend},
 	{name: "hardware-generations", backends: 12, run: hardwareGenerations},
 	{name: "hot-key", backends: 10, run: hotKey},
+	{name: "hash-black-hole", backends: 10, run: hashBlackHole},
 	{name: "remap-storm", backends: 11, run: remapStorm},
 }
 

@@ -106,6 +106,11 @@ type Behavior struct {
 	// in about 0, which is what lures naive balancers into sending it
 	// more traffic. Must be >= 0.
 	ErrorLatency Duration `json:"errorLatency"`
+	// FailNext makes the next that many calls fail at once with
+	// ErrorCode, whatever ErrorRate says: a transient blip of an exact
+	// size. It is spent as calls arrive, so the behavior in effect always
+	// reads 0. Must be >= 0.
+	FailNext int `json:"failNext"`
 	// ColdStart is how long a server stays cold after it starts serving or
 	// after a cold restart (see Server.Reset): the service time is
 	// multiplied by a factor that falls linearly from ColdFactor to 1 over
@@ -244,6 +249,9 @@ func (b *Behavior) normalize() error {
 	}
 	if b.Capacity < 0 {
 		return bad("capacity", b.Capacity, "must be >= 0 (0 means unlimited)")
+	}
+	if b.FailNext < 0 {
+		return bad("failNext", b.FailNext, "must be >= 0")
 	}
 	// Written so that NaN fails too.
 	if !(b.ErrorRate >= 0 && b.ErrorRate <= 1) {

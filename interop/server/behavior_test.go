@@ -89,7 +89,7 @@ func TestBehaviorJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"latency":"1.5s","latencySpread":0,"capacity":0,"errorRate":0,"errorCode":"UNAVAILABLE","errorLatency":"250µs","coldStart":"0s","coldFactor":0,"orca":{"perCall":false,"outOfBand":false,"interval":"2s","utilization":"computed","fixedUtilization":0,"ratedQps":0}}`
+	const want = `{"latency":"1.5s","latencySpread":0,"capacity":0,"errorRate":0,"errorCode":"UNAVAILABLE","errorLatency":"250µs","failNext":0,"coldStart":"0s","coldFactor":0,"orca":{"perCall":false,"outOfBand":false,"interval":"2s","utilization":"computed","fixedUtilization":0,"ratedQps":0}}`
 	if string(js) != want {
 		t.Errorf("Marshal =\n%s\nwant\n%s", js, want)
 	}

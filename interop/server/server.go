@@ -104,6 +104,7 @@ type Server struct {
 	// Atomic: touched by every call.
 	served, failed, canceled atomic.Int64
 	failing                  atomic.Int64 // injected failures in ErrorLatency
+	failNext                 atomic.Int64 // calls still to fail (Behavior.FailNext)
 	coldSince                atomic.Int64 // UnixNano of the cold-start origin
 	startedAt                atomic.Int64 // UnixNano serving began; 0 before
 
@@ -283,10 +284,16 @@ func (s *Server) patch(patchJSON string) (Behavior, error) {
 		return Behavior{}, err
 	}
 	s.applyLocked(b)
-	return b, nil
+	return *s.behavior.Load(), nil
 }
 
 func (s *Server) applyLocked(b Behavior) {
+	if b.FailNext > 0 {
+		// Armed here and spent by calls: the stored behavior keeps none,
+		// so that a later patch does not fail them again.
+		s.failNext.Store(int64(b.FailNext))
+		b.FailNext = 0
+	}
 	s.behavior.Store(&b)
 	s.gate.setCapacity(b.Capacity)
 	// Refresh now rather than at the next tick, so an ORCA stream opened
@@ -442,6 +449,10 @@ func (s *Server) rpcCall(ctx context.Context, req *wrapperspb.StringValue) (prot
 // handle plays one call under behavior b, read once on arrival so that a
 // concurrent change cannot give a call half of each.
 func (s *Server) handle(ctx context.Context, b *Behavior) error {
+	if s.failNext.Load() > 0 && s.failNext.Add(-1) >= 0 {
+		s.finish(ctx, b, failed)
+		return status.Errorf(b.code(), "%s%s: injected one-off failure", errPrefix, s.name)
+	}
 	if b.ErrorRate > 0 && rand.Float64() < b.ErrorRate {
 		// Decided before the queue: a server that sheds or drops work
 		// does so without waiting for a worker.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -274,6 +275,32 @@ func TestInjectedFailure(t *testing.T) {
 	}
 	if got := s.Stats().Served; got != 5 {
 		t.Errorf("Served = %d, want 5", got)
+	}
+}
+
+func TestFailNext(t *testing.T) {
+	s, conn := start(t, Behavior{})
+	ctx := testCtx(t)
+	b, err := SetBehavior(ctx, conn, `{"failNext":2}`)
+	if err != nil {
+		t.Fatalf("SetBehavior: %v", err)
+	}
+	if b.FailNext != 0 {
+		t.Errorf("behavior in effect has failNext %d, want 0: it is armed, not kept", b.FailNext)
+	}
+	var codesSeen []codes.Code
+	for range 4 {
+		_, err := Call(ctx, conn, "k")
+		codesSeen = append(codesSeen, status.Code(err))
+	}
+	if want := []codes.Code{codes.Unavailable, codes.Unavailable, codes.OK, codes.OK}; !slices.Equal(codesSeen, want) {
+		t.Errorf("codes after failNext 2 = %v, want %v", codesSeen, want)
+	}
+	if st := s.Stats(); st.Failed != 2 || st.Served != 2 {
+		t.Errorf("Stats = %+v, want 2 failed, 2 served", st)
+	}
+	if _, err := SetBehavior(ctx, conn, `{"failNext":-1}`); err == nil {
+		t.Error("failNext -1 accepted")
 	}
 }
 
