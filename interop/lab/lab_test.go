@@ -53,6 +53,13 @@ func TestLabScenarios(t *testing.T) {
 			t.Errorf("%s black-hole share %.1f%%, want below 5%%", p, share)
 		}
 	}
+	// The evidence-weighted policies eject it within a few failures; the
+	// quarter-scale run is 375 calls, where those few are about 2%.
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+		if share := pct(t, cell(t, bh, 0, p)); share > 3 {
+			t.Errorf("%s black-hole share %.1f%%, want below 3%% at quarter scale", p, share)
+		}
+	}
 	// Two hardware generations: weights from the backends' reports give
 	// each generation calls in proportion to its capacity, so both run at
 	// 900/1080 = 83% of it (round robin: 75% and 125%). Rows 0 and 1 are
@@ -101,6 +108,49 @@ func TestLabScenarios(t *testing.T) {
 	for _, p := range []string{"pickwise_ring_hash", "pickwise_ring_hash (bounded 1.25)"} {
 		if m := pct(t, cell(t, rs, 0, p)); m > 20 {
 			t.Errorf("%s: %.1f%% of keys moved, want about 9%% (<= 20%%)", p, m)
+		}
+	}
+
+	// The failure model. One transient failure: backend-0 keeps most of
+	// its 25% under the evidence-weighted policies (the end-to-end tests
+	// hold them to 15%; the lab's margin is for a loaded CI machine).
+	tf := named(t, sections, "transient-failure").Table
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+		for r := 0; r < 3; r++ {
+			if s := pct(t, cell(t, tf, r, p)); s < 12 {
+				t.Errorf("%s: backend-0's share in second %d after one failure %.1f%%, want most of its 25%%", p, r+1, s)
+			}
+		}
+	}
+	// Flapping: far fewer client-visible errors than round robin's, and
+	// most of its share while it is healthy.
+	fl := named(t, sections, "flapping-backend").Table
+	rrErrs := pct(t, cell(t, fl, 2, "round_robin"))
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+		if e := pct(t, cell(t, fl, 2, p)); e > rrErrs/2 {
+			t.Errorf("%s: %.1f%% of calls failed with a flapping backend, want under half round robin's %.1f%%", p, e, rrErrs)
+		}
+		if s := pct(t, cell(t, fl, 1, p)); s < 5 {
+			t.Errorf("%s: flapping backend's share while healthy %.1f%%, want at least half its fair 10%%", p, s)
+		}
+	}
+	// Hash black hole: pickwise_ring_hash moves the broken backend's keys
+	// to their next candidate (<= 2% of calls fail; ring_hash fails all of
+	// the broken backend's keys' calls) and gives them back.
+	hb := named(t, sections, "hash-black-hole").Table
+	for _, p := range []string{"pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"} {
+		if e := pct(t, cell(t, hb, 1, p)); e > 2 {
+			t.Errorf("%s: %.1f%% of calls failed while a backend was broken, want <= 2%%", p, e)
+		}
+		if b := pct(t, cell(t, hb, 2, p)); b < 90 {
+			t.Errorf("%s: %.1f%% of the healed backend's keys back, want >= 90%%", p, b)
+		}
+	}
+	// Retry storm: with the attempts interceptor no call fails.
+	rt := named(t, sections, "retry-storm").Table
+	for _, p := range []string{"pickwise_p2c + attempts", "pickwise_ring_hash + attempts"} {
+		if e := pct(t, cell(t, rt, 1, p)); e != 0 {
+			t.Errorf("%s: %.1f%% of calls failed in the retry storm, want none", p, e)
 		}
 	}
 

@@ -290,11 +290,16 @@ func retryStorm(ctx context.Context, l *lab) (section, error) {
 		}
 		p := c.p
 		p.config = withRetry(p.config)
-		ch, err := l.open(ctx, "retry-storm", n, p, `{"latency":"10ms"}`, map[int]string{0: `{"errorRate":1,"errorCode":"UNAVAILABLE","errorLatency":"0s"}`}, opts...)
+		ch, err := l.open(ctx, "retry-storm", n, p, `{"latency":"10ms"}`, nil, opts...)
 		if err != nil {
 			return section{}, err
 		}
-		// Counted from here: the warm-up's calls do not.
+		// Broken after the warm-up, which needs an answer from every
+		// backend, and counted from here.
+		if err := l.set(ctx, 0, `{"errorRate":1,"errorCode":"UNAVAILABLE","errorLatency":"0s"}`); err != nil {
+			ch.conn.Close()
+			return section{}, err
+		}
 		for i := 0; i < n; i++ {
 			if _, err := server.Reset(ctx, l.fleet.admin[i], false); err != nil {
 				ch.conn.Close()
