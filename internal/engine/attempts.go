@@ -43,11 +43,24 @@ func WithAttempts(ctx context.Context) context.Context {
 }
 
 // AttemptsOf returns the attempt record of the call being picked, or nil.
+// Small enough to inline: a pick in a process without the interceptor
+// pays one load.
 func AttemptsOf(info balancer.PickInfo) *Attempts {
-	if !attemptsInUse.Load() || info.Ctx == nil {
+	if !attemptsInUse.Load() {
 		return nil
 	}
-	a, _ := info.Ctx.Value(attemptsKey{}).(*Attempts)
+	return attemptsIn(info.Ctx)
+}
+
+// attemptsIn is kept out of line so that AttemptsOf stays within the
+// inlining budget.
+//
+//go:noinline
+func attemptsIn(ctx context.Context) *Attempts {
+	if ctx == nil {
+		return nil
+	}
+	a, _ := ctx.Value(attemptsKey{}).(*Attempts)
 	return a
 }
 

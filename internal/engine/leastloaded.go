@@ -79,8 +79,10 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 // Pick implements balancer.Picker.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	if res, err, ok := p.snap.Probe(info, a); ok {
-		return res, err
+	if len(p.snap.Ejected) > 0 {
+		if res, err, ok := p.snap.Probe(info, a); ok {
+			return res, err
+		}
 	}
 	eps := p.snap.Endpoints
 	n := len(eps)
@@ -90,7 +92,10 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	if n == 1 {
 		res, err := p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
-		return a.Record(eps[0].Stats, res, err)
+		if a != nil {
+			return a.Record(eps[0].Stats, res, err)
+		}
+		return res, err
 	}
 	var idx [MaxChoices]int
 	var cands []int
@@ -114,7 +119,10 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	best, _, why, now := p.choose(cands, now)
 	res, err := p.pickEndpoint(&eps[best], info, why, now)
-	return a.Record(eps[best].Stats, res, err)
+	if a != nil {
+		return a.Record(eps[best].Stats, res, err)
+	}
+	return res, err
 }
 
 // retryDraws bounds the fresh draws that replace one candidate an earlier
@@ -181,7 +189,9 @@ func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickRea
 
 // choose returns the index of the cheapest candidate that passes the
 // failure check, its cost, why it won, and the clock reading now, taken if
-// a candidate needed it and not taken before.
+// a candidate needed it and not taken before. The cost is rawCost's,
+// computed here, inline: rawCost is too large to inline, and a call per
+// candidate is a measurable share of a pick.
 func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
 	best = -1
@@ -198,8 +208,24 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	tie := true
 	for _, i := range cands {
 		r := &s.Endpoints[i]
+		inv := r.InvWeight
+		if r.RampEnd != 0 {
+			// Only a ramping candidate needs the time; a timed pick has
+			// read the clock already.
+			if now == 0 {
+				now = s.Clock.Nanotime()
+			}
+			inv = s.EffectiveInvWeight(r, now)
+		}
 		var cost float64
-		cost, now = p.rawCost(r, now)
+		switch p.kind {
+		case inFlightMetric:
+			cost = float64(r.Stats.inflight.Load()+1) * inv
+		case peakMetric:
+			cost = r.Stats.PeakLoad(now, s.latency) * inv
+		default:
+			cost = p.metric.Load(r) * inv
+		}
 		if rawBest < 0 || cost < rawBestCost {
 			rawBest, rawBestCost = i, cost
 		}
@@ -265,26 +291,18 @@ func closeCall(best, second float64, r Rand) bool {
 	return unitDraw(r) < chance
 }
 
-// rawCost is r's cost before the failure check, and the clock reading now,
-// taken if r needed it and not taken before.
-func (p *LeastLoaded) rawCost(r *Ready, now int64) (float64, int64) {
+// rawCost is r's cost at now before the failure check, as choose
+// computes it inline.
+func (p *LeastLoaded) rawCost(r *Ready, now int64) float64 {
 	s := p.snap
-	inv := r.InvWeight
-	if r.RampEnd != 0 {
-		// Only a ramping candidate needs the time; a timed pick has read
-		// the clock already.
-		if now == 0 {
-			now = s.Clock.Nanotime()
-		}
-		inv = s.EffectiveInvWeight(r, now)
-	}
+	inv := s.EffectiveInvWeight(r, now)
 	switch p.kind {
 	case inFlightMetric:
-		return float64(r.Stats.inflight.Load()+1) * inv, now
+		return float64(r.Stats.inflight.Load()+1) * inv
 	case peakMetric:
-		return r.Stats.PeakLoad(now, s.latency) * inv, now
+		return r.Stats.PeakLoad(now, s.latency) * inv
 	}
-	return p.metric.Load(r) * inv, now
+	return p.metric.Load(r) * inv
 }
 
 // unitDraw is a uniform draw in [0, 1).
@@ -296,8 +314,7 @@ func (p *LeastLoaded) ReportCosts(now int64, record func(float64)) {
 	s := p.snap
 	for i := range s.Endpoints {
 		r := &s.Endpoints[i]
-		c, _ := p.rawCost(r, now)
-		record(c / (1 - s.Avoidance(r.Stats)))
+		record(p.rawCost(r, now) / (1 - s.Avoidance(r.Stats)))
 	}
 }
 

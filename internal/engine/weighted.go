@@ -63,8 +63,10 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // reads its ORCA report.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	if res, err, ok := p.snap.Probe(info, a); ok {
-		return res, err
+	if len(p.snap.Ejected) > 0 {
+		if res, err, ok := p.snap.Probe(info, a); ok {
+			return res, err
+		}
 	}
 	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
 	if a != nil && a.earlier() && a.Used(r.Stats) {
@@ -85,7 +87,10 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	} else {
 		res, err = PickEndpointDone(r, info, p.why, r.ReportDone)
 	}
-	return a.Record(r.Stats, res, err)
+	if a != nil {
+		return a.Record(r.Stats, res, err)
+	}
+	return res, err
 }
 
 // WeightedSpec describes a policy that is the engine's smooth weighted
