@@ -309,8 +309,9 @@ func (b *engineBalancer) assessLocked(decay float32) bool {
 	now := b.clock.Nanotime()
 	var sumF, sumT float64
 	pending := false
+	p := b.shared.penalty.Load()
 	for _, e := range b.order {
-		o := e.decayOutcomes(decay)
+		o := e.decayOutcomes(decay).counted(p)
 		if o.failures > 0 {
 			pending = true
 		}

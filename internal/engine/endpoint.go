@@ -134,6 +134,11 @@ func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info) }
 func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 	e.inflight.Add(-1)
 	e.shared.armFlush()
+	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
+		// The common case, decided with one load: a healthy endpoint's
+		// success writes nothing.
+		return false
+	}
 	failed := info.Err != nil && serverFailed(info)
 	if p := e.shared.penalty.Load(); p != nil {
 		o := e.recordOutcome(failed, p)
@@ -153,13 +158,16 @@ func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 func (e *Endpoint) recordOutcome(failed bool, p *penalty) outcomes {
 	for {
 		old := e.outcomeBits.Load()
-		o := unpackOutcomes(old)
-		if !failed && o.failures == 0 && o.total >= p.full {
-			// The common case: a healthy endpoint's success writes
-			// nothing, so Done does not contend on a shared cache line.
-			return o
+		if old == healthyBits && !failed {
+			return healthy
 		}
+		o := unpackOutcomes(old).counted(p)
 		next := o.step(failed, p.keep)
+		if next.failures == 0 && next.total >= p.full {
+			// Full of successes: from now on a success writes nothing,
+			// so Done does not contend on a shared cache line.
+			next = healthy
+		}
 		if e.outcomeBits.CompareAndSwap(old, next.pack()) {
 			return next
 		}

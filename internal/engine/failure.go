@@ -236,6 +236,24 @@ func unpackOutcomes(v uint64) outcomes {
 // failure with the default window.
 const minTrackedFailures = 0.05
 
+// healthy is the counts of an endpoint whose recent outcomes are all
+// successes and as many as the window holds: a success changes nothing,
+// so Done compares one word with healthyBits and writes nothing. Its
+// total stands for the penalty's full count (counted).
+var (
+	healthy     = outcomes{failures: 0, total: float32(math.Inf(1))}
+	healthyBits = healthy.pack()
+)
+
+// counted is o with healthy's stand-in total replaced by the count it
+// stands for.
+func (o outcomes) counted(p *penalty) outcomes {
+	if math.IsInf(float64(o.total), 1) {
+		o.total = p.full
+	}
+	return o
+}
+
 // step folds one outcome into o.
 func (o outcomes) step(failed bool, keep float32) outcomes {
 	o.failures *= keep

@@ -82,18 +82,25 @@ type rtt struct {
 // decayed towards zero by the time since its last sample, times
 // (in-flight + 1).
 func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
-	pending := float64(e.inflight.Load())
+	load, _ := e.peakLoad(now, l)
+	return load
+}
+
+// peakLoad is PeakLoad, and whether the endpoint has calls in flight.
+func (e *Endpoint) peakLoad(now int64, l *latency) (load float64, busy bool) {
+	n := e.inflight.Load()
+	pending := float64(n)
 	avg := math.Float64frombits(e.rtt.bits.Load())
 	if avg == 0 {
 		if pending > 0 {
-			return pendingPenalty + pending
+			return pendingPenalty + pending, true
 		}
-		return 0
+		return 0, false
 	}
 	if idle := now - e.rtt.stamp.Load(); idle > 0 {
 		avg *= decay(float64(idle) / l.tau)
 	}
-	return avg * (pending + 1)
+	return avg * (pending + 1), n > 0
 }
 
 // PeakEWMA is the load metric of latency-aware policies: an endpoint's

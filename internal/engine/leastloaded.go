@@ -99,6 +99,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	var idx [MaxChoices]int
 	var cands []int
+	var coin uint32 // spare randomness of the pair's draw, 0 if none
 	switch {
 	case n <= p.choices:
 		// Every endpoint is a candidate; start at a random one so ties do not
@@ -109,7 +110,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		}
 		cands = idx[:n]
 	case p.choices == 2:
-		idx[0], idx[1] = samplePair(p.snap.Rand, n)
+		idx[0], idx[1], coin = samplePairSpare(p.snap.Rand, n)
 		cands = idx[:2]
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
@@ -117,7 +118,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	if a != nil && a.earlier() {
 		cands = p.avoidEarlier(cands, a)
 	}
-	best, _, why, now := p.choose(cands, now)
+	best, _, why, now := p.choose(cands, now, coin)
 	res, err := p.pickEndpoint(&eps[best], info, why, now)
 	if a != nil {
 		return a.Record(eps[best].Stats, res, err)
@@ -189,10 +190,11 @@ func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickRea
 
 // choose returns the index of the cheapest candidate that passes the
 // failure check, its cost, why it won, and the clock reading now, taken if
-// a candidate needed it and not taken before. The cost is rawCost's,
+// a candidate needed it and not taken before; coin, if not 0, is spare
+// randomness for a close call (samplePairSpare). The cost is rawCost's,
 // computed here, inline: rawCost is too large to inline, and a call per
 // candidate is a measurable share of a pick.
-func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64, why PickReason, _ int64) {
+func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
 	best = -1
 	// The candidate that would have won without the failure check: when it
@@ -202,9 +204,10 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	// The best of the candidates passed over, by expected cost, in case
 	// every one is.
 	avoided, avoidedCost := -1, 0.0
-	// The runner-up among the candidates that passed, for latency costs
-	// (see closeCall).
+	// The runner-up among the candidates that passed, and whether every
+	// candidate is idle, for latency costs (see closeBand).
 	second, secondCost := -1, 0.0
+	idle := true
 	tie := true
 	for _, i := range cands {
 		r := &s.Endpoints[i]
@@ -222,7 +225,10 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 		case inFlightMetric:
 			cost = float64(r.Stats.inflight.Load()+1) * inv
 		case peakMetric:
-			cost = r.Stats.PeakLoad(now, s.latency) * inv
+			var busy bool
+			cost, busy = r.Stats.peakLoad(now, s.latency)
+			cost *= inv
+			idle = idle && !busy
 		default:
 			cost = p.metric.Load(r) * inv
 		}
@@ -254,9 +260,13 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 	}
 	if best < 0 {
 		best, bestCost = avoided, avoidedCost
-	} else if p.kind == peakMetric && second >= 0 && s.Endpoints[best].Stats.inflight.Load() == 0 &&
-		s.Endpoints[second].Stats.inflight.Load() == 0 && closeCall(bestCost, secondCost, s.Rand) {
-		best, bestCost = second, secondCost
+	} else if p.kind == peakMetric && idle && second >= 0 && secondCost < closeBand*bestCost {
+		if coin == 0 {
+			coin = uint32(s.Rand.Uint64())
+		}
+		if closeCall(bestCost, secondCost, coin) {
+			best, bestCost = second, secondCost
+		}
 	}
 	why = ReasonLeastLoaded
 	switch {
@@ -282,13 +292,12 @@ func (p *LeastLoaded) choose(cands []int, now int64) (best int, bestCost float64
 const closeBand = 3.0
 
 // closeCall reports whether the runner-up of a latency comparison, at
-// cost second against the winner's best, wins this pick as a close call.
-func closeCall(best, second float64, r Rand) bool {
-	if !(best > 0) || second >= closeBand*best {
-		return false
-	}
-	chance := 0.5 * (1 - (second/best-1)/(closeBand-1))
-	return unitDraw(r) < chance
+// cost second (below closeBand*best) against the winner's best, wins this
+// pick as a close call, tossing coin (24 uniform bits at the top). Its
+// chance, 0.5 * (closeBand - second/best) / (closeBand - 1), is compared
+// without a division.
+func closeCall(best, second float64, coin uint32) bool {
+	return float64(coin>>8)*(2*(closeBand-1))*best < (closeBand*best-second)*(1<<24)
 }
 
 // rawCost is r's cost at now before the failure check, as choose

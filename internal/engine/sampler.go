@@ -45,11 +45,22 @@ func sampleDistinct(rnd Rand, n, d int, out *[MaxChoices]int) []int {
 // samplePair is sampleDistinct for d = 2, the common case, with one draw and
 // no loop.
 func samplePair(rnd Rand, n int) (int, int) {
+	i, j, _ := samplePairSpare(rnd, n)
+	return i, j
+}
+
+// samplePairSpare is samplePair that also returns spare randomness from
+// the same draw: the low halves of the two multiply-shift products, which
+// reduce discards. Each is uniform over its 32 bits but for its low
+// log2(n) bits, whatever index it gave, so their XOR's top 24 bits are a
+// uniform draw independent of the pair. A pick that needs a coin (a close
+// call) takes it from there instead of drawing again.
+func samplePairSpare(rnd Rand, n int) (i, j int, spare uint32) {
 	bits := rnd.Uint64()
-	i := reduce(uint32(bits), n)
-	j := reduce(uint32(bits>>32), n-1)
+	lo, hi := uint64(uint32(bits))*uint64(n), uint64(uint32(bits>>32))*uint64(n-1)
+	i, j = int(lo>>32), int(hi>>32)
 	if j >= i {
 		j++
 	}
-	return i, j
+	return i, j, uint32(lo) ^ uint32(hi)
 }

@@ -84,7 +84,7 @@ func TestLeastLoadedTiesGoToFirstDraw(t *testing.T) {
 	x3 := uint64(3 * (hi / 4)) // reduce(x3, 4) = 3
 	x1 := uint64(1*(hi/3)) + 1 // reduce(x1, 3) = 1
 	p := NewLeastLoaded(&Snapshot{Endpoints: eps, Rand: &scriptedRand{vals: []uint64{x3 | x1<<32}}}, 2, constLoad(1))
-	if got, _, why, _ := p.choose(pairOf(p), 0); got != 3 || why != ReasonTie {
+	if got, _, why, _ := p.choose(pairOf(p), 0, 0); got != 3 || why != ReasonTie {
 		t.Fatalf("tie went to %d (reason %d), want the first draw 3 (ReasonTie)", got, why)
 	}
 }
