@@ -20,9 +20,11 @@
 //
 // Reports can hide a black hole: a backend that fails every call and
 // reports zero utilization has its reports discarded and keeps the median
-// weight. So the weight is also divided by the engine's failure penalty
+// weight. So the weight is also scaled by the engine's failure avoidance
 // (failurePenalty, as in pickwise_p2c, on by default), computed from the
-// server-side failures this client saw, which a backend cannot misreport.
+// server-side failures this client saw, which a backend cannot misreport,
+// and a backend whose failures stand far above the fleet's is ejected
+// locally until its probes succeed (ejection).
 // See package github.com/pickwise/pickwise/orca for the computation and for
 // how a grpc-go backend reports its load.
 //
@@ -50,7 +52,9 @@
 //	  "weightHalfLife": "5s",
 //	  "metricNamesForComputingUtilization": [],
 //	  "slowStart": {"window": "30s"},
-//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
+//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"},
+//	  "ejection": {"enabled": true, "threshold": 0.5, "minFailures": 5, "baseEjectionTime": "1s", "maxEjectionTime": "30s",
+//	    "maxEjectionPercent": 10, "probeInterval": "300ms", "probeSuccesses": 2}
 //	}}]}
 //
 // The weight metrics (pickwise.orca_wrr.*: rr_fallback,

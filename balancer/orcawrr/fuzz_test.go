@@ -20,7 +20,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"weightHalfLife": "1ns"}`, `{"weightHalfLife": "1h"}`, `{"metricNamesForComputingUtilization": ["a", "b"]}`,
 		`{"metricNamesForComputingUtilization": null}`, `{"slowStart": {"window": "1s"}}`, `{"slowStart": {"window": "-1s"}}`,
 		`{"unknown": 1}`, `{"blackoutPeriod": "1s"}{}`, `{"oobReportingPeriod": "-1s"}`,
-		`{"failurePenalty": {"enabled": false}}`, `{"failurePenalty": {"window": 1, "maxMultiplier": 1e6}}`,
+		`{"failurePenalty": {"enabled": false}}`, `{"failurePenalty": {"window": 1, "maxMultiplier": 1e6}}`, `{"ejection": {"enabled": false}}`,
 	} {
 		f.Add(seed)
 	}

@@ -65,6 +65,22 @@ func TestParseConfig(t *testing.T) {
 			c.FailurePenalty.Enabled = false
 			c.FailurePenalty.Window = 0
 		})},
+		{Name: "ejection off", JSON: `{"ejection": {"enabled": false}}`, Want: with(func(c *p2c.Config) { c.Ejection.Enabled = false })},
+		{Name: "ejection tuned", JSON: `{"ejection": {"threshold": 0.8, "minFailures": 10, "baseEjectionTime": "5s", "maxEjectionTime": "5m", "maxEjectionPercent": 50, "probeInterval": "1s", "probeSuccesses": 5}}`,
+			Want: with(func(c *p2c.Config) {
+				c.Ejection = engine.EjectionConfig{Enabled: true, Threshold: 0.8, MinFailures: 10, BaseEjectionTime: engine.Duration(5 * time.Second),
+					MaxEjectionTime: engine.Duration(5 * time.Minute), MaxEjectionPercent: 50, ProbeInterval: engine.Duration(time.Second), ProbeSuccesses: 5}
+			})},
+		{Name: "ejection threshold zero", JSON: `{"ejection": {"threshold": 0}}`, WantErr: "pickwise_p2c: ejection.threshold 0: must be in (0, 1]"},
+		{Name: "ejection threshold above 1", JSON: `{"ejection": {"threshold": 1.5}}`, WantErr: "pickwise_p2c: ejection.threshold 1.5: must be in (0, 1]"},
+		{Name: "ejection minFailures zero", JSON: `{"ejection": {"minFailures": 0}}`, WantErr: "pickwise_p2c: ejection.minFailures 0: must be in [1, 1000]"},
+		{Name: "ejection base too short", JSON: `{"ejection": {"baseEjectionTime": "1ms"}}`, WantErr: `pickwise_p2c: ejection.baseEjectionTime "1ms": must be in [10ms, 1h]`},
+		{Name: "ejection max below base", JSON: `{"ejection": {"baseEjectionTime": "10s", "maxEjectionTime": "5s"}}`, WantErr: `pickwise_p2c: ejection.maxEjectionTime "5s": must be in [baseEjectionTime, 24h]`},
+		{Name: "ejection percent above 100", JSON: `{"ejection": {"maxEjectionPercent": 101}}`, WantErr: "pickwise_p2c: ejection.maxEjectionPercent 101: must be in [0, 100]"},
+		{Name: "ejection probeInterval zero", JSON: `{"ejection": {"probeInterval": "0s"}}`, WantErr: `pickwise_p2c: ejection.probeInterval "0s": must be in [1ms, 1m]`},
+		{Name: "ejection probeSuccesses zero", JSON: `{"ejection": {"probeSuccesses": 0}}`, WantErr: "pickwise_p2c: ejection.probeSuccesses 0: must be in [1, 100]"},
+		{Name: "ejection unknown field", JSON: `{"ejection": {"interval": "10s"}}`, WantErr: `pickwise_p2c: ejection: unknown field "interval"`},
+		{Name: "ejection NaN-like string", JSON: `{"ejection": {"threshold": "NaN"}}`, WantErr: `pickwise_p2c: ejection: `},
 		{Name: "unknown field", JSON: `{"choiceCounts": 2}`, WantErr: `pickwise_p2c: unknown field "choiceCounts"`},
 		{Name: "malformed", JSON: `{"choiceCount": 2`, WantErr: "pickwise_p2c: unexpected EOF"},
 		{Name: "not an object", JSON: `[2]`, WantErr: "pickwise_p2c: cannot use JSON array"},

@@ -1,23 +1,31 @@
 // Package p2c implements pickwise_p2c: weighted least-request load
-// balancing with the power of d choices, slow start and a failure penalty.
+// balancing with the power of d choices, slow start, and failures weighed
+// by their evidence.
 //
 // Each pick samples choiceCount distinct READY endpoints uniformly at random
 // and sends the RPC to the one with the lowest cost
 //
-//	cost = (inFlight + 1)^activeRequestBias / (weight * slowStart) * penalty(failures)
+//	cost = (inFlight + 1)^activeRequestBias / (weight * slowStart)
 //
-// which is Envoy's weighted least-request rule with two additions: slow
-// start ramps the weight of an endpoint that joins or recovers, and the
-// failure penalty stops a backend that fails fast from looking idle (see
-// engine.FailurePenaltyConfig for the formula). Weights come from the
+// among the candidates that pass the failure check, which is Envoy's
+// weighted least-request rule with three additions: slow start ramps the
+// weight of an endpoint that joins or recovers; a candidate with recent
+// server-side failures is passed over with a probability that grows with
+// the evidence against it, judged against the fleet's own failure rate
+// (failurePenalty), so one failure moves little traffic and a backend that
+// fails fast cannot look idle; and an endpoint whose failures stand far
+// above the fleet's is ejected locally, probed, and readmitted once its
+// probes succeed (ejection). Weights come from the
 // endpoint weight attribute that xDS sets (load_balancing_weight); without
 // one every endpoint weighs 1. Sampling with two choices is due to
 // Mitzenmacher, "The Power of Two Choices in Randomized Load Balancing"
 // (2001); the policy follows gRFC A48 for choiceCount.
 //
 // Compared with grpc-go's least_request_experimental it honours weights, has
-// slow start and the failure penalty, samples without replacement, and a
-// pick allocates nothing.
+// slow start, failure evidence and local ejection, samples without
+// replacement, and a pick allocates nothing. With the attempts package's
+// interceptor, a retried or hedged attempt avoids the endpoints earlier
+// attempts of its call used.
 //
 // Register the policy with a blank import and select it in the service
 // config; every field is optional:
@@ -28,6 +36,8 @@
 //	  "choiceCount": 2,
 //	  "activeRequestBias": 1.0,
 //	  "slowStart": {"window": "30s", "aggression": 1.0, "minWeightPercent": 10},
-//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
+//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"},
+//	  "ejection": {"enabled": true, "threshold": 0.5, "minFailures": 5, "baseEjectionTime": "1s", "maxEjectionTime": "30s",
+//	    "maxEjectionPercent": 10, "probeInterval": "300ms", "probeSuccesses": 2}
 //	}}]}
 package p2c

@@ -23,6 +23,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"failurePenalty": {"enabled": false}}`, `{"failurePenalty": {"window": 1, "maxMultiplier": 1e6, "halfLife": "100ms"}}`,
 		`{"failurePenalty": {"maxMultiplier": 1, "halfLife": "1h"}}`, `{"choiceCount": 10, "activeRequestBias": 100}`,
 		`{"unknown": true}`, `{"choiceCount": 2}{}`, `{"slowStart": null}`, `{"failurePenalty": null}`,
+		`{"ejection": {"enabled": false}}`, `{"ejection": null}`, `{"ejection": {"threshold": 1, "minFailures": 1, "maxEjectionPercent": 100, "probeInterval": "1ms"}}`,
+		`{"ejection": {"baseEjectionTime": "10ms", "maxEjectionTime": "24h", "probeSuccesses": 100}}`,
 	} {
 		f.Add(seed)
 	}

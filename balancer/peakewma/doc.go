@@ -52,6 +52,8 @@
 //	  "choiceCount": 2,
 //	  "decayTime": "10s",
 //	  "slowStart": {"window": "30s"},
-//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"}
+//	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"},
+//	  "ejection": {"enabled": true, "threshold": 0.5, "minFailures": 5, "baseEjectionTime": "1s", "maxEjectionTime": "30s",
+//	    "maxEjectionPercent": 10, "probeInterval": "300ms", "probeSuccesses": 2}
 //	}}]}
 package peakewma

@@ -14,7 +14,7 @@ import (
 func FuzzParseConfig(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, ``, `null`, `{"choiceCount": 1}`, `{"choiceCount": 11}`, `{"decayTime": "10ms"}`, `{"decayTime": "1h"}`,
-		`{"defaultRtt": "1us"}`, `{"defaultRtt": "1m"}`, `{"slowStart": {}}`, `{"failurePenalty": {"enabled": false}}`,
+		`{"defaultRtt": "1us"}`, `{"defaultRtt": "1m"}`, `{"slowStart": {}}`, `{"failurePenalty": {"enabled": false}}`, `{"ejection": {"probeSuccesses": 1}}`,
 		`{"decayTime": 5}`, `{"x": 1}`, `[]`,
 	} {
 		f.Add(seed)

@@ -60,6 +60,16 @@
 // counts are local to this balancer: each client bounds the load it sends,
 // not what a backend serves in total.
 //
+// Affinity serves a cache, and a cache is no reason to fail calls: an
+// endpoint whose server-side failures stand far above the fleet's is
+// ejected locally (ejection, as in pickwise_p2c), and its keys go to their
+// next candidate along the table while the resolver's membership stays as
+// it is; a probe call now and then still goes home, and the keys come
+// back once two probes in a row succeed. With the attempts package's
+// interceptor, a retried or hedged attempt goes to the key's next
+// candidate. strictAffinity keeps every key on its own READY endpoint,
+// retries too, for users whose correctness depends on it.
+//
 // Register the policy with a blank import and select it in the service
 // config; every field is optional:
 //
@@ -71,7 +81,9 @@
 //	  "maxRingSize": 8388608,
 //	  "maglevTableSize": 65537,
 //	  "requestHashHeader": "x-user-id",
-//	  "balanceFactor": 1.25
+//	  "balanceFactor": 1.25,
+//	  "ejection": {"enabled": true},
+//	  "strictAffinity": false
 //	}}]}
 //
 //	ctx = ringhash.WithKey(ctx, userID) // per RPC

@@ -96,6 +96,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"requestHashHeader": "X-Key"}`, `{"requestHashHeader": "a-bin"}`, `{"requestHashHeader": ":authority"}`, `{"requestHashHeader": "é"}`,
 		`{"balanceFactor": 1}`, `{"balanceFactor": 1.25}`, `{"balanceFactor": 0.99}`, `{"balanceFactor": -0}`, `{"balanceFactor": 1e308}`,
 		`{"table": "rendezvous", "balanceFactor": 2, "requestHashHeader": "k"}`, `{"unknown": 1}`, `{} {}`, `{"table": null}`,
+		`{"strictAffinity": true}`, `{"ejection": {"enabled": false}}`, `{"ejection": {"maxEjectionPercent": 0}}`,
 	} {
 		f.Add(seed)
 	}
