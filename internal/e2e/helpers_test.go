@@ -13,6 +13,7 @@ import (
 	"github.com/pickwise/pickwise/internal/fleet"
 	_ "google.golang.org/grpc/balancer/leastrequest"
 	_ "google.golang.org/grpc/balancer/ringhash"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -124,6 +125,25 @@ func warm(t *testing.T, ctx context.Context, c *fleet.Client, f *fleet.Fleet, ct
 		}
 	}
 }
+
+// start starts n backends answering in 2 ms, dials them with
+// serviceConfig and warms the channel (with keyFor's keys, if set).
+func start(t *testing.T, n int, serviceConfig string, keyFor func(context.Context, int) context.Context, opts ...grpc.DialOption) (context.Context, *fleet.Fleet, *fleet.Client) {
+	t.Helper()
+	ctx := fleet.Context(t, e2eTimeout)
+	f := fleet.StartT(t, n)
+	setLatency(f, 2*time.Millisecond)
+	c := fleet.DialT(t, f.Addrs(), serviceConfig, opts...)
+	var ctxFor func(int) context.Context
+	if keyFor != nil {
+		ctxFor = func(i int) context.Context { return keyFor(ctx, i) }
+	}
+	warm(t, ctx, c, f, ctxFor)
+	return ctx, f, c
+}
+
+// keyed300 gives call i one of 300 keys.
+func keyed300(ctx context.Context, i int) context.Context { return keyCtx(ctx, fmt.Sprint("key-", i%300)) }
 
 // setLatency gives every backend of f the same answer time.
 func setLatency(f *fleet.Fleet, d time.Duration) {

@@ -29,11 +29,7 @@ var loadAware = []struct {
 func TestOneTransientFailure(t *testing.T) {
 	for _, p := range loadAware {
 		t.Run(p.name, func(t *testing.T) {
-			ctx := fleet.Context(t, e2eTimeout)
-			f := fleet.StartT(t, 4)
-			setLatency(f, 2*time.Millisecond)
-			c := fleet.DialT(t, f.Addrs(), p.config)
-			warm(t, ctx, c, f, nil)
+			ctx, f, c := start(t, 4, p.config, nil)
 			drive(ctx, c, 1, time.Second, time.Second, nil)
 			f.Backends[0].FailNext(1)
 			ws := drive(ctx, c, 1, 3*time.Second, time.Second, nil)
@@ -61,11 +57,7 @@ func TestBlackHoleAndRecovery(t *testing.T) {
 	for _, callers := range []int{1, 40} {
 		for _, p := range loadAware {
 			t.Run(fmt.Sprintf("%s/callers=%d", p.name, callers), func(t *testing.T) {
-				ctx := fleet.Context(t, e2eTimeout)
-				f := fleet.StartT(t, 10)
-				setLatency(f, 2*time.Millisecond)
-				c := fleet.DialT(t, f.Addrs(), p.config)
-				warm(t, ctx, c, f, nil)
+				ctx, f, c := start(t, 10, p.config, nil)
 				hole := f.Backends[0]
 				hole.SetBehavior(fleet.Behavior{Latency: 2 * time.Millisecond, ErrorRate: 1, ErrorCode: codes.Unavailable})
 				broken := merged(drive(ctx, c, callers, 5*time.Second, 5*time.Second, nil))
@@ -109,12 +101,8 @@ var hashPolicies = []struct {
 func TestHashBlackHole(t *testing.T) {
 	for _, p := range hashPolicies {
 		t.Run(p.name, func(t *testing.T) {
-			ctx := fleet.Context(t, e2eTimeout)
-			f := fleet.StartT(t, 10)
-			setLatency(f, 2*time.Millisecond)
-			c := fleet.DialT(t, f.Addrs(), p.config)
-			keyOf := func(i int) context.Context { return keyCtx(ctx, fmt.Sprint("key-", i%300)) }
-			warm(t, ctx, c, f, keyOf)
+			ctx, f, c := start(t, 10, p.config, keyed300)
+			keyOf := func(i int) context.Context { return keyed300(ctx, i) }
 			// The keys whose home is backend 3.
 			hole := f.Backends[3]
 			var homeKeys []string
@@ -191,16 +179,12 @@ func TestRetryStorm(t *testing.T) {
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			ctx := fleet.Context(t, e2eTimeout)
-			f := fleet.StartT(t, 10)
-			setLatency(f, 2*time.Millisecond)
 			var opts []grpc.DialOption
 			if v.interceptor {
 				opts = append(opts, grpc.WithChainUnaryInterceptor(attempts.UnaryClientInterceptor()))
 			}
-			c := fleet.DialT(t, f.Addrs(), v.config, opts...)
-			keyOf := func(i int) context.Context { return keyCtx(ctx, fmt.Sprint("key-", i%300)) }
-			warm(t, ctx, c, f, keyOf)
+			ctx, f, c := start(t, 10, v.config, keyed300, opts...)
+			keyOf := func(i int) context.Context { return keyed300(ctx, i) }
 			hole := f.Backends[3]
 			hole.SetBehavior(fleet.Behavior{ErrorRate: 1, ErrorCode: codes.Unavailable})
 			for _, b := range f.Backends {
