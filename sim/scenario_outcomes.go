@@ -140,7 +140,7 @@ func FlappingBackend(scale Scale) (*Table, error) {
 	t.AddRow("backend-0's share while it fails", shareDown...)
 	t.AddRow("backend-0's share while it is healthy (fair 10%)", shareUp...)
 	t.AddRow("errors seen by clients", errs...)
-	t.AddNote("pickwise policies eject backend-0 within a few of its failures and readmit it after two probe calls succeed once it is healthy again; a re-ejection within maxEjectionTime (30 s) of the last readmission lasts twice as long as the one before (1 s, 2 s, 4 s ...), so each flap costs it a little more of its healthy share: the price of not trusting a node that keeps failing")
+	t.AddNote("pickwise policies eject backend-0 within a few of its failures and readmit it after two probe calls succeed once it is healthy again. Its ejection count grows by one with each ejection and shrinks by one per 10 s it stays in, so with 8 s in between flaps each ejection lasts a second longer than the last (1 s, 2 s, 3 s ...) and the later ones reach into its healthy time: the price of not trusting a node that keeps failing")
 	notes(t, policies)
 	addWallClockColumn(t)
 	return t, nil

@@ -23,15 +23,17 @@ import (
 // MinFailures and its excess failure rate over the fleet's (see
 // FailurePenaltyConfig) reaches Threshold, and no more than
 // MaxEjectionPercent of the READY endpoints are out (at least one may be,
-// and never the last). It stays out for BaseEjectionTime, doubled for
-// each ejection that follows the previous readmission by less than
-// MaxEjectionTime, capped at MaxEjectionTime. While out it gets one probe
-// call every ProbeInterval, one at a time, the interval doubling with each
-// failed probe up to three times its base and back to its base after a
-// success (the next probe then follows a quarter interval later), so that its recovery shows in its answers; it is readmitted,
+// and never the last). It stays out for at least BaseEjectionTime times
+// its ejection count, capped at MaxEjectionTime; as in grpc's outlier
+// detection and Envoy the count grows by one with each ejection and
+// shrinks by one for every ten BaseEjectionTimes it stays in. While out it
+// gets one probe call every ProbeInterval, one at a time, the interval
+// doubling with each failed probe up to three times its base and back to
+// its base after a success (the next probe then follows a quarter interval
+// later), so that its recovery shows in its answers; it is readmitted,
 // with fresh counts, once its ejection time is over and its last
-// ProbeSuccesses probes succeeded. Ejection needs the
-// failure penalty's counts: with failurePenalty off, nothing is ejected.
+// ProbeSuccesses probes succeeded. Ejection needs the failure penalty's
+// counts: with failurePenalty off, nothing is ejected.
 type EjectionConfig struct {
 	// Enabled turns local ejection on. Default true.
 	Enabled bool `json:"enabled"`
@@ -170,7 +172,7 @@ func excess(o outcomes, fleet float64) float64 {
 type ejectionState struct {
 	ejected bool
 	until   int64 // Clock.Nanotime before which it is not readmitted
-	streak  int   // ejections in a row, each within MaxEjectionTime of the last readmission
+	streak  int   // the ejection count: +1 per ejection, -1 per forgiveAfter of time in since the last readmission
 	lastEnd int64 // Clock.Nanotime of the last readmission; 0 if never
 }
 
@@ -430,13 +432,12 @@ func cmpFloat(x, y float64) int {
 // ejectEndpointLocked takes e out of placement.
 func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64) {
 	s := &e.ejection
-	if s.lastEnd != 0 && now-s.lastEnd < ej.max {
-		s.streak++
-	} else {
-		s.streak = 1
+	if s.lastEnd != 0 {
+		s.streak = max(0, s.streak-int((now-s.lastEnd)/(forgiveAfter*ej.base)))
 	}
-	d := ej.base << min(s.streak-1, 30)
-	if d <= 0 || d > ej.max {
+	s.streak++
+	d := ej.base * int64(s.streak)
+	if d <= 0 || d > ej.max || s.streak > int(ej.max/ej.base) {
 		d = ej.max
 	}
 	s.ejected, s.until = true, now+d
@@ -447,9 +448,15 @@ func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64
 	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", b.name, e.addr, time.Duration(d), e.FailureRatio())
 }
 
+// forgiveAfter is, in BaseEjectionTimes, how long an endpoint must stay in
+// for its ejection count to shrink by one. grpc's outlier detection
+// forgives one per interval, 10 s by default; ten of pickwise's 1 s
+// default base make the same 10 s.
+const forgiveAfter = 10
+
 // readmitLocked puts e back into placement with fresh counts: its
 // probation is that the next failures are judged on new evidence alone,
-// and a re-ejection soon after lasts twice as long.
+// and a re-ejection soon after lasts longer.
 func (b *engineBalancer) readmitLocked(e *Endpoint, now int64) {
 	e.ejection.ejected = false
 	e.ejection.lastEnd = now

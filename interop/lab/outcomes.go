@@ -184,7 +184,7 @@ func flappingBackend(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("backend-0's share while it fails", shareDown...)
 	t.AddRow("backend-0's share while it is healthy (fair 10%)", shareUp...)
 	t.AddRow("errors seen by clients", errs...)
-	t.AddNote("pickwise policies eject backend-0 within a few of its failures and readmit it after two probe calls succeed; each re-ejection within 30 s of the last readmission lasts twice as long")
+	t.AddNote("pickwise policies eject backend-0 within a few of its failures and readmit it after two probe calls succeed; its ejection count grows by one with each ejection and shrinks by one per 10 s it stays in, and each ejection lasts at least that count of seconds")
 	return section{Name: "flapping-backend", Table: t}, nil
 }
 
