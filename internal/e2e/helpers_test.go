@@ -11,9 +11,9 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	"github.com/pickwise/pickwise/internal/fleet"
+	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/balancer/leastrequest"
 	_ "google.golang.org/grpc/balancer/ringhash"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -143,7 +143,9 @@ func start(t *testing.T, n int, serviceConfig string, keyFor func(context.Contex
 }
 
 // keyed300 gives call i one of 300 keys.
-func keyed300(ctx context.Context, i int) context.Context { return keyCtx(ctx, fmt.Sprint("key-", i%300)) }
+func keyed300(ctx context.Context, i int) context.Context {
+	return keyCtx(ctx, fmt.Sprint("key-", i%300))
+}
 
 // setLatency gives every backend of f the same answer time.
 func setLatency(f *fleet.Fleet, d time.Duration) {

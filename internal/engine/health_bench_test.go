@@ -22,8 +22,10 @@ func (c *benchCC) UpdateState(balancer.State) { c.updates++ }
 // that the benchmark measures the engine's side of a health tick.
 type nopPolicy struct{}
 
-func (nopPolicy) Configure(serviceconfig.LoadBalancingConfig) (Settings, error) { return Settings{}, nil }
-func (nopPolicy) NewPicker(s *Snapshot) balancer.Picker                        { return fixedPicker{} }
+func (nopPolicy) Configure(serviceconfig.LoadBalancingConfig) (Settings, error) {
+	return Settings{}, nil
+}
+func (nopPolicy) NewPicker(s *Snapshot) balancer.Picker { return fixedPicker{} }
 
 // healthBalancer is an engine balancer over n READY endpoints with skewed
 // weights (1 to 1000), assembled directly: bringing 50k endpoints up
