@@ -331,7 +331,9 @@ func (s *state) place(req *Request) {
 	}
 	c := &call{req: req, srv: s.servers[id], started: s.loop.Now(), done: done}
 	if s.run.Deadline > 0 && req.Stream == 0 {
-		c.deadline = s.loop.After(s.run.Deadline, func() { s.expire(c) })
+		// The deadline is the call's, as grpc's is: a retry gets what its
+		// earlier attempts left of it.
+		c.deadline = s.loop.After(max(0, req.Arrived+s.run.Deadline-s.loop.Now()), func() { s.expire(c) })
 	}
 	s.admit(c)
 }
@@ -451,7 +453,8 @@ func (s *state) finish(c *call, backend int, err error, load *v3orcapb.OrcaLoadR
 	if c.done != nil {
 		c.done(err, load)
 	}
-	if r := s.run.Retry; r != nil && err != nil && status.Code(err) == codes.Unavailable && c.req.Attempt+1 < r.MaxAttempts {
+	if r := s.run.Retry; r != nil && err != nil && status.Code(err) == codes.Unavailable && c.req.Attempt+1 < r.MaxAttempts &&
+		(s.run.Deadline == 0 || now+r.Backoff < c.req.Arrived+s.run.Deadline) {
 		req := c.req
 		req.Attempt++
 		s.loop.After(r.Backoff, func() { s.place(req) })

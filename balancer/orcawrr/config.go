@@ -52,11 +52,12 @@ type Config struct {
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
 	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
-	// FailurePenalty divides the weight of endpoints whose calls this
-	// client saw fail server-side, by the same penalty(f) pickwise_p2c
-	// multiplies costs with. Reports can hide a black hole (one that reports
-	// zero utilization has its reports discarded, A58, and keeps the median
-	// weight); what the client sees cannot. On by default.
+	// FailurePenalty scales the weight of endpoints whose calls this
+	// client saw fail server-side by 1 - avoidance, the probability with
+	// which pickwise_p2c passes them over. Reports can hide a black hole
+	// (one that reports zero utilization has its reports discarded, A58,
+	// and keeps the median weight); what the client sees cannot. On by
+	// default.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while, with probe calls and

@@ -25,8 +25,10 @@ type Config struct {
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
 	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
-	// FailurePenalty makes endpoints with recent server-side failures look
-	// more loaded. On by default; {"enabled": false} turns it off.
+	// FailurePenalty passes over endpoints with recent server-side
+	// failures with a probability that grows with the evidence against
+	// them (see engine.FailurePenaltyConfig). On by default;
+	// {"enabled": false} turns it off, and with it ejection.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while, with probe calls and

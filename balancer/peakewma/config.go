@@ -29,8 +29,9 @@ type Config struct {
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
 	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
-	// FailurePenalty multiplies the cost of endpoints with recent
-	// server-side failures. On by default.
+	// FailurePenalty passes over endpoints with recent server-side
+	// failures with a probability that grows with the evidence against
+	// them, as in pickwise_p2c. On by default.
 	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while, with probe calls and

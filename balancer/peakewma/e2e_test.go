@@ -355,9 +355,9 @@ func (r e2eSlowRun) recovery(want float64) (time.Duration, bool) {
 // TestEndToEndBlackHole is the black-hole failure: one of 10 backends fails
 // every call with Unavailable at once, while its peers take 18-22ms. A
 // policy that reads latency alone would see the fastest backend in the
-// fleet. pickwise_peak_ewma records a failure as a sample slower than any
-// success, and the failure penalty multiplies the cost on top, so the
-// black hole must get well under its fair share. grpc-go's
+// fleet. pickwise_peak_ewma never lets a fast failure lower its latency
+// average, and the engine's failure evidence and ejection take the black
+// hole out, so it must get well under its fair share. grpc-go's
 // least_request_experimental runs the same scenario for comparison in the
 // log: it compares in-flight counts, which the black hole keeps at zero.
 func TestEndToEndBlackHole(t *testing.T) {

@@ -74,14 +74,14 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 				continue
 			}
 			if p.load == nil {
-				return p.record(a, c.endpoint, first, info, homeOr(c.endpoint, first))
+				return p.record(a, c.endpoint, info, homeOr(c.endpoint, first))
 			}
 			if limit < 0 {
 				limit = p.loadCap()
 			}
 			if n := m.Stats.InFlight(); n+1 <= limit {
 				if fallback < 0 {
-					return p.recordBounded(a, c.endpoint, first, info, homeOr(c.endpoint, first))
+					return p.recordBounded(a, c.endpoint, info, homeOr(c.endpoint, first))
 				}
 				// The key's own endpoint is full: its overflow goes to the
 				// least loaded of the next spillChoices that can take it,
@@ -94,7 +94,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 					spill, spillCost = c.endpoint, cost
 				}
 				if spills++; spills == spillChoices {
-					return p.recordBounded(a, spill, first, info, reasonSpilled)
+					return p.recordBounded(a, spill, info, reasonSpilled)
 				}
 			}
 			if fallback < 0 {
@@ -117,32 +117,32 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// TRANSIENT_FAILURE: the next candidate along the table.
 	}
 	if spill >= 0 {
-		return p.recordBounded(a, spill, first, info, reasonSpilled)
+		return p.recordBounded(a, spill, info, reasonSpilled)
 	}
 	if fallback >= 0 {
 		// Every READY endpoint is at its cap: the caps sum to more than
 		// the load, so this only happens while others are down. The
 		// first READY candidate keeps as much affinity as is left.
-		return p.recordBounded(a, fallback, first, info, homeOr(fallback, first))
+		return p.recordBounded(a, fallback, info, homeOr(fallback, first))
 	}
 	if passed >= 0 {
 		// Every READY endpoint is ejected or was used by an earlier
 		// attempt: one of them beats failing the call.
-		return p.record(a, passed, first, info, homeOr(passed, first))
+		return p.record(a, passed, info, homeOr(passed, first))
 	}
 	// Every endpoint failed: fail with the key's own endpoint's error.
 	return p.members[first].Picker.Pick(info)
 }
 
-// record picks member i for a call whose key's own endpoint is home, and
-// notes it in the call's attempt record a (nil: none).
-func (p *picker) record(a *engine.Attempts, i, home int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
+// record picks member i and notes it in the call's attempt record a (nil:
+// none).
+func (p *picker) record(a *engine.Attempts, i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	res, err := p.pick(i, info, why)
 	return a.Record(p.members[i].Stats, res, err)
 }
 
 // recordBounded is record through bounded load's count.
-func (p *picker) recordBounded(a *engine.Attempts, i, home int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
+func (p *picker) recordBounded(a *engine.Attempts, i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	res, err := p.pickBounded(i, info, why)
 	return a.Record(p.members[i].Stats, res, err)
 }
@@ -169,7 +169,7 @@ const spillChoices = 3
 // endpoint along the table from a random hash, waking at most one IDLE
 // endpoint on the way, and none while one is connecting already. Such a
 // call has no endpoint of its own, so it also passes over endpoints that
-// are failing (failingMultiplier) while another can take it.
+// are failing (failingAvoidance) or ejected while another can take it.
 func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts) (balancer.PickResult, error) {
 	if res, err, ok := p.snap.Probe(info, a); ok {
 		return res, err

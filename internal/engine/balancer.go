@@ -52,6 +52,7 @@ type engineBalancer struct {
 	rampTimer   Timer
 	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
 	healthTimer Timer           // pending health tick, if any (healthTick)
+	assessTimer Timer           // pending assessment asked for by a Done (assessSoon)
 	flushTimer  Timer           // pending flush of the pick counts, if any
 	weights     *weights        // nil unless the policy asks for Settings.Weights
 	locality    string          // the endpoints' xDS locality, if any: a metrics label
@@ -220,6 +221,10 @@ func (b *engineBalancer) Close() {
 	if b.healthTimer != nil {
 		b.healthTimer.Stop()
 		b.healthTimer = nil
+	}
+	if b.assessTimer != nil {
+		b.assessTimer.Stop()
+		b.assessTimer = nil
 	}
 	if b.flushTimer != nil {
 		b.flushTimer.Stop()

@@ -218,10 +218,18 @@ func (e *Endpoint) finishProbe(info balancer.DoneInfo) {
 	switch {
 	case failed:
 		e.probe.okRun.Store(0)
-		every := max(e.probe.every.Load(), ej.probeEvery)
-		e.probe.every.Store(min(2*every, maxProbeBackoff*ej.probeEvery))
-	case info.Err != nil:
-		// A client-side outcome says nothing either way.
+		every := min(2*max(e.probe.every.Load(), ej.probeEvery), maxProbeBackoff*ej.probeEvery)
+		e.probe.every.Store(every)
+		// The next probe waits for the stretched interval, not the one
+		// set when this probe was claimed.
+		if next := e.shared.clock.Nanotime() + every; next > e.probe.next.Load() {
+			e.probe.next.Store(next)
+		}
+	case info.Err != nil || !info.BytesReceived:
+		// A client-side outcome says nothing either way, and neither does
+		// an attempt that never got an answer (grpc ends a pick whose
+		// connection was not ready with an empty DoneInfo, and picks
+		// again).
 	default:
 		// A success: the next probe follows a quarter interval later, and
 		// the interval is back to its base, so a healed endpoint's run of
@@ -294,14 +302,29 @@ func (b *engineBalancer) healthTick() {
 // assessSoon is the Done side's request for an assessment now, without
 // decay: an endpoint's failures just reached the evidence ejection needs,
 // and waiting for the next tick would let a black hole draw calls for up
-// to maxHealthTick.
+// to maxHealthTick. It runs on a timer of its own, not on the Done that
+// asked, and requests that arrive while one is pending share it: in a
+// fleet-wide outage every endpoint crosses the line at once, and each
+// assessment is a pass over all of them.
 func (b *engineBalancer) assessSoon() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || b.shared.penalty.Load() == nil {
+	if !b.shared.assessPending.CompareAndSwap(false, true) {
 		return
 	}
-	b.assessLocked(1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.assessTimer = b.clock.AfterFunc(0, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.assessTimer = nil
+		b.shared.assessPending.Store(false)
+		if b.closed || b.shared.penalty.Load() == nil {
+			return
+		}
+		b.assessLocked(1)
+	})
 }
 
 // assessLocked multiplies every endpoint's counts by decay, refreshes the
@@ -342,7 +365,7 @@ func (b *engineBalancer) assessLocked(decay float32) bool {
 // It reports whether any endpoint changed, and how many are out.
 func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed bool, out int) {
 	ej := b.shared.ejector.Load()
-	ready := 0
+	ready, readyOut := 0, 0 // READY endpoints, and of them the ejected
 	type candidate struct {
 		e      *Endpoint
 		excess float64
@@ -353,6 +376,11 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 			if ej == nil || (now >= e.ejection.until && e.probe.okRun.Load() >= ej.probeSuccesses) {
 				b.readmitLocked(e, now)
 				changed = true
+			} else {
+				// Counted whether READY or not: the health timer runs
+				// while any endpoint is out, so that it is readmitted
+				// once its time is over, whenever its probes succeeded.
+				out++
 			}
 		}
 		if e.gen != b.gen || e.state != connectivity.Ready {
@@ -360,7 +388,7 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 		}
 		ready++
 		if e.ejection.ejected {
-			out++
+			readyOut++
 			continue
 		}
 		if ej == nil {
@@ -376,16 +404,17 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 		return changed, out
 	}
 	allowed := min(max(1, ready*ej.percent/100), ready-1)
-	if out >= allowed {
+	if readyOut >= allowed {
 		return changed, out
 	}
 	// The worst first, when the cap leaves room for only some.
 	slices.SortFunc(cands, func(x, y candidate) int { return -cmpFloat(x.excess, y.excess) })
 	for _, c := range cands {
-		if out >= allowed {
+		if readyOut >= allowed {
 			break
 		}
 		b.ejectEndpointLocked(c.e, ej, now)
+		readyOut++
 		out++
 		changed = true
 	}
@@ -395,8 +424,8 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 // minOutlierZ is how many standard deviations an endpoint's failures must
 // stand above what the rest of the fleet's rate predicts for as many
 // outcomes: with ten outcomes at a fleet rate of one half, chance alone
-// gives five failures give or take 1.6, so eight are needed; against a
-// healthy fleet five failures in five calls are far beyond it.
+// gives five failures give or take 1.6, so only all ten stand out;
+// against a healthy fleet five failures in five calls are far beyond it.
 const minOutlierZ = 3
 
 // outlier reports whether counts o stand out from the rest of the fleet
@@ -475,7 +504,15 @@ func (b *engineBalancer) readmitFromProbe(e *Endpoint) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Nanotime()
-	if b.closed || !e.ejection.ejected || now < e.ejection.until {
+	if b.closed || !e.ejection.ejected {
+		return
+	}
+	if now < e.ejection.until {
+		// The health timer readmits it once its time is over; make sure
+		// one is running.
+		if b.shared.healthPending.CompareAndSwap(false, true) {
+			b.scheduleHealthLocked()
+		}
 		return
 	}
 	b.readmitLocked(e, now)

@@ -139,6 +139,12 @@ func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 		// success writes nothing.
 		return false
 	}
+	if !info.BytesSent && !info.BytesReceived {
+		// The attempt never reached the server (grpc ends a pick whose
+		// connection was not ready with an empty DoneInfo): no evidence
+		// either way.
+		return false
+	}
 	failed := info.Err != nil && serverFailed(info)
 	if p := e.shared.penalty.Load(); p != nil {
 		o := e.recordOutcome(failed, p)
@@ -214,6 +220,9 @@ type doneShared struct {
 	// assess is called by the Done of the failure that gives an endpoint
 	// the evidence ejection needs; set once by the balancer.
 	assess func()
+	// assessPending is set while an assessment asked for by assess is
+	// scheduled, so that many requests share one.
+	assessPending atomic.Bool
 	// flushIdle is set while the balancer records metrics and no flush of
 	// the pick counts is scheduled: the next Done schedules one, so calls
 	// arm one per metricsFlushPeriod at most, and none while idle. The

@@ -180,7 +180,7 @@ func newPenalty(c FailurePenaltyConfig) *penalty {
 // priorOutcomes is the weight, in outcomes, of the prior belief that an
 // endpoint fails at the fleet's rate. With two, one failure on an
 // endpoint without other evidence reads as a rate of one in three, not
-// one in one; ten failures in a row read as 0.83.
+// one in one; a black hole's counts, all failures, read as 0.83.
 const priorOutcomes = 2
 
 // avoidance is the probability that a candidate with counts o is passed

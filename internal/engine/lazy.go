@@ -38,7 +38,7 @@ type Member struct {
 // to wake them), with gRFC A61's aggregate state.
 func (b *engineBalancer) publishLazyLocked(now int64) {
 	members := make([]Member, 0, len(b.order))
-	var ready []Ready
+	var ready, ejected []Ready
 	var counts [connectivity.Shutdown + 1]int
 	for _, e := range b.order {
 		if e.gen != b.gen {
@@ -52,6 +52,9 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		}
 		if e.state == connectivity.Ready {
 			ready = append(ready, r)
+			if e.ejection.ejected {
+				ejected = append(ejected, r)
+			}
 		}
 	}
 	if len(members) == 0 {
@@ -77,6 +80,9 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 	}
 	snap := b.snapshotLocked(ready, now)
 	snap.Members = members
+	// Calls without a key reach ejected endpoints only as probes
+	// (Snapshot.Probe); keyed calls meet them on their walk.
+	snap.Ejected = ejected
 	b.publishPickerLocked(state, snap)
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // LoadMetric is a policy's measure of how busy an endpoint is, before the
-// engine divides by weight (after slow start) and multiplies by the failure
-// penalty. It is read on every pick from many goroutines: it must be
+// engine divides by weight (after slow start) and applies the failure
+// check. It is read on every pick from many goroutines: it must be
 // lock-free and must not allocate.
 type LoadMetric interface {
 	Load(r *Ready) float64
@@ -242,6 +242,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 				if c := cost / (1 - q); avoided < 0 || c < avoidedCost {
 					avoided, avoidedCost = i, c
 				}
+				tie = false
 				continue
 			}
 		}
@@ -260,13 +261,6 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	}
 	if best < 0 {
 		best, bestCost = avoided, avoidedCost
-	} else if p.kind == peakMetric && idle && second >= 0 && secondCost < closeBand*bestCost {
-		if coin == 0 {
-			coin = uint32(s.Rand.Uint64())
-		}
-		if closeCall(bestCost, secondCost, coin) {
-			best, bestCost = second, secondCost
-		}
 	}
 	why = ReasonLeastLoaded
 	switch {
@@ -274,6 +268,15 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		why = ReasonAvoidedFailing
 	case tie:
 		why = ReasonTie
+	}
+	if why != ReasonAvoidedFailing && p.kind == peakMetric && idle && second >= 0 && secondCost < closeBand*bestCost {
+		if coin == 0 {
+			coin = uint32(s.Rand.Uint64())
+		}
+		if closeCall(bestCost, secondCost, coin) {
+			// A close call is still a decision by load.
+			best, bestCost, why = second, secondCost, ReasonLeastLoaded
+		}
 	}
 	return best, bestCost, why, now
 }

@@ -252,3 +252,63 @@ func TestRetriesGoElsewhere(t *testing.T) {
 		res.Done(testkit.Outcome(nil))
 	}
 }
+
+func TestRingHashKeylessCallsProbeAndReadmit(t *testing.T) {
+	h := testkit.NewHarness(t, "pickwise_ring_hash", `{}`)
+	as := testkit.Addrs(5)
+	start(t, h, as)
+	healAt := 3 * time.Second
+	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
+		if a == as[0] && at < healAt {
+			return errDown
+		}
+		return nil
+	}}
+	// Keyed calls while it fails: it is ejected.
+	keyed("pickwise_ring_hash", c)
+	c.Run(healAt, healAt)
+	// Then only calls without a key: they reach the ejected endpoint only
+	// as probes, and its probes must readmit it.
+	c.Context = nil
+	after := c.Run(3*time.Second, time.Second)
+	t.Logf("keyless calls after healing: the readmitted endpoint's share %.1f%%, %.1f%%, %.1f%% (fair 20%%)",
+		100*testkit.Share(after[0], as[0]), 100*testkit.Share(after[1], as[0]), 100*testkit.Share(after[2], as[0]))
+	if s := testkit.Share(after[2], as[0]); s < 0.1 {
+		t.Errorf("share 2-3 s after healing %.1f%%, want it readmitted by its probes (fair 20%%)", 100*s)
+	}
+}
+
+func TestProbesThatNeverReachTheServerAreNoEvidence(t *testing.T) {
+	h := testkit.NewHarness(t, "pickwise_p2c", `{}`)
+	as := testkit.Addrs(4)
+	start(t, h, as)
+	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, _ time.Duration) error {
+		if a == as[0] {
+			return errDown
+		}
+		return nil
+	}}
+	c.Run(2*time.Second, 2*time.Second)
+	pk := h.CC.State().Picker.(*engine.LeastLoaded)
+	if n := len(pk.Snapshot().Ejected); n != 1 {
+		t.Fatalf("%d endpoints ejected, want the black hole", n)
+	}
+	// Every probe from now on ends as grpc ends a pick whose connection
+	// was not ready: an empty DoneInfo. However many, it stays out.
+	for i := 0; i < 3000; i++ {
+		h.Clock.Advance(2 * time.Millisecond)
+		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.SubConn.(*testkit.SubConn).Addr() == as[0] {
+			res.Done(balancer.DoneInfo{})
+		} else {
+			res.Done(testkit.Outcome(nil))
+		}
+	}
+	pk = h.CC.State().Picker.(*engine.LeastLoaded)
+	if n := len(pk.Snapshot().Ejected); n != 1 {
+		t.Errorf("%d endpoints ejected after probes that never reached the server, want the black hole still out", n)
+	}
+}

@@ -30,8 +30,10 @@ type Snapshot struct {
 	// Endpoints are the READY endpoints; never empty, except under a lazy
 	// policy (Spec.Lazy), whose pickers are published in every state.
 	Endpoints []Ready
-	// Ejected are READY endpoints that are locally ejected: out of
-	// Endpoints, reached only by probes (Probe).
+	// Ejected are READY endpoints that are locally ejected, reached only
+	// by probes (Probe): out of Endpoints, except under a lazy policy,
+	// whose Endpoints are every READY one and whose Members say which are
+	// ejected.
 	Ejected []Ready
 	// Members, under a lazy policy only, are all the endpoints in resolver
 	// order, whatever their state; never empty. Nil otherwise.

@@ -72,7 +72,8 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if a != nil && a.earlier() && a.Used(r.Stats) {
 		// A retry: the next positions of the schedule, until one that no
 		// earlier attempt used. The schedule interleaves endpoints, so
-		// this takes a step or two, and never more than one cycle.
+		// this takes a step or two; it gives up after as many steps as
+		// there are endpoints.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
 			if c := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]; !a.Used(c.Stats) {
 				r = c
