@@ -22,12 +22,13 @@ const retried = `{"loadBalancingConfig":[{"pickwise_ring_hash":{"ejection":{"ena
 	`"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.002s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`
 
 // attemptsPerBackend fails every call on three backends and returns how
-// many attempts of 20 calls of one key each backend saw.
-func attemptsPerBackend(t *testing.T, opts ...grpc.DialOption) []int64 {
+// many attempts of 20 calls of one key each backend saw, under
+// serviceConfig.
+func attemptsPerBackend(t *testing.T, serviceConfig string, opts ...grpc.DialOption) []int64 {
 	t.Helper()
 	ctx := fleet.Context(t, time.Minute)
 	f := fleet.StartT(t, 3)
-	c := fleet.DialT(t, f.Addrs(), retried, opts...)
+	c := fleet.DialT(t, f.Addrs(), serviceConfig, opts...)
 	key := ringhash.WithKey(ctx, "user-42")
 	// Wait until every endpoint is connected: ring hash connects lazily,
 	// and a retry can only go to a READY endpoint.
@@ -59,23 +60,30 @@ func attemptsPerBackend(t *testing.T, opts ...grpc.DialOption) []int64 {
 }
 
 func TestRetriesGoToTheKeysNextCandidates(t *testing.T) {
-	without := attemptsPerBackend(t)
-	with := attemptsPerBackend(t, grpc.WithChainUnaryInterceptor(attempts.UnaryClientInterceptor()))
-	t.Logf("attempts per backend for 20 calls of one key, 3 attempts each: without the interceptor %v, with it %v", without, with)
-	// Without: every attempt goes to the key's home.
-	homes := 0
-	for _, n := range without {
-		if n == 60 {
-			homes++
-		}
-	}
-	if homes != 1 {
-		t.Errorf("without the interceptor: %v, want all 60 attempts on one backend", without)
-	}
-	// With: each call's three attempts on three backends.
-	for i, n := range with {
-		if n != 20 {
-			t.Errorf("with the interceptor: backend %d saw %d attempts, want 20 (one of each call's three): %v", i, n, with)
-		}
+	// grpc-go retries but does not hedge (it parses no hedgingPolicy), so
+	// retryPolicy is what runs here; hedged attempts, in flight at once,
+	// are kept apart the same way (internal/engine's TestRetriesGoElsewhere).
+	for _, tc := range []struct{ name, config string }{{"retryPolicy", retried}} {
+		t.Run(tc.name, func(t *testing.T) {
+			without := attemptsPerBackend(t, tc.config)
+			with := attemptsPerBackend(t, tc.config, grpc.WithChainUnaryInterceptor(attempts.UnaryClientInterceptor()))
+			t.Logf("attempts per backend for 20 calls of one key, 3 attempts each: without the interceptor %v, with it %v", without, with)
+			// Without: every attempt goes to the key's home.
+			homes := 0
+			for _, n := range without {
+				if n == 60 {
+					homes++
+				}
+			}
+			if homes != 1 {
+				t.Errorf("without the interceptor: %v, want all 60 attempts on one backend", without)
+			}
+			// With: each call's three attempts on three backends.
+			for i, n := range with {
+				if n != 20 {
+					t.Errorf("with the interceptor: backend %d saw %d attempts, want 20 (one of each call's three): %v", i, n, with)
+				}
+			}
+		})
 	}
 }
