@@ -41,6 +41,16 @@ func start(t *testing.T, h *testkit.Harness, as []string) {
 	h.Ready(as...)
 }
 
+// blackHoleUntil is a caller over h whose calls to addr fail until healAt.
+func blackHoleUntil(h *testkit.Harness, addr string, healAt time.Duration) *testkit.Caller {
+	return &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
+		if a == addr && at < healAt {
+			return errDown
+		}
+		return nil
+	}}
+}
+
 // keyed gives ring hash a fresh key per call, so that its calls spread
 // over the table as the others' do.
 func keyed(policy string, c *testkit.Caller) {
@@ -85,12 +95,7 @@ func TestBlackHoleEjectedProbedAndReadmitted(t *testing.T) {
 			as := testkit.Addrs(10)
 			start(t, h, as)
 			healAt := 5 * time.Second
-			c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
-				if a == as[0] && at < healAt {
-					return errDown
-				}
-				return nil
-			}}
+			c := blackHoleUntil(h, as[0], healAt)
 			keyed(policy, c)
 			fail := c.Run(healAt, healAt)[0]
 			share := testkit.Share(fail, as[0])
@@ -258,12 +263,7 @@ func TestRingHashKeylessCallsProbeAndReadmit(t *testing.T) {
 	as := testkit.Addrs(5)
 	start(t, h, as)
 	healAt := 3 * time.Second
-	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
-		if a == as[0] && at < healAt {
-			return errDown
-		}
-		return nil
-	}}
+	c := blackHoleUntil(h, as[0], healAt)
 	// Keyed calls while it fails: it is ejected.
 	keyed("pickwise_ring_hash", c)
 	c.Run(healAt, healAt)
