@@ -118,7 +118,7 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "pickwise_ring_hash"} {
 		h := testkit.NewHarness(t, p, `{}`)
 		as := testkit.Addrs(4)
-		h.StartLazy(as...)
+		h.Start(as...)
 		c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
 			if a == as[0] && at < 3*time.Second {
 				return status.Error(codes.Unavailable, "black hole")

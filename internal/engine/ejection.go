@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -155,16 +156,6 @@ func newEjector(c EjectionConfig, pen *penalty) *ejector {
 		probeEvery:     int64(c.ProbeInterval),
 		probeSuccesses: int32(c.ProbeSuccesses),
 	}
-}
-
-// excess is an endpoint's failure rate above the fleet's, in [0, 1], with
-// the prior of FailurePenaltyConfig.
-func excess(o outcomes, fleet float64) float64 {
-	if o.failures == 0 || fleet >= 1 {
-		return 0
-	}
-	rate := (float64(o.failures) + priorOutcomes*fleet) / (float64(o.total) + priorOutcomes)
-	return math.Max(0, math.Min((rate-fleet)/(1-fleet), 1))
 }
 
 // ejectionState is an endpoint's ejection bookkeeping; guarded by the
@@ -408,7 +399,7 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 		return changed, out
 	}
 	// The worst first, when the cap leaves room for only some.
-	slices.SortFunc(cands, func(x, y candidate) int { return -cmpFloat(x.excess, y.excess) })
+	slices.SortFunc(cands, func(x, y candidate) int { return cmp.Compare(y.excess, x.excess) })
 	for _, c := range cands {
 		if readyOut >= allowed {
 			break
@@ -442,20 +433,10 @@ func outlier(o outcomes, sumF, sumT, threshold float64) (float64, bool) {
 	if x < threshold {
 		return x, false
 	}
-	if v := t * rest * (1 - rest); v > 0 && (f-t*rest)/math.Sqrt(v) < minOutlierZ {
+	if z, finite := zScore(o, rest); finite && z < minOutlierZ {
 		return x, false
 	}
 	return x, true
-}
-
-func cmpFloat(x, y float64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // ejectEndpointLocked takes e out of placement.

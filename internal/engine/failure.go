@@ -186,32 +186,42 @@ const priorOutcomes = 2
 // avoidance is the probability that a candidate with counts o is passed
 // over, given the fleet's failure rate (see FailurePenaltyConfig).
 func (p *penalty) avoidance(o outcomes, fleet float64) float64 {
-	if o.failures == 0 {
+	x := excess(o, fleet)
+	if x == 0 {
 		return 0
 	}
-	rate := (float64(o.failures) + priorOutcomes*fleet) / (float64(o.total) + priorOutcomes)
-	if rate <= fleet || fleet >= 1 {
-		return 0
+	// Significance: 0 within one standard deviation of what the fleet's
+	// rate predicts for as many outcomes, 1 beyond three. When every
+	// endpoint fails alike, each one's counts wander around the fleet's
+	// rate, and without it the wandering alone would push traffic about;
+	// against a healthy fleet (rate 0) any failure is beyond chance, and
+	// the prior alone keeps a lone one small.
+	if z, finite := zScore(o, fleet); finite {
+		x *= max(0, min(1, (z-1)/2))
 	}
-	excess := min((rate-fleet)/(1-fleet), 1) * significance(o, fleet)
-	s := 1 - excess
+	s := 1 - x
 	return min(1-s*s, p.maxAvoid)
 }
 
-// significance is how far o's failures stand beyond chance at the fleet's
-// rate, in [0, 1]: 0 within one standard deviation of what the fleet's
-// rate predicts for as many outcomes, 1 beyond three. When every endpoint
-// fails alike, each one's counts wander around the fleet's rate, and
-// without this the wandering alone would push traffic about; against a
-// healthy fleet (rate 0) any failure is beyond chance, and the prior alone
-// keeps a lone one small.
-func significance(o outcomes, fleet float64) float64 {
-	v := float64(o.total) * fleet * (1 - fleet)
-	if v <= 0 {
-		return 1
+// excess is o's failure rate above rate, in [0, 1], with the prior of
+// priorOutcomes outcomes at that rate.
+func excess(o outcomes, rate float64) float64 {
+	if o.failures == 0 || rate >= 1 {
+		return 0
 	}
-	z := (float64(o.failures) - float64(o.total)*fleet) / math.Sqrt(v)
-	return max(0, min(1, (z-1)/2))
+	own := (float64(o.failures) + priorOutcomes*rate) / (float64(o.total) + priorOutcomes)
+	return max(0, min((own-rate)/(1-rate), 1))
+}
+
+// zScore is how many standard deviations o's failures stand above what
+// rate predicts for as many outcomes. With rate 0 (or no outcomes) any
+// failure is beyond chance: finite is false.
+func zScore(o outcomes, rate float64) (z float64, finite bool) {
+	v := float64(o.total) * rate * (1 - rate)
+	if v <= 0 {
+		return 0, false
+	}
+	return (float64(o.failures) - float64(o.total)*rate) / math.Sqrt(v), true
 }
 
 // outcomes are an endpoint's decayed counts of server-side failures and of

@@ -26,21 +26,6 @@ var policies = []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr
 
 var errDown = status.Error(codes.Unavailable, "down")
 
-// start gives h the endpoints as and makes them READY; a lazy policy's
-// endpoints are woken first by keyed picks.
-func start(t *testing.T, h *testkit.Harness, as []string) {
-	t.Helper()
-	if err := h.Update(testkit.Endpoints(as)...); err != nil {
-		t.Fatal(err)
-	}
-	if _, hash := h.CC.State().Picker.(*engine.LeastLoaded); !hash {
-		for i := 0; i < 2000; i++ {
-			_, _ = h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ringhash.WithKey(context.Background(), fmt.Sprint(i))})
-		}
-	}
-	h.Ready(as...)
-}
-
 // blackHoleUntil is a caller over h whose calls to addr fail until healAt.
 func blackHoleUntil(h *testkit.Harness, addr string, healAt time.Duration) *testkit.Caller {
 	return &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
@@ -66,7 +51,7 @@ func TestLoneFailureMovesLittle(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			h := testkit.NewHarness(t, policy, `{}`)
 			as := testkit.Addrs(4)
-			start(t, h, as)
+			h.Start(as...)
 			c := &testkit.Caller{H: h, Every: 2 * time.Millisecond}
 			c.Run(time.Second, time.Second) // a history of successes
 			failedOnce := false
@@ -93,7 +78,7 @@ func TestBlackHoleEjectedProbedAndReadmitted(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			h := testkit.NewHarness(t, policy, `{}`)
 			as := testkit.Addrs(10)
-			start(t, h, as)
+			h.Start(as...)
 			healAt := 5 * time.Second
 			c := blackHoleUntil(h, as[0], healAt)
 			keyed(policy, c)
@@ -116,7 +101,7 @@ func TestBlackHoleEjectedProbedAndReadmitted(t *testing.T) {
 func TestRingHashBlackHoleKeysMoveAndReturn(t *testing.T) {
 	h := testkit.NewHarness(t, "pickwise_ring_hash", `{}`)
 	as := testkit.Addrs(10)
-	start(t, h, as)
+	h.Start(as...)
 	broken := as[3]
 	healAt := 5 * time.Second
 	failures := 0
@@ -147,7 +132,7 @@ func TestRingHashBlackHoleKeysMoveAndReturn(t *testing.T) {
 	}
 
 	strict := testkit.NewHarness(t, "pickwise_ring_hash", `{"strictAffinity": true}`)
-	start(t, strict, as)
+	strict.Start(as...)
 	sc := &testkit.Caller{H: strict, Every: 2 * time.Millisecond, Backend: func(a string, _ time.Duration) error {
 		if a == broken {
 			return errDown
@@ -166,7 +151,7 @@ func TestEveryoneFailingAvoidsNobody(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			h := testkit.NewHarness(t, policy, `{}`)
 			as := testkit.Addrs(4)
-			start(t, h, as)
+			h.Start(as...)
 			rnd := rand.New(rand.NewPCG(1, 2))
 			// A shared dependency is down: every endpoint fails half its
 			// calls, at random.
@@ -190,7 +175,7 @@ func TestEveryoneFailingAvoidsNobody(t *testing.T) {
 func TestEjectionCap(t *testing.T) {
 	h := testkit.NewHarness(t, "pickwise_p2c", `{}`)
 	as := testkit.Addrs(10)
-	start(t, h, as)
+	h.Start(as...)
 	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, _ time.Duration) error {
 		if a == as[0] || a == as[1] || a == as[2] {
 			return errDown
@@ -214,7 +199,7 @@ func TestRetriesGoElsewhere(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			h := testkit.NewHarness(t, policy, `{}`)
 			as := testkit.Addrs(4)
-			start(t, h, as)
+			h.Start(as...)
 			for i := 0; i < 200; i++ {
 				ctx := engine.WithAttempts(ringhash.WithKey(context.Background(), fmt.Sprint("key-", i)))
 				used := map[string]bool{}
@@ -240,7 +225,7 @@ func TestRetriesGoElsewhere(t *testing.T) {
 	// strictAffinity: every attempt of a key goes home.
 	h := testkit.NewHarness(t, "pickwise_ring_hash", `{"strictAffinity": true}`)
 	as := testkit.Addrs(4)
-	start(t, h, as)
+	h.Start(as...)
 	ctx := engine.WithAttempts(ringhash.WithKey(context.Background(), "k"))
 	first := ""
 	for attempt := 0; attempt < 3; attempt++ {
@@ -261,7 +246,7 @@ func TestRetriesGoElsewhere(t *testing.T) {
 func TestRingHashKeylessCallsProbeAndReadmit(t *testing.T) {
 	h := testkit.NewHarness(t, "pickwise_ring_hash", `{}`)
 	as := testkit.Addrs(5)
-	start(t, h, as)
+	h.Start(as...)
 	healAt := 3 * time.Second
 	c := blackHoleUntil(h, as[0], healAt)
 	// Keyed calls while it fails: it is ejected.
@@ -281,7 +266,7 @@ func TestRingHashKeylessCallsProbeAndReadmit(t *testing.T) {
 func TestProbesThatNeverReachTheServerAreNoEvidence(t *testing.T) {
 	h := testkit.NewHarness(t, "pickwise_p2c", `{}`)
 	as := testkit.Addrs(4)
-	start(t, h, as)
+	h.Start(as...)
 	c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, _ time.Duration) error {
 		if a == as[0] {
 			return errDown

@@ -35,6 +35,9 @@ type Harness struct {
 	// Metrics is CC.Metrics: what the balancer reports through grpc's
 	// metrics registry, with the target label "test:///harness".
 	Metrics *Metrics
+	// lazy is the policy's Spec.Lazy: its endpoints connect only when a
+	// pick asks for them, so Start wakes them with picks.
+	lazy bool
 }
 
 // NewHarness builds policy (registered with the engine) with the config
@@ -51,7 +54,7 @@ func NewHarness(t testing.TB, policy, cfgJSON string) *Harness {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	t.Cleanup(cancel)
-	h := &Harness{T: t, Ctx: ctx, CC: NewClientConn(), Clock: NewFakeClock(), Cfg: cfg}
+	h := &Harness{T: t, Ctx: ctx, CC: NewClientConn(), Clock: NewFakeClock(), Cfg: cfg, lazy: spec.Lazy}
 	h.Metrics = h.CC.Metrics
 	bOpts := balancer.BuildOptions{Target: resolver.Target{URL: url.URL{Scheme: "test", Path: "/harness"}}}
 	h.B = spec.Build(h.CC, bOpts, engine.Options{Clock: h.Clock, Rand: engine.NewSeededRand(1)})
@@ -87,9 +90,13 @@ func (h *Harness) Update(eps ...resolver.Endpoint) error {
 }
 
 // Start updates the balancer with equal-weight endpoints and makes them
-// READY.
+// READY (through StartLazy for a lazy policy).
 func (h *Harness) Start(as ...string) {
 	h.T.Helper()
+	if h.lazy {
+		h.StartLazy(as...)
+		return
+	}
 	var eps []resolver.Endpoint
 	for _, a := range as {
 		eps = append(eps, Endpoint(a, 0))

@@ -17,42 +17,6 @@ import (
 // flapping backend, a hash black hole, a retry storm). Each runs the
 // pickwise policies beside grpc-go's in the same fleet.
 
-// run drives tr through ch, reporting progress under scenario/policy.
-func (l *lab) run(ctx context.Context, scenario, policy string, ch *channel, tr traffic) outcome {
-	prog := l.progress.start(scenario, policy, tr.calls)
-	o := drive(ctx, ch, tr, prog.update)
-	prog.total = o.total
-	prog.finish()
-	return o
-}
-
-// open configures the fleet's first n backends with base and patches,
-// dials them with p's config and warms the channel.
-func (l *lab) open(ctx context.Context, scenario string, n int, p labPolicy, base string, patches map[int]string, opts ...grpc.DialOption) (*channel, error) {
-	if err := l.fleet.configure(ctx, patches, base); err != nil {
-		return nil, err
-	}
-	members := make([]int, n)
-	for i := range members {
-		members[i] = i
-	}
-	ch, err := dial(l.fleet, p.config, members, nil, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if err := ch.warm(ctx, n); err != nil {
-		ch.conn.Close()
-		return nil, fmt.Errorf("%s/%s: %w", scenario, p.name, err)
-	}
-	return ch, nil
-}
-
-// set patches backend i's behavior.
-func (l *lab) set(ctx context.Context, i int, patch string) error {
-	_, err := server.SetBehavior(ctx, l.fleet.admin[i], patch)
-	return err
-}
-
 // windowShare is backend's share of the calls in windows ws.
 func windowShare(ws []window, backend string) (share float64, calls int) {
 	n, total := 0, 0
@@ -76,7 +40,7 @@ func transientFailure(ctx context.Context, l *lab) (section, error) {
 	t := &sim.Table{Title: "One transient failure (real gRPC): 4 backends at 2 ms, one sequential caller; backend-0 fails exactly one call", Columns: names(policyResults(loadAware))}
 	rows := make([][]string, 3)
 	for _, p := range loadAware {
-		ch, err := l.open(ctx, "transient-failure", n, p, `{"latency":"2ms"}`, nil)
+		ch, err := l.open(ctx, "transient-failure", n, p, `{"latency":"2ms"}`, nil, nil)
 		if err != nil {
 			return section{}, err
 		}
@@ -130,7 +94,7 @@ func flappingBackend(ctx context.Context, l *lab) (section, error) {
 		Columns: names(policyResults(loadAware))}
 	var shareDown, shareUp, errs []string
 	for _, p := range loadAware {
-		ch, err := l.open(ctx, "flapping-backend", n, p, `{"latency":"20ms","latencySpread":0.2}`, nil)
+		ch, err := l.open(ctx, "flapping-backend", n, p, `{"latency":"20ms","latencySpread":0.2}`, nil, nil)
 		if err != nil {
 			return section{}, err
 		}
@@ -203,7 +167,7 @@ func hashBlackHole(ctx context.Context, l *lab) (section, error) {
 		Columns: names(policyResults(policies))}
 	var homes, errs, back, backTime []string
 	for _, p := range policies {
-		ch, err := l.open(ctx, "hash-black-hole", n, p, `{"latency":"2ms"}`, nil)
+		ch, err := l.open(ctx, "hash-black-hole", n, p, `{"latency":"2ms"}`, nil, nil)
 		if err != nil {
 			return section{}, err
 		}
@@ -290,7 +254,7 @@ func retryStorm(ctx context.Context, l *lab) (section, error) {
 		}
 		p := c.p
 		p.config = withRetry(p.config)
-		ch, err := l.open(ctx, "retry-storm", n, p, `{"latency":"10ms"}`, nil, opts...)
+		ch, err := l.open(ctx, "retry-storm", n, p, `{"latency":"10ms"}`, nil, nil, opts...)
 		if err != nil {
 			return section{}, err
 		}

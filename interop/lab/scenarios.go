@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pickwise/pickwise/interop/server"
 	"github.com/pickwise/pickwise/sim"
+	"google.golang.org/grpc"
 
 	// The ORCA columns' policies, registered here rather than relied on
 	// through another package's imports.
@@ -106,39 +108,62 @@ type result struct {
 	out    outcome
 }
 
-// runPolicies runs tr once per policy over the first n backends, each with
-// the fleet configured by patches (backend index -> behavior JSON).
-func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies []labPolicy, base string, patches map[int]string, weights map[int]uint32, tr traffic) ([]result, error) {
+// run drives tr through ch, reporting progress under scenario/policy.
+func (l *lab) run(ctx context.Context, scenario, policy string, ch *channel, tr traffic) outcome {
+	prog := l.progress.start(scenario, policy, tr.calls)
+	o := drive(ctx, ch, tr, prog.update)
+	prog.total = o.total
+	prog.finish()
+	return o
+}
+
+// open configures the fleet's first n backends with base and patches,
+// dials them with p's config (and weights, if not nil) and warms the
+// channel.
+func (l *lab) open(ctx context.Context, scenario string, n int, p labPolicy, base string, patches map[int]string, weights map[int]uint32, opts ...grpc.DialOption) (*channel, error) {
+	if err := l.fleet.configure(ctx, patches, base); err != nil {
+		return nil, err
+	}
 	members := make([]int, n)
 	for i := range members {
 		members[i] = i
 	}
+	ch, err := dial(l.fleet, p.config, members, weights, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.warm(ctx, n); err != nil {
+		ch.conn.Close()
+		return nil, fmt.Errorf("%s/%s: %w", scenario, p.name, err)
+	}
+	return ch, nil
+}
+
+// set patches backend i's behavior.
+func (l *lab) set(ctx context.Context, i int, patch string) error {
+	_, err := server.SetBehavior(ctx, l.fleet.admin[i], patch)
+	return err
+}
+
+// runPolicies runs tr once per policy over the first n backends, each with
+// the fleet configured by patches (backend index -> behavior JSON).
+func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies []labPolicy, base string, patches map[int]string, weights map[int]uint32, tr traffic) ([]result, error) {
 	var out []result
 	for _, p := range policies {
-		if err := l.fleet.configure(ctx, patches, base); err != nil {
-			return nil, err
-		}
 		var w map[int]uint32
 		if p.weighted {
 			w = weights
 		}
-		ch, err := dial(l.fleet, p.config, members, w)
+		ch, err := l.open(ctx, scenario, n, p, base, patches, w)
 		if err != nil {
 			return nil, err
-		}
-		if err := ch.warm(ctx, n); err != nil {
-			ch.conn.Close()
-			return nil, fmt.Errorf("%s/%s: %w", scenario, p.name, err)
 		}
 		if p.settle {
 			if tr.rate <= 0 {
 				ch.conn.Close()
 				return nil, fmt.Errorf("%s/%s: settling needs open-loop traffic (a rate)", scenario, p.name)
 			}
-			st := traffic{calls: int(tr.rate / 2 * settleFor.Seconds()), rate: tr.rate / 2, deadline: tr.deadline}
-			prog := l.progress.start(scenario, p.name+" (settle)", st.calls)
-			drive(ctx, ch, st, prog.update)
-			prog.finish()
+			l.run(ctx, scenario, p.name+" (settle)", ch, traffic{calls: int(tr.rate / 2 * settleFor.Seconds()), rate: tr.rate / 2, deadline: tr.deadline})
 		}
 		// Warm-up calls must not count, and backends start the run cold
 		// only if the scenario says so.
@@ -146,9 +171,7 @@ func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies 
 			ch.conn.Close()
 			return nil, err
 		}
-		prog := l.progress.start(scenario, p.name, tr.calls)
-		o := drive(ctx, ch, tr, prog.update)
-		prog.finish()
+		o := l.run(ctx, scenario, p.name, ch, tr)
 		ch.conn.Close()
 		out = append(out, result{policy: p.name, out: o})
 	}
