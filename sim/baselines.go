@@ -113,7 +113,7 @@ func Static(label, name, config string) Policy {
 			return nil, err
 		}
 		return &staticInstance{env: e, build: func(conns []balancer.SubConn, weights []uint32) (balancer.Picker, error) {
-			return engine.StaticPicker(spec, cfg, conns, weights, engine.Options{Clock: e.loop.Clock(), Rand: engine.NewSeededRand(e.rand.Uint64())})
+			return engine.StaticPicker(spec, cfg, conns, weights, engine.Options{Clock: e.loop.clock(), Rand: engine.NewSeededRand(e.rand.Uint64())})
 		}}, nil
 	}}
 }

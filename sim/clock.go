@@ -109,11 +109,11 @@ func (l *Loop) step() {
 	e.fn()
 }
 
-// Clock adapts the loop to engine.Clock, so pickwise's pickers and
+// clock adapts the loop to engine.Clock, so pickwise's pickers and
 // balancers read virtual time and their timers fire as loop events. Those
 // timers are daemon events: they run in time order with everything else
 // while the run has work, but RunAll does not wait for them.
-func (l *Loop) Clock() engine.Clock { return loopClock{l} }
+func (l *Loop) clock() engine.Clock { return loopClock{l} }
 
 type loopClock struct{ l *Loop }
 

@@ -111,7 +111,7 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		// their flushes would add events to the loop.
 		in.cc.Metrics = nil
 		in.bal = spec.Build(in.cc, balancer.BuildOptions{}, engine.Options{
-			Clock: e.loop.Clock(),
+			Clock: e.loop.clock(),
 			Rand:  engine.NewSeededRand(e.rand.Uint64()),
 		})
 	} else {

@@ -200,8 +200,8 @@ func TestRunAllIgnoresDaemonTimers(t *testing.T) {
 	l := &Loop{}
 	ticks := 0
 	var tick func()
-	tick = func() { ticks++; l.Clock().AfterFunc(time.Second, tick) }
-	l.Clock().AfterFunc(time.Second, tick)
+	tick = func() { ticks++; l.clock().AfterFunc(time.Second, tick) }
+	l.clock().AfterFunc(time.Second, tick)
 	l.At(5500*time.Millisecond, func() {})
 	l.RunAll()
 	if ticks != 5 || l.Now() != 5500*time.Millisecond {

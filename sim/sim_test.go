@@ -16,7 +16,7 @@ func TestLoopRunsInTimeOrder(t *testing.T) {
 		rec()
 		l.After(time.Second, rec) // scheduled while running
 	})
-	tm := l.Clock().AfterFunc(1500*time.Millisecond, rec)
+	tm := l.clock().AfterFunc(1500*time.Millisecond, rec)
 	if !tm.Stop() {
 		t.Fatal("Stop of a pending timer returned false")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/lbconfig"
 	"github.com/pickwise/pickwise/orca"
 	"google.golang.org/grpc/serviceconfig"
 )
@@ -23,18 +24,18 @@ type Config struct {
 	// OOBReportingPeriod is the report interval asked of the backend;
 	// the backend may send less often (grpc-go's ORCA service: at most
 	// every 30s). Default "10s"; must be > 0. (A58)
-	OOBReportingPeriod engine.Duration `json:"oobReportingPeriod"`
+	OOBReportingPeriod lbconfig.Duration `json:"oobReportingPeriod"`
 	// BlackoutPeriod is how long an endpoint must report before its weight
 	// is used, after it connects and after its weight expired. Default
 	// "10s"; must be >= 0. (A58)
-	BlackoutPeriod engine.Duration `json:"blackoutPeriod"`
+	BlackoutPeriod lbconfig.Duration `json:"blackoutPeriod"`
 	// WeightExpirationPeriod is how long a weight lasts without a report.
 	// Default "3m"; must be > 0. (A58)
-	WeightExpirationPeriod engine.Duration `json:"weightExpirationPeriod"`
+	WeightExpirationPeriod lbconfig.Duration `json:"weightExpirationPeriod"`
 	// WeightUpdatePeriod is how often weights are recomputed and the
 	// schedule rebuilt. Default "1s"; below "100ms" it is raised to
 	// "100ms". (A58)
-	WeightUpdatePeriod engine.Duration `json:"weightUpdatePeriod"`
+	WeightUpdatePeriod lbconfig.Duration `json:"weightUpdatePeriod"`
 	// ErrorUtilizationPenalty weighs the error rate (eps/qps) into the
 	// utilization. Default 1.0; must be >= 0. (A58)
 	ErrorUtilizationPenalty float64 `json:"errorUtilizationPenalty"`
@@ -43,7 +44,7 @@ type Config struct {
 	// in capacity is followed within a few half-lives. "0s" uses each
 	// update's reports alone, as grpc's weighted_round_robin does. Default
 	// "5s"; must be in [0, 1h].
-	WeightHalfLife engine.Duration `json:"weightHalfLife"`
+	WeightHalfLife lbconfig.Duration `json:"weightHalfLife"`
 	// MetricNamesForComputingUtilization names utilization metrics in the
 	// reports' named utilization map; the largest present is the
 	// utilization. Default none: application_utilization, then
@@ -51,18 +52,18 @@ type Config struct {
 	MetricNamesForComputingUtilization []string `json:"metricNamesForComputingUtilization"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
-	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
+	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
 	// FailurePenalty scales the weight of endpoints whose calls this
 	// client saw fail server-side by 1 - avoidance, the probability with
 	// which pickwise_p2c passes them over. Reports can hide a black hole
 	// (one that reports zero utilization has its reports discarded, A58,
 	// and keeps the median weight); what the client sees cannot. On by
 	// default.
-	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	FailurePenalty lbconfig.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while, with probe calls and
 	// probation. On by default; {"enabled": false} turns it off.
-	Ejection engine.EjectionConfig `json:"ejection"`
+	Ejection lbconfig.EjectionConfig `json:"ejection"`
 }
 
 // Defaults of the fields above (gRFC A58's where it has one).
@@ -87,14 +88,14 @@ const (
 // DefaultConfig returns the config used for an empty JSON object.
 func DefaultConfig() *Config {
 	return &Config{
-		OOBReportingPeriod:      engine.Duration(DefaultOOBReportingPeriod),
-		BlackoutPeriod:          engine.Duration(DefaultBlackoutPeriod),
-		WeightExpirationPeriod:  engine.Duration(DefaultWeightExpirationPeriod),
-		WeightUpdatePeriod:      engine.Duration(DefaultWeightUpdatePeriod),
+		OOBReportingPeriod:      lbconfig.Duration(DefaultOOBReportingPeriod),
+		BlackoutPeriod:          lbconfig.Duration(DefaultBlackoutPeriod),
+		WeightExpirationPeriod:  lbconfig.Duration(DefaultWeightExpirationPeriod),
+		WeightUpdatePeriod:      lbconfig.Duration(DefaultWeightUpdatePeriod),
 		ErrorUtilizationPenalty: DefaultErrorUtilizationPenalty,
-		WeightHalfLife:          engine.Duration(DefaultWeightHalfLife),
-		FailurePenalty:          engine.DefaultFailurePenalty(),
-		Ejection:                engine.DefaultEjection(),
+		WeightHalfLife:          lbconfig.Duration(DefaultWeightHalfLife),
+		FailurePenalty:          lbconfig.DefaultFailurePenalty(),
+		Ejection:                lbconfig.DefaultEjection(),
 	}
 }
 
@@ -118,7 +119,7 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	// "weight_update_period ... values less than 100ms will be treated as
 	// 100ms" (gRFC A58): raised, not rejected, so configs written for grpc
 	// carry over.
-	cfg.WeightUpdatePeriod = max(cfg.WeightUpdatePeriod, engine.Duration(minWeightUpdatePeriod))
+	cfg.WeightUpdatePeriod = max(cfg.WeightUpdatePeriod, lbconfig.Duration(minWeightUpdatePeriod))
 	if p := cfg.ErrorUtilizationPenalty; p < 0 || math.IsInf(p, 0) {
 		return nil, fmt.Errorf("%s: errorUtilizationPenalty %v: must be a finite number >= 0", Name, p)
 	}

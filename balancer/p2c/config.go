@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -24,16 +25,16 @@ type Config struct {
 	ActiveRequestBias float64 `json:"activeRequestBias"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
-	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
+	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
 	// FailurePenalty passes over endpoints with recent server-side
 	// failures with a probability that grows with the evidence against
-	// them (see engine.FailurePenaltyConfig). On by default;
+	// them (see lbconfig.FailurePenaltyConfig). On by default;
 	// {"enabled": false} turns it off, and with it ejection.
-	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	FailurePenalty lbconfig.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while, with probe calls and
 	// probation. On by default; {"enabled": false} turns it off.
-	Ejection engine.EjectionConfig `json:"ejection"`
+	Ejection lbconfig.EjectionConfig `json:"ejection"`
 }
 
 // Defaults of the fields above.
@@ -48,8 +49,8 @@ func DefaultConfig() *Config {
 	return &Config{
 		ChoiceCount:       DefaultChoiceCount,
 		ActiveRequestBias: DefaultActiveRequestBias,
-		FailurePenalty:    engine.DefaultFailurePenalty(),
-		Ejection:          engine.DefaultEjection(),
+		FailurePenalty:    lbconfig.DefaultFailurePenalty(),
+		Ejection:          lbconfig.DefaultEjection(),
 	}
 }
 

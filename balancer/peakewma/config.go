@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -18,25 +19,25 @@ type Config struct {
 	ChoiceCount uint32 `json:"choiceCount"`
 	// DecayTime is the time constant of the latency average. Default "10s"
 	// (Finagle's); must be in [10ms, 1h].
-	DecayTime engine.Duration `json:"decayTime"`
+	DecayTime lbconfig.Duration `json:"decayTime"`
 	// DefaultRTT priced failures as latency before the failure counts
 	// judged them by their evidence. It is still accepted and validated,
 	// so configs that set it keep parsing, but has no effect. Default
 	// "30ms"; must be in [1µs, 1m].
 	//
 	// Deprecated: failures are weighed by failurePenalty and ejection.
-	DefaultRTT engine.Duration `json:"defaultRtt"`
+	DefaultRTT lbconfig.Duration `json:"defaultRtt"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
-	SlowStart *engine.SlowStartConfig `json:"slowStart,omitempty"`
+	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
 	// FailurePenalty passes over endpoints with recent server-side
 	// failures with a probability that grows with the evidence against
 	// them, as in pickwise_p2c. On by default.
-	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	FailurePenalty lbconfig.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while, with probe calls and
 	// probation. On by default; {"enabled": false} turns it off.
-	Ejection engine.EjectionConfig `json:"ejection"`
+	Ejection lbconfig.EjectionConfig `json:"ejection"`
 }
 
 // Defaults of the fields above.
@@ -59,10 +60,10 @@ const (
 func DefaultConfig() *Config {
 	return &Config{
 		ChoiceCount:    DefaultChoiceCount,
-		DecayTime:      engine.Duration(DefaultDecayTime),
-		DefaultRTT:     engine.Duration(DefaultRTT),
-		FailurePenalty: engine.DefaultFailurePenalty(),
-		Ejection:       engine.DefaultEjection(),
+		DecayTime:      lbconfig.Duration(DefaultDecayTime),
+		DefaultRTT:     lbconfig.Duration(DefaultRTT),
+		FailurePenalty: lbconfig.DefaultFailurePenalty(),
+		Ejection:       lbconfig.DefaultEjection(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -49,13 +50,13 @@ type Config struct {
 	// its counts are the evidence Ejection acts on. On by default (the
 	// same object as pickwise_p2c's); {"enabled": false} turns it off, and
 	// with it ejection.
-	FailurePenalty engine.FailurePenaltyConfig `json:"failurePenalty"`
+	FailurePenalty lbconfig.FailurePenaltyConfig `json:"failurePenalty"`
 	// Ejection takes an endpoint whose failures stand far above the
 	// fleet's out of placement for a while (the same object as
 	// pickwise_p2c's): its keys go to their next candidate, a probe call
 	// now and then goes home, and the keys come back on readmission. On
 	// by default.
-	Ejection engine.EjectionConfig `json:"ejection"`
+	Ejection lbconfig.EjectionConfig `json:"ejection"`
 	// StrictAffinity keeps every key on its own endpoint while that
 	// endpoint is READY, however it fails: no ejection, and retries go
 	// where the first attempt went. For users whose correctness, not just
@@ -77,8 +78,8 @@ func DefaultConfig() *Config {
 		MinRingSize:     DefaultMinRingSize,
 		MaxRingSize:     DefaultMaxRingSize,
 		MaglevTableSize: DefaultMaglevTableSize,
-		FailurePenalty:  engine.DefaultFailurePenalty(),
-		Ejection:        engine.DefaultEjection(),
+		FailurePenalty:  lbconfig.DefaultFailurePenalty(),
+		Ejection:        lbconfig.DefaultEjection(),
 	}
 }
 

@@ -1,39 +1,6 @@
 package engine
 
-import (
-	"encoding/json"
-	"fmt"
-	"time"
-)
+import "github.com/pickwise/pickwise/lbconfig"
 
-// Duration is a time.Duration that reads and writes JSON the way service
-// configs spell durations: a string such as "30s" or "1.5m". Protobuf's JSON
-// mapping of google.protobuf.Duration ("30s", "0.250s") parses too.
-type Duration time.Duration
-
-// UnmarshalJSON accepts a duration string. null leaves the value as it
-// is, as encoding/json does for built-in types, so that an explicit null in
-// a config keeps the default.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"30s\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// String formats the duration like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
+// Duration is lbconfig.Duration, under the name the engine's code uses.
+type Duration = lbconfig.Duration

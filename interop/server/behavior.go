@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/codes"
 )
 
@@ -61,7 +61,7 @@ const (
 // ("20ms", "1.5s"), because bare nanosecond counts are unreadable in a lab
 // script and easy to get wrong by a factor of 1000. It is the type policy
 // configs use, so one parser serves both.
-type Duration = engine.Duration
+type Duration = lbconfig.Duration
 
 // Behavior is how the server answers Backend/Call. Load-balancing policies
 // are judged by how they react to slow, overloaded, cold and failing

@@ -1,0 +1,34 @@
+// Package lbconfig holds the parts of pickwise's policy configs that
+// several policies share: slow start, the failure evidence
+// (failurePenalty), local ejection, and durations written as service
+// configs write them ("30s").
+//
+// Most users never import it: a service config names a policy and its
+// fields in JSON, and the policy parses them. It is for building a config
+// in Go, for example in a control plane or a test, and turning it into the
+// service-config JSON a channel takes (ServiceConfig). Every field has the
+// JSON name and default the policies document; the policies' ParseConfig
+// applies the same rules to a config built here as to one typed by hand.
+package lbconfig
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ServiceConfig returns the service config that selects policy (a
+// registered name, such as "pickwise_p2c") with cfg (its Config, or any
+// value that marshals to the policy's JSON config):
+//
+//	{"loadBalancingConfig": [{"<policy>": <cfg as JSON>}]}
+func ServiceConfig(policy string, cfg any) (string, error) {
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("lbconfig: %s: %w", policy, err)
+	}
+	name, err := json.Marshal(policy)
+	if err != nil {
+		return "", fmt.Errorf("lbconfig: %w", err)
+	}
+	return fmt.Sprintf(`{"loadBalancingConfig":[{%s:%s}]}`, name, js), nil
+}

@@ -1,0 +1,87 @@
+package lbconfig_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pickwise/pickwise/balancer/orcawrr"
+	"github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/balancer/peakewma"
+	"github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/lbconfig"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestConfigsBuiltInGoRoundTrip builds every policy's config in Go with
+// values off the defaults, turns it into JSON, parses it back with the
+// policy's ParseConfig, and dials a channel with its service config:
+// what a Go user builds is what the policy runs.
+func TestConfigsBuiltInGoRoundTrip(t *testing.T) {
+	slow := &lbconfig.SlowStartConfig{Window: lbconfig.Duration(10 * time.Second), Aggression: 2, MinWeightPercent: 5}
+	penalty := lbconfig.DefaultFailurePenalty()
+	penalty.Window, penalty.HalfLife = 20, lbconfig.Duration(2*time.Second)
+	ejection := lbconfig.DefaultEjection()
+	ejection.MaxEjectionPercent, ejection.ProbeInterval = 30, lbconfig.Duration(time.Second)
+
+	p2cCfg := p2c.DefaultConfig()
+	p2cCfg.ChoiceCount, p2cCfg.SlowStart, p2cCfg.FailurePenalty, p2cCfg.Ejection = 3, slow, penalty, ejection
+	peakCfg := peakewma.DefaultConfig()
+	peakCfg.DecayTime, peakCfg.SlowStart, peakCfg.Ejection = lbconfig.Duration(5*time.Second), slow, ejection
+	orcaCfg := orcawrr.DefaultConfig()
+	orcaCfg.BlackoutPeriod, orcaCfg.WeightHalfLife, orcaCfg.FailurePenalty = lbconfig.Duration(time.Second), lbconfig.Duration(0), penalty
+	ringCfg := ringhash.DefaultConfig()
+	ringCfg.Table, ringCfg.BalanceFactor, ringCfg.StrictAffinity, ringCfg.Ejection = ringhash.TableMaglev, 1.25, true, ejection
+
+	for _, tc := range []struct {
+		name  string
+		cfg   serviceconfig.LoadBalancingConfig
+		parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error)
+	}{
+		{p2c.Name, p2cCfg, p2c.ParseConfig},
+		{peakewma.Name, peakCfg, peakewma.ParseConfig},
+		{orcawrr.Name, orcaCfg, orcawrr.ParseConfig},
+		{ringhash.Name, ringCfg, ringhash.ParseConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, err := json.Marshal(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tc.parse(js)
+			if err != nil {
+				t.Fatalf("ParseConfig(%s): %v", js, err)
+			}
+			if d := cmp.Diff(tc.cfg, got); d != "" {
+				t.Errorf("config built in Go and parsed back from %s differs (-built +parsed):\n%s", js, d)
+			}
+			sc, err := lbconfig.ServiceConfig(tc.name, tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(sc, `{"loadBalancingConfig":[{"`+tc.name+`":{`) {
+				t.Errorf("ServiceConfig = %s", sc)
+			}
+			// grpc parses the service config when the channel is created,
+			// and rejects one the policy rejects.
+			conn, err := grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultServiceConfig(sc))
+			if err != nil {
+				t.Fatalf("grpc rejected %s: %v", sc, err)
+			}
+			conn.Close()
+		})
+	}
+}
+
+func TestServiceConfigRejectsWhatDoesNotMarshal(t *testing.T) {
+	if _, err := lbconfig.ServiceConfig("pickwise_p2c", func() {}); err == nil || !strings.Contains(err.Error(), "pickwise_p2c") {
+		t.Errorf("ServiceConfig of a func = %v, want an error naming the policy", err)
+	}
+}
