@@ -171,7 +171,7 @@ const spillChoices = 3
 // call has no endpoint of its own, so it also passes over endpoints that
 // are failing (failingAvoidance) or ejected while another can take it.
 func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts) (balancer.PickResult, error) {
-	if res, err, ok := p.snap.Probe(info, a); ok {
+	if res, err, ok := p.snap.Probe(info, a, uint32(h>>32)); ok {
 		return res, err
 	}
 	requested := p.connecting

@@ -121,16 +121,22 @@ func (e *Endpoint) finishProbe(info balancer.DoneInfo) {
 }
 
 // Probe places the call on an ejected endpoint whose probe is due, and
-// reports whether it did. Pickers over Snapshot.Endpoints call it first;
-// it costs one length check while nothing is ejected. A retry (a, the
+// reports whether it did. Pickers over Snapshot.Endpoints call it before
+// they choose; it costs one length check while nothing is ejected. A retry (a, the
 // call's attempt record, has an earlier attempt) never probes.
-func (s *Snapshot) Probe(info balancer.PickInfo, a *Attempts) (balancer.PickResult, error, bool) {
-	if len(s.Ejected) == 0 || s.ejector == nil || (a != nil && a.earlier()) {
+//
+// gate is spare randomness of the pick, or any value that changes from
+// pick to pick (a schedule position): only a pick whose gate is a multiple
+// of probeGate looks for a due probe, so that while an endpoint is out a
+// pick reads the clock for it once in probeGate picks, not every time. 0
+// always looks.
+func (s *Snapshot) Probe(info balancer.PickInfo, a *Attempts, gate uint32) (balancer.PickResult, error, bool) {
+	if len(s.Ejected) == 0 || gate%probeGate != 0 || s.ejector == nil || (a != nil && a.earlier()) {
 		return balancer.PickResult{}, nil, false
 	}
 	i := 0
 	if len(s.Ejected) > 1 {
-		i = reduce(uint32(s.Rand.Uint64()), len(s.Ejected))
+		i = int(gate/probeGate) % len(s.Ejected)
 	}
 	r := &s.Ejected[i]
 	if !r.Stats.tryProbe(s.Clock.Nanotime(), s.ejector.probeEvery) {
@@ -140,6 +146,11 @@ func (s *Snapshot) Probe(info balancer.PickInfo, a *Attempts) (balancer.PickResu
 	res, err = a.Record(r.Stats, res, err)
 	return res, err, err == nil
 }
+
+// probeGate is how many picks share one look at the clock for a due
+// probe: at 500 calls a second, a look every 32 ms, against probe
+// intervals of hundreds of milliseconds.
+const probeGate = 16
 
 // ProbeDue reports whether a call with attempt record a (nil: none) may
 // probe e, an ejected endpoint, now, and claims the probe if so: for

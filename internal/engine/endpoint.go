@@ -145,7 +145,7 @@ func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 		// either way.
 		return false
 	}
-	failed := info.Err != nil && serverFailed(info)
+	failed := IsServerFailure(info.Err) // the attempt reached the server: serverFailed
 	if p := e.shared.penalty.Load(); p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {

@@ -79,11 +79,6 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 // Pick implements balancer.Picker.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	if len(p.snap.Ejected) > 0 {
-		if res, err, ok := p.snap.Probe(info, a); ok {
-			return res, err
-		}
-	}
 	eps := p.snap.Endpoints
 	n := len(eps)
 	var now int64 // Clock.Nanotime; 0 until someone needs it
@@ -91,6 +86,11 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		now = p.snap.Clock.Nanotime()
 	}
 	if n == 1 {
+		if len(p.snap.Ejected) > 0 {
+			if res, err, ok := p.snap.Probe(info, a, 0); ok {
+				return res, err
+			}
+		}
 		res, err := p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
 		if a != nil {
 			return a.Record(eps[0].Stats, res, err)
@@ -114,6 +114,12 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		cands = idx[:2]
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
+	}
+	if len(p.snap.Ejected) > 0 {
+		// After the draw, whose spare bits gate the look at the clock.
+		if res, err, ok := p.snap.Probe(info, a, coin); ok {
+			return res, err
+		}
 	}
 	if a != nil && a.earlier() {
 		cands = p.avoidEarlier(cands, a)

@@ -63,12 +63,13 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // reads its ORCA report.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
+	pos := p.next.Add(1)
 	if len(p.snap.Ejected) > 0 {
-		if res, err, ok := p.snap.Probe(info, a); ok {
+		if res, err, ok := p.snap.Probe(info, a, pos); ok {
 			return res, err
 		}
 	}
-	r := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]
+	r := &p.snap.Endpoints[p.sched.Next(pos)]
 	if a != nil && a.earlier() && a.Used(r.Stats) {
 		// A retry: the next positions of the schedule, until one that no
 		// earlier attempt used. The schedule interleaves endpoints, so
