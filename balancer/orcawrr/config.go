@@ -8,7 +8,7 @@ import (
 
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/lbconfig"
-	"github.com/pickwise/pickwise/orca"
+	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -48,7 +48,7 @@ type Config struct {
 	// MetricNamesForComputingUtilization names utilization metrics in the
 	// reports' named utilization map; the largest present is the
 	// utilization. Default none: application_utilization, then
-	// cpu_utilization. (gRFC A78)
+	// cpu_utilization. (gRFC A114)
 	MetricNamesForComputingUtilization []string `json:"metricNamesForComputingUtilization"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
@@ -150,7 +150,7 @@ func settings(c *Config) engine.Settings {
 		FailurePenalty: c.FailurePenalty,
 		Ejection:       c.Ejection,
 		Weights: &engine.WeightsConfig{
-			ORCA: orca.Config{
+			ORCA: orcaweight.Config{
 				BlackoutPeriod:          time.Duration(c.BlackoutPeriod),
 				WeightExpirationPeriod:  time.Duration(c.WeightExpirationPeriod),
 				ErrorUtilizationPenalty: c.ErrorUtilizationPenalty,

@@ -1,5 +1,5 @@
 // Package orcawrr implements pickwise_orca_wrr: smooth weighted round robin
-// over weights that backends report through ORCA (gRFC A51, A58, A64, A78).
+// over weights that backends report through ORCA (gRFC A51, A58, A64, A78, A114).
 //
 // Each backend reports its load, per call in a trailer or on an
 // out-of-band stream, and each endpoint's weight is
@@ -25,7 +25,7 @@
 // server-side failures this client saw, which a backend cannot misreport,
 // and a backend whose failures stand far above the fleet's is ejected
 // locally until its probes succeed (ejection).
-// See package github.com/pickwise/pickwise/orca for the computation and for
+// See package github.com/pickwise/pickwise/orcaweight for the computation and for
 // how a grpc-go backend reports its load.
 //
 // Picks follow a precomputed smooth order (earliest virtual deadline with
@@ -58,7 +58,7 @@
 //	}}]}
 //
 // The weight metrics (pickwise.orca_wrr.*: rr_fallback,
-// endpoint_weight_not_yet_usable, endpoint_weight_stale, endpoint_weights,
+// endpoint_weight_not_yet_usable, endpoint_weight_stale, endpoint_weight,
 // bad_reports) go through grpc's experimental/stats registry, so grpc's
 // OpenTelemetry plugin exports them when they are enabled by name.
 package orcawrr

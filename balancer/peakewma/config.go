@@ -21,12 +21,12 @@ type Config struct {
 	// (Finagle's); must be in [10ms, 1h].
 	DecayTime lbconfig.Duration `json:"decayTime"`
 	// DefaultRTT priced failures as latency before the failure counts
-	// judged them by their evidence. It is still accepted and validated,
-	// so configs that set it keep parsing, but has no effect. Default
-	// "30ms"; must be in [1µs, 1m].
+	// judged them by their evidence. It is still accepted, so configs that
+	// set it keep parsing, but has no effect. Unset by default; a value
+	// other than 0 must be in [1µs, 1m], as before.
 	//
 	// Deprecated: failures are weighed by failurePenalty and ejection.
-	DefaultRTT lbconfig.Duration `json:"defaultRtt"`
+	DefaultRTT lbconfig.Duration `json:"defaultRtt,omitempty"`
 	// SlowStart ramps the weight of endpoints that join or recover. Off
 	// unless present.
 	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
@@ -44,7 +44,6 @@ type Config struct {
 const (
 	DefaultChoiceCount = 2
 	DefaultDecayTime   = 10 * time.Second
-	DefaultRTT         = 30 * time.Millisecond
 )
 
 // Bounds of the durations: below them the average would follow single
@@ -61,7 +60,6 @@ func DefaultConfig() *Config {
 	return &Config{
 		ChoiceCount:    DefaultChoiceCount,
 		DecayTime:      lbconfig.Duration(DefaultDecayTime),
-		DefaultRTT:     lbconfig.Duration(DefaultRTT),
 		FailurePenalty: lbconfig.DefaultFailurePenalty(),
 		Ejection:       lbconfig.DefaultEjection(),
 	}
@@ -81,7 +79,7 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	if d := time.Duration(cfg.DecayTime); d < minDecayTime || d > maxDecayTime {
 		return nil, fmt.Errorf("%s: decayTime %q: must be in [%v, %v]", Name, cfg.DecayTime, minDecayTime, maxDecayTime)
 	}
-	if d := time.Duration(cfg.DefaultRTT); d < minDefaultRTT || d > maxDefaultRTT {
+	if d := time.Duration(cfg.DefaultRTT); d != 0 && (d < minDefaultRTT || d > maxDefaultRTT) {
 		return nil, fmt.Errorf("%s: defaultRtt %q: must be in [%v, %v]", Name, cfg.DefaultRTT, minDefaultRTT, maxDefaultRTT)
 	}
 	if err := cfg.SlowStart.Validate(Name); err != nil {

@@ -21,7 +21,7 @@
 //
 // Using the policy takes a blank import that registers it, a service config
 // that selects it, and backends that report their load (package
-// github.com/pickwise/pickwise/orca shows how a grpc-go server does that):
+// github.com/pickwise/pickwise/orcaweight shows how a grpc-go server does that):
 //
 //	import _ "github.com/pickwise/pickwise/balancer/orcawrr"
 //

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/pickwise/pickwise/orca"
+	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -68,10 +68,10 @@ type endpointCold struct {
 
 	// Backend-reported weight, for policies with Settings.Weights; guarded
 	// by the balancer's mu (the tracker synchronizes itself).
-	orca       *orca.Tracker           // created on first use
+	orca       *orcaweight.Tracker     // created on first use
 	orcaDone   func(balancer.DoneInfo) // finish, then the tracker's per-call report hook
 	orcaWeight float64                 // at the last weight update
-	orcaStatus orca.Status             // at the last weight update
+	orcaStatus orcaweight.Status       // at the last weight update
 	orcaSC     balancer.SubConn        // the READY connection that carries the OOB stream
 	stopOOB    func()                  // stops the OOB stream, if one is open
 

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pickwise/pickwise/orca"
+	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	grpcorca "google.golang.org/grpc/orca"
@@ -15,8 +15,8 @@ import (
 // endpoint and hand the weights to pickers (Snapshot.Weights). It must be
 // validated by the policy's ParseConfig.
 type WeightsConfig struct {
-	// ORCA is how reports become weights (orca.Config).
-	ORCA orca.Config
+	// ORCA is how reports become weights (orcaweight.Config).
+	ORCA orcaweight.Config
 	// OutOfBand takes reports from an ORCA stream per connection, every
 	// OOBPeriod, instead of from each call's trailer. With it on, calls
 	// carry no report hook, as in gRFC A58.
@@ -30,10 +30,10 @@ type WeightsConfig struct {
 // weights is a balancer's weight-keeping state. Guarded by the balancer's
 // mu, except what the orca package synchronizes itself.
 type weights struct {
-	cfg      WeightsConfig
-	listener *orca.Listener
-	timer    Timer
-	bad      uint64 // listener.BadReports() at the last update, for the metric's delta
+	cfg   WeightsConfig
+	group *orcaweight.Group
+	timer Timer
+	bad   uint64 // group.BadReports() at the last update, for the metric's delta
 }
 
 // configureWeightsLocked applies a policy's WeightsConfig (nil turns weight
@@ -48,16 +48,16 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 		return
 	}
 	if b.weights == nil {
-		b.weights = &weights{cfg: *cfg, listener: orca.NewListener(cfg.ORCA)}
+		b.weights = &weights{cfg: *cfg, group: orcaweight.NewGroup(cfg.ORCA)}
 		b.scheduleWeightUpdateLocked()
 		for _, e := range b.endpoints.All() {
-			e.orca, e.orcaDone = nil, nil // from an earlier listener, if weights were on before
+			e.orca, e.orcaDone = nil, nil // from an earlier group, if weights were on before
 			b.restartOOBLocked(e)
 		}
 	} else {
 		old := b.weights.cfg
 		b.weights.cfg = *cfg
-		b.weights.listener.SetConfig(cfg.ORCA)
+		b.weights.group.SetConfig(cfg.ORCA)
 		if old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod {
 			for _, e := range b.endpoints.All() {
 				b.restartOOBLocked(e)
@@ -84,9 +84,9 @@ func (b *engineBalancer) stopWeightsLocked() {
 }
 
 // trackerLocked returns e's ORCA tracker, creating it on first use.
-func (b *engineBalancer) trackerLocked(e *Endpoint) *orca.Tracker {
+func (b *engineBalancer) trackerLocked(e *Endpoint) *orcaweight.Tracker {
 	if e.orca == nil {
-		e.orca = b.weights.listener.NewTracker()
+		e.orca = b.weights.group.NewTracker()
 		report := e.orca.Done()
 		e.orcaDone = func(info balancer.DoneInfo) {
 			e.finish(info)
@@ -126,12 +126,12 @@ func (b *engineBalancer) updateWeightsLocked() {
 		}
 		e.orcaWeight, e.orcaStatus = b.trackerLocked(e).Update(now)
 		switch e.orcaStatus {
-		case orca.NoReports, orca.Blackout:
+		case orcaweight.NoReports, orcaweight.Blackout:
 			notYet++
-		case orca.Stale:
+		case orcaweight.Stale:
 			stale++
 		}
-		if e.orcaStatus == orca.Usable && wm != nil {
+		if e.orcaStatus == orcaweight.Usable && wm != nil {
 			wm.weight.Record(b.metrics, e.orcaWeight, b.target, b.locality)
 		}
 	}
@@ -139,7 +139,7 @@ func (b *engineBalancer) updateWeightsLocked() {
 		wm.notYetUsable.Record(b.metrics, notYet, b.target, b.locality)
 		wm.stale.Record(b.metrics, stale, b.target, b.locality)
 	}
-	if bad := b.weights.listener.BadReports(); bad != b.weights.bad {
+	if bad := b.weights.group.BadReports(); bad != b.weights.bad {
 		if wm != nil {
 			wm.badReports.Record(b.metrics, int64(bad-b.weights.bad), b.target, b.locality)
 		}
@@ -166,9 +166,9 @@ func (b *engineBalancer) readyWeightsLocked(ready []Ready) ([]float64, bool) {
 	for i := range ready {
 		e := ready[i].Stats
 		ws[i] = e.orcaWeight
-		usable[i] = e.orcaStatus == orca.Usable
+		usable[i] = e.orcaStatus == orcaweight.Usable
 	}
-	if orca.FillMedian(ws, usable) >= 2 {
+	if orcaweight.FillMedian(ws, usable) >= 2 {
 		return ws, false
 	}
 	if wm := b.weightMetrics(); wm != nil {

@@ -1,4 +1,4 @@
-package orca
+package orcaweight
 
 import (
 	"math"
@@ -83,7 +83,7 @@ func TestBlackoutAndExpiry(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := NewListener(tc.cfg).NewTracker()
+			tr := NewGroup(tc.cfg).NewTracker()
 			for _, r := range tc.rows {
 				for s := r.from; s <= r.to; s++ {
 					if r.report {
@@ -103,7 +103,7 @@ func TestBlackoutAndExpiry(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	tr := NewListener(Config{BlackoutPeriod: 2 * time.Second, WeightExpirationPeriod: time.Minute, HalfLife: time.Hour}).NewTracker()
+	tr := NewGroup(Config{BlackoutPeriod: 2 * time.Second, WeightExpirationPeriod: time.Minute, HalfLife: time.Hour}).NewTracker()
 	for s := range 5 {
 		tr.Record(cpuReport(100, 0.5))
 		tr.Update(at(float64(s)))
@@ -131,7 +131,7 @@ func TestReset(t *testing.T) {
 func TestHalfLifeZeroIsRaw(t *testing.T) {
 	const penalty = 1.5
 	rng := rand.New(rand.NewPCG(7, 7))
-	tr := NewListener(Config{ErrorUtilizationPenalty: penalty}).NewTracker()
+	tr := NewGroup(Config{ErrorUtilizationPenalty: penalty}).NewTracker()
 	for s := 1; s <= 200; s++ {
 		var sumQ, sumE, sumU float64
 		n := 1 + rng.IntN(5)
@@ -165,7 +165,7 @@ func TestSmoothingIsTimeWeighted(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := NewListener(Config{HalfLife: tc.halfLife}).NewTracker()
+			tr := NewGroup(Config{HalfLife: tc.halfLife}).NewTracker()
 			tr.Record(cpuReport(100, 0.5))
 			tr.Update(at(0))
 			for s := 1; s < 10; s++ {
@@ -184,7 +184,7 @@ func TestSmoothingIsTimeWeighted(t *testing.T) {
 }
 
 func TestSmoothingRestartsAfterExpiry(t *testing.T) {
-	tr := NewListener(Config{WeightExpirationPeriod: 30 * time.Second, HalfLife: time.Hour}).NewTracker()
+	tr := NewGroup(Config{WeightExpirationPeriod: 30 * time.Second, HalfLife: time.Hour}).NewTracker()
 	tr.Record(cpuReport(100, 0.5))
 	tr.Update(at(0))
 	if _, st := tr.Update(at(30)); st != Stale {
@@ -214,8 +214,8 @@ func TestSmoothingNoise(t *testing.T) {
 	// A backend at a steady 100 qps whose utilization reads 0.5 ± 40%
 	// (uniform): its true weight is 100 / 0.5 = 200.
 	rng := rand.New(rand.NewPCG(1, 2))
-	raw := NewListener(Config{}).NewTracker()
-	smooth := NewListener(Config{HalfLife: 10 * time.Second}).NewTracker()
+	raw := NewGroup(Config{}).NewTracker()
+	smooth := NewGroup(Config{HalfLife: 10 * time.Second}).NewTracker()
 	var rawW, smoothW []float64
 	for s := 1; s <= 300; s++ {
 		r := cpuReport(100, 0.5*(1+0.4*(2*rng.Float64()-1)))
@@ -254,7 +254,7 @@ func TestSmoothingStep(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := NewListener(Config{HalfLife: halfLife}).NewTracker()
+			tr := NewGroup(Config{HalfLife: halfLife}).NewTracker()
 			oldW, newW := 100/tc.before, 100/tc.after
 			reached := -1.0
 			for s := 1; s <= 200; s++ {
@@ -295,7 +295,7 @@ func TestDone(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewListener(Config{})
+			l := NewGroup(Config{})
 			tr := l.NewTracker()
 			tr.Done()(balancer.DoneInfo{ServerLoad: tc.load})
 			_, st := tr.Update(at(1))
@@ -310,7 +310,7 @@ func TestDone(t *testing.T) {
 }
 
 func TestOnLoadReport(t *testing.T) {
-	l := NewListener(Config{})
+	l := NewGroup(Config{})
 	tr := l.NewTracker()
 	tr.OnLoadReport(nil) // never sent by grpc-go, but counted as bad
 	tr.OnLoadReport(cpuReport(100, 0.5))
@@ -323,7 +323,7 @@ func TestOnLoadReport(t *testing.T) {
 }
 
 func TestRecordAndDoneDoNotAllocate(t *testing.T) {
-	l := NewListener(Config{UtilizationMetrics: []string{"a", "b"}, ErrorUtilizationPenalty: 1})
+	l := NewGroup(Config{UtilizationMetrics: []string{"a", "b"}, ErrorUtilizationPenalty: 1})
 	tr := l.NewTracker()
 	done := tr.Done()
 	good := &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 1, CpuUtilization: 0.5, Utilization: map[string]float64{"b": 0.4}}
@@ -349,7 +349,7 @@ func TestRecordAndDoneDoNotAllocate(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	metrics := []string{"a"}
-	l := NewListener(Config{
+	l := NewGroup(Config{
 		BlackoutPeriod:          -time.Second,
 		WeightExpirationPeriod:  -time.Second,
 		ErrorUtilizationPenalty: math.NaN(),
@@ -381,7 +381,7 @@ func TestConfig(t *testing.T) {
 }
 
 func TestSetConfigAppliesToTrackers(t *testing.T) {
-	l := NewListener(Config{})
+	l := NewGroup(Config{})
 	tr := l.NewTracker()
 	r := &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 10, CpuUtilization: 0.5, Utilization: map[string]float64{"q": 0.25}}
 	tr.Record(r)
@@ -409,7 +409,7 @@ func TestConcurrentRecordUpdateResetSetConfig(t *testing.T) {
 		records   = 20000
 		badEvery  = 10
 	)
-	l := NewListener(Config{BlackoutPeriod: time.Second, WeightExpirationPeriod: time.Minute, HalfLife: 5 * time.Second, UtilizationMetrics: []string{"a"}})
+	l := NewGroup(Config{BlackoutPeriod: time.Second, WeightExpirationPeriod: time.Minute, HalfLife: 5 * time.Second, UtilizationMetrics: []string{"a"}})
 	tr := l.NewTracker()
 	good := &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 5, CpuUtilization: 0.5, Utilization: map[string]float64{"a": 0.4}}
 	bad := cpuReport(math.NaN(), 0.5)

@@ -1,4 +1,4 @@
-package orca
+package orcaweight
 
 import (
 	"math"
@@ -44,7 +44,7 @@ func FuzzRecord(f *testing.F) {
 		if err := proto.Unmarshal(data, r); err != nil {
 			return
 		}
-		l := NewListener(Config{
+		l := NewGroup(Config{
 			ErrorUtilizationPenalty: 1,
 			HalfLife:                10 * time.Second,
 			UtilizationMetrics:      []string{"a", "b"},

@@ -1,4 +1,4 @@
-package orca
+package orcaweight
 
 import (
 	"math"
@@ -48,15 +48,15 @@ func (s Status) String() string {
 
 // Tracker is one endpoint's ORCA state: the reports of the current update
 // period, and the smoothed weight built from the periods before. Create it
-// with Listener.NewTracker.
+// with Group.NewTracker.
 //
 // Record, OnLoadReport and the Done hook are lock-free and allocation-free,
 // and may run on any number of goroutines. Update must be called by one
-// goroutine at a time; Reset and Listener.SetConfig may run concurrently
+// goroutine at a time; Reset and Group.SetConfig may run concurrently
 // with all of them.
 type Tracker struct {
 	// Immutable after NewTracker; read by every Record.
-	l    *Listener
+	g    *Group
 	done func(balancer.DoneInfo)
 
 	// The period's sums get a cache line of their own: every RPC of the
@@ -119,7 +119,7 @@ func swapFloat(a *atomic.Uint64) float64 {
 var _ grpcorca.OOBListener = (*Tracker)(nil)
 
 // Record folds one report into the current period. It returns false, and
-// counts a bad report on the Listener, when the report cannot yield a
+// counts a bad report on the Group, when the report cannot yield a
 // weight: it is nil; rps_fractional is NaN, ±Inf, negative or 0; eps is
 // NaN, ±Inf or negative; or the chosen utilization (see Config's
 // UtilizationMetrics, then application_utilization unless 0, then
@@ -128,13 +128,13 @@ var _ grpcorca.OOBListener = (*Tracker)(nil)
 // was.
 func (t *Tracker) Record(r *v3orcapb.OrcaLoadReport) bool {
 	if r == nil {
-		t.l.bad.Add(1)
+		t.g.bad.Add(1)
 		return false
 	}
 	qps, eps := r.RpsFractional, r.Eps
-	util := t.l.settings.Load().utilization(r)
+	util := t.g.settings.Load().utilization(r)
 	if !positive(qps) || !nonNegative(eps) || !positive(util) {
-		t.l.bad.Add(1)
+		t.g.bad.Add(1)
 		return false
 	}
 	// The count goes last and Update swaps it first: a report counted in a
@@ -194,7 +194,7 @@ func (t *Tracker) onDone(info balancer.DoneInfo) {
 // many; and a period left with a count but no utilization is dropped
 // rather than turned into an infinite weight.
 func (t *Tracker) Update(now time.Time) (weight float64, status Status) {
-	s := t.l.settings.Load()
+	s := t.g.settings.Load()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 

@@ -1,4 +1,4 @@
-package orca
+package orcaweight
 
 import (
 	"math"
@@ -121,7 +121,7 @@ func TestWeightFormula(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewListener(tc.cfg)
+			l := NewGroup(tc.cfg)
 			tr := l.NewTracker()
 			for _, r := range tc.reports {
 				if !tr.Record(r) {
@@ -178,7 +178,7 @@ func TestBadReports(t *testing.T) {
 	other := &report{RpsFractional: 100, ApplicationUtilization: 1} // weight 100
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewListener(cfg)
+			l := NewGroup(cfg)
 			tr := l.NewTracker()
 			tr.Record(good)
 			if w, st := tr.Update(at(1)); st != Usable || w != 200 {

@@ -1,5 +1,5 @@
-// Package orca turns ORCA (Open Request Cost Aggregation) load reports from
-// backends into one weight per endpoint, for any pickwise policy that
+// Package orcaweight turns ORCA (Open Request Cost Aggregation) load reports
+// from backends into one weight per endpoint, for any pickwise policy that
 // follows weights (pickwise_orca_wrr through the internal engine). It
 // implements the weight of gRFC A58, "Client-Side Weighted Round Robin LB
 // Policy", with smoothing added.
@@ -18,7 +18,7 @@
 // traffic, and one whose errors rise is charged for them even when its
 // failures are fast and cheap. Reports that cannot give a finite positive
 // weight (NaN, infinite or negative fields, qps 0, utilization 0) are
-// rejected and counted (Listener.BadReports).
+// rejected and counted (Group.BadReports).
 //
 // # Periods and smoothing
 //
@@ -80,20 +80,20 @@
 //
 // # Using a Tracker in a policy
 //
-// One Listener per balancer, one Tracker per endpoint:
+// One Group per balancer, one Tracker per endpoint:
 //
-//	l := orca.NewListener(orca.Config{
+//	g := orcaweight.NewGroup(orcaweight.Config{
 //		BlackoutPeriod:          10 * time.Second,
 //		WeightExpirationPeriod:  3 * time.Minute,
 //		ErrorUtilizationPenalty: 1,
 //		HalfLife:                10 * time.Second,
 //	})
-//	t := l.NewTracker()   // when the endpoint appears; t.Reset() when its connection changes
+//	t := g.NewTracker()   // when the endpoint appears; t.Reset() when its connection changes
 //	result.Done = t.Done() // per-call reports (this package imports grpc's orca, which parses trailers), or
 //	stop := grpcorca.RegisterOOBListener(subConn, t, grpcorca.OOBListenerOptions{ReportInterval: 10 * time.Second})
 //	// On the weight-update timer, for every endpoint:
 //	weights[i], status = t.Update(clock.Now())
-//	usable[i] = status == orca.Usable
+//	usable[i] = status == orcaweight.Usable
 //	// Then, once for the picker:
-//	if orca.FillMedian(weights, usable) < 2 { /* record a round-robin fallback */ }
-package orca
+//	if orcaweight.FillMedian(weights, usable) < 2 { /* record a round-robin fallback */ }
+package orcaweight

@@ -1,4 +1,4 @@
-package orca
+package orcaweight
 
 import (
 	"math"
@@ -61,10 +61,10 @@ func newSettings(cfg Config) *settings {
 	return &settings{cfg: cfg}
 }
 
-// Listener is the balancer-wide half of the ORCA machinery: the Config all
+// Group is the balancer-wide half of the ORCA machinery: the Config all
 // of its Trackers follow, swapped atomically, and the count of rejected
 // reports. All methods are safe for concurrent use.
-type Listener struct {
+type Group struct {
 	// atomic; read by every Record, replaced by SetConfig.
 	settings atomic.Pointer[settings]
 	// Keeps bad off the cache line of settings: a backend that sends only
@@ -78,39 +78,39 @@ type Listener struct {
 // cores), used to keep independently written atomics apart.
 const cacheLine = 64
 
-// NewListener returns a Listener following cfg.
-func NewListener(cfg Config) *Listener {
-	l := new(Listener)
-	l.settings.Store(newSettings(cfg))
-	return l
+// NewGroup returns a Group following cfg.
+func NewGroup(cfg Config) *Group {
+	g := new(Group)
+	g.settings.Store(newSettings(cfg))
+	return g
 }
 
-// SetConfig makes every Tracker of l follow cfg from its next Record or
+// SetConfig makes every Tracker of g follow cfg from its next Record or
 // Update on. It may be called concurrently with Record and Update. A
 // changed penalty or half-life applies to new periods only: the averages
 // already accumulated are kept.
-func (l *Listener) SetConfig(cfg Config) {
-	l.settings.Store(newSettings(cfg))
+func (g *Group) SetConfig(cfg Config) {
+	g.settings.Store(newSettings(cfg))
 }
 
 // Config returns the Config in effect, with out-of-range values replaced
 // as documented on Config.
-func (l *Listener) Config() Config {
-	cfg := l.settings.Load().cfg
+func (g *Group) Config() Config {
+	cfg := g.settings.Load().cfg
 	cfg.UtilizationMetrics = slices.Clone(cfg.UtilizationMetrics)
 	return cfg
 }
 
-// BadReports returns how many reports l's Trackers have rejected since l
+// BadReports returns how many reports g's Trackers have rejected since g
 // was created. Callers that export it as a counter take differences.
-func (l *Listener) BadReports() uint64 {
-	return l.bad.Load()
+func (g *Group) BadReports() uint64 {
+	return g.bad.Load()
 }
 
-// NewTracker returns the state for one endpoint, following l's Config and
-// counting its bad reports on l.
-func (l *Listener) NewTracker() *Tracker {
-	t := &Tracker{l: l}
+// NewTracker returns the state for one endpoint, following g's Config and
+// counting its bad reports on g.
+func (g *Group) NewTracker() *Tracker {
+	t := &Tracker{g: g}
 	t.done = t.onDone
 	return t
 }

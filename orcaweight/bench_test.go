@@ -1,4 +1,4 @@
-package orca
+package orcaweight
 
 import (
 	"sync/atomic"
@@ -12,7 +12,7 @@ import (
 // into the same Tracker at once, as when all cores finish calls to one
 // endpoint at the same instant.
 func BenchmarkRecord(b *testing.B) {
-	tr := NewListener(Config{ErrorUtilizationPenalty: 1}).NewTracker()
+	tr := NewGroup(Config{ErrorUtilizationPenalty: 1}).NewTracker()
 	r := &v3orcapb.OrcaLoadReport{RpsFractional: 100, ApplicationUtilization: 0.5}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -37,7 +37,7 @@ func BenchmarkRecordUncontended(b *testing.B) {
 	}
 	for _, tc := range tests {
 		b.Run(tc.name, func(b *testing.B) {
-			tr := NewListener(Config{UtilizationMetrics: tc.metrics}).NewTracker()
+			tr := NewGroup(Config{UtilizationMetrics: tc.metrics}).NewTracker()
 			b.ReportAllocs()
 			for b.Loop() {
 				tr.Record(tc.r)
@@ -49,7 +49,7 @@ func BenchmarkRecordUncontended(b *testing.B) {
 // BenchmarkDone is the per-call hook as a picker hands it out, with all
 // goroutines sharing one endpoint.
 func BenchmarkDone(b *testing.B) {
-	done := NewListener(Config{}).NewTracker().Done()
+	done := NewGroup(Config{}).NewTracker().Done()
 	info := balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -60,7 +60,7 @@ func BenchmarkDone(b *testing.B) {
 }
 
 func BenchmarkUpdate(b *testing.B) {
-	tr := NewListener(Config{HalfLife: 1e10, ErrorUtilizationPenalty: 1}).NewTracker()
+	tr := NewGroup(Config{HalfLife: 1e10, ErrorUtilizationPenalty: 1}).NewTracker()
 	r := &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 1, CpuUtilization: 0.5}
 	b.ReportAllocs()
 	s := 0.0
