@@ -51,9 +51,6 @@ type engineBalancer struct {
 	resolverErr error          // last resolver error, for messages
 	rampTimer   Timer
 	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
-	healthTimer Timer           // pending health tick, if any (healthTick)
-	assessTimer Timer           // pending assessment asked for by a Done (assessSoon)
-	flushTimer  Timer           // pending flush of the pick counts, if any
 	weights     *weights        // nil unless the policy asks for Settings.Weights
 	locality    string          // the endpoints' xDS locality, if any: a metrics label
 	picker      balancer.Picker // the policy's last picker; nil while none is published
@@ -84,14 +81,11 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	if b.metrics == nil {
 		b.metrics = noMetrics{}
 	}
-	b.shared.scheduleFlush = b.scheduleFlush
+	b.shared.work = doneWork{owner: b, clock: opts.Clock}
 	if m := b.policyMetrics; m != nil && cc.MetricsRecorder() != nil {
 		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping, m.ejected)
-		b.shared.flushIdle.Store(true)
+		b.shared.work.recordsMetrics = true
 	}
-	b.shared.schedule = b.scheduleHealth
-	b.shared.readmit = b.readmitFromProbe
-	b.shared.assess = b.assessSoon
 	b.shared.clock = opts.Clock
 	childBuilder := balancer.Get(pickfirst.Name).Build
 	var esOpts endpointsharding.Options
@@ -218,18 +212,7 @@ func (b *engineBalancer) Close() {
 		b.rampTimer.Stop()
 		b.rampTimer = nil
 	}
-	if b.healthTimer != nil {
-		b.healthTimer.Stop()
-		b.healthTimer = nil
-	}
-	if b.assessTimer != nil {
-		b.assessTimer.Stop()
-		b.assessTimer = nil
-	}
-	if b.flushTimer != nil {
-		b.flushTimer.Stop()
-		b.flushTimer = nil
-	}
+	b.shared.work.stop()
 	b.stopWeightsLocked()
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
@@ -410,23 +393,6 @@ func (b *engineBalancer) scheduleRampEndLocked(at, now int64) {
 		b.rampTimer, b.rampTimerAt = nil, 0
 		b.publishLocked(b.clock.Nanotime())
 	})
-}
-
-// scheduleHealth arms the health timer. It runs on the Done path of the
-// first failure after a quiet period, never on a pick.
-func (b *engineBalancer) scheduleHealth() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.scheduleHealthLocked()
-}
-
-func (b *engineBalancer) scheduleHealthLocked() {
-	p := b.shared.penalty.Load()
-	if b.closed || p == nil {
-		b.shared.healthPending.Store(false)
-		return
-	}
-	b.healthTimer = b.clock.AfterFunc(p.tick, b.healthTick)
 }
 
 // snapshotLocked is a Snapshot of ready with the engine's services.

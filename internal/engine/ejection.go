@@ -115,7 +115,7 @@ func (e *Endpoint) finishProbe(info balancer.DoneInfo) {
 		e.probe.every.Store(ej.probeEvery)
 		e.probe.next.Store(min(e.probe.next.Load(), e.shared.clock.Nanotime()+ej.probeEvery/4))
 		if e.probe.okRun.Add(1) == ej.probeSuccesses {
-			e.shared.readmit(e)
+			e.shared.work.readmit(e)
 		}
 	}
 }
@@ -177,43 +177,25 @@ func PickProbe(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
 func (b *engineBalancer) healthTick() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.healthTimer = nil
-	b.shared.healthPending.Store(false)
 	p := b.shared.penalty.Load()
 	if b.closed || p == nil {
 		return
 	}
-	if b.assessLocked(p.decay) && b.shared.healthPending.CompareAndSwap(false, true) {
-		b.scheduleHealthLocked()
+	if b.assessLocked(p.decay) {
+		b.shared.work.startHealth(p.tick)
 	}
 }
 
-// assessSoon is the Done side's request for an assessment now, without
-// decay: an endpoint's failures just reached the evidence ejection needs,
-// and waiting for the next tick would let a black hole draw calls for up
-// to maxHealthTick. It runs on a timer of its own, not on the Done that
-// asked, and requests that arrive while one is pending share it: in a
-// fleet-wide outage every endpoint crosses the line at once, and each
-// assessment is a pass over all of them.
-func (b *engineBalancer) assessSoon() {
-	if !b.shared.assessPending.CompareAndSwap(false, true) {
-		return
-	}
+// assessNow assesses every endpoint without decay, at the request of a
+// Done whose failure completed the evidence ejection needs: waiting for the
+// next tick would let a black hole draw calls for up to maxHealthTick.
+func (b *engineBalancer) assessNow() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed || b.shared.penalty.Load() == nil {
 		return
 	}
-	b.assessTimer = b.clock.AfterFunc(0, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.assessTimer = nil
-		b.shared.assessPending.Store(false)
-		if b.closed || b.shared.penalty.Load() == nil {
-			return
-		}
-		b.assessLocked(1)
-	})
+	b.assessLocked(1)
 }
 
 // assessLocked multiplies every endpoint's counts by decay, refreshes the
@@ -389,8 +371,8 @@ func (b *engineBalancer) readmitFromProbe(e *Endpoint) {
 	if now < e.ejection.until {
 		// The health timer readmits it once its time is over; make sure
 		// one is running.
-		if b.shared.healthPending.CompareAndSwap(false, true) {
-			b.scheduleHealthLocked()
+		if p := b.shared.penalty.Load(); p != nil {
+			b.shared.work.startHealth(p.tick)
 		}
 		return
 	}

@@ -133,7 +133,7 @@ func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info) }
 // failure.
 func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 	e.inflight.Add(-1)
-	e.shared.armFlush()
+	e.shared.work.armFlush()
 	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
 		// The common case, decided with one load: a healthy endpoint's
 		// success writes nothing.
@@ -149,10 +149,10 @@ func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 	if p := e.shared.penalty.Load(); p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {
-			e.shared.startHealth()
+			e.shared.work.startHealth(p.tick)
 			if ej := e.shared.ejector.Load(); ej != nil && o.failures >= float32(ej.minFailures) && o.failures-1 < float32(ej.minFailures) {
 				// The evidence ejection needs is just complete.
-				e.shared.assess()
+				e.shared.work.assessSoon()
 			}
 		}
 	}
@@ -199,8 +199,8 @@ func (e *Endpoint) decayOutcomes(factor float32) outcomes {
 }
 
 // doneShared is the balancer-wide state that every endpoint's Done reads:
-// the failure penalty and its health timer, the fleet's failure rate, and
-// what pricing a failure in the latency average needs.
+// the failure penalty and ejection settings, the fleet's failure rate, the
+// latency settings, and the queue of work Dones hand to the balancer.
 type doneShared struct {
 	penalty atomic.Pointer[penalty] // nil when the penalty is off
 	ejector atomic.Pointer[ejector] // nil when ejection is off
@@ -209,27 +209,8 @@ type doneShared struct {
 	// fleetBits is math.Float64bits of the fleet's failure rate, as of the
 	// last health tick: the rate every endpoint's own is judged against.
 	fleetBits atomic.Uint64
-	// healthPending is set while a health tick is scheduled, so the Done
-	// of every failure does not schedule one of its own.
-	healthPending atomic.Bool
-	// schedule arms the health timer; set once by the balancer.
-	schedule func()
-	// readmit is called by the Done of a probe that completes an ejected
-	// endpoint's run of successes; set once by the balancer.
-	readmit func(*Endpoint)
-	// assess is called by the Done of the failure that gives an endpoint
-	// the evidence ejection needs; set once by the balancer.
-	assess func()
-	// assessPending is set while an assessment asked for by assess is
-	// scheduled, so that many requests share one.
-	assessPending atomic.Bool
-	// flushIdle is set while the balancer records metrics and no flush of
-	// the pick counts is scheduled: the next Done schedules one, so calls
-	// arm one per metricsFlushPeriod at most, and none while idle. The
-	// zero value never schedules, for endpoints built without a balancer.
-	flushIdle atomic.Bool
-	// scheduleFlush arms the flush timer; set once by the balancer.
-	scheduleFlush func()
+	// work is what Dones ask the balancer to do later (donework.go).
+	work doneWork
 
 	// Counters of rare events, flushed to the metrics with the pick
 	// counts: a balancer-wide line is fine for events that are not per
@@ -240,19 +221,3 @@ type doneShared struct {
 
 // fleetRate is the fleet's failure rate as of the last health tick.
 func (d *doneShared) fleetRate() float64 { return math.Float64frombits(d.fleetBits.Load()) }
-
-// armFlush makes sure the pick counts are flushed within
-// metricsFlushPeriod. Every Done calls it: a load of a flag that changes
-// once a period, so it stays in every core's cache.
-func (d *doneShared) armFlush() {
-	if d.flushIdle.Load() && d.flushIdle.CompareAndSwap(true, false) {
-		d.scheduleFlush()
-	}
-}
-
-// startHealth makes sure a health tick is scheduled.
-func (d *doneShared) startHealth() {
-	if !d.healthPending.Load() && d.healthPending.CompareAndSwap(false, true) {
-		d.schedule()
-	}
-}

@@ -34,7 +34,6 @@ func healthBalancer(n int) (*engineBalancer, *benchCC) {
 	cc := &benchCC{}
 	b := &engineBalancer{name: "bench", cc: cc, clock: SystemClock{}, rand: SystemRand{}, policy: nopPolicy{}, gen: 1}
 	b.shared.clock = b.clock
-	b.shared.schedule, b.shared.readmit, b.shared.assess = func() {}, func(*Endpoint) {}, func() {}
 	pen := newPenalty(DefaultFailurePenalty())
 	b.shared.penalty.Store(pen)
 	b.shared.ejector.Store(newEjector(DefaultEjection(), pen))

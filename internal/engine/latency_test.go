@@ -149,7 +149,7 @@ func (c *manualClock) advance(d time.Duration)               { c.now += int64(d)
 // directly on a snapshot, with the balancer-wide state its Done reads.
 func timedPicker(clk *manualClock) (*LeastLoaded, *Endpoint, *latency) {
 	lat := testLatency()
-	shared := &doneShared{schedule: func() {}, clock: clk}
+	shared := &doneShared{clock: clk}
 	shared.latency.Store(lat)
 	e := newEndpoint("a", shared, false)
 	snap := &Snapshot{

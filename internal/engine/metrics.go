@@ -310,27 +310,14 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 // enabled, and a user may enable the picks counter alone.
 const metricsFlushPeriod = time.Second
 
-// scheduleFlush arms the flush timer. It runs on the Done path of the
-// first call after a quiet period, never on a pick.
-func (b *engineBalancer) scheduleFlush() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	b.flushTimer = b.clock.AfterFunc(metricsFlushPeriod, b.flushTick)
-}
-
 // flushTick records the pick counts. It does not rearm itself: the next
-// Done does, so an idle balancer has no timer.
+// Done does (doneWork.armFlush), so an idle balancer has no timer.
 func (b *engineBalancer) flushTick() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.flushTimer = nil
 	if b.closed {
 		return
 	}
-	b.shared.flushIdle.Store(true)
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
 	}

@@ -29,7 +29,7 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 	if err != nil {
 		return nil, err
 	}
-	shared := &doneShared{schedule: func() {}, readmit: func(*Endpoint) {}, assess: func() {}, clock: opts.Clock} // no health timer
+	shared := &doneShared{clock: opts.Clock} // its zero doneWork runs nothing: no health timer
 	shared.penalty.Store(newPenalty(settings.FailurePenalty))
 	lat := newLatency(settings.Latency)
 	shared.latency.Store(lat)

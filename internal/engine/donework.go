@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file is how a call's Done hands work to the balancer. A Done runs on
+// the call's goroutine, many at once, and must neither take the balancer's
+// lock nor do a pass over the endpoints: it only notices that something is
+// due (a failure that starts the health ticks, evidence that is complete,
+// pick counts waiting to be recorded) and asks for it here. The work runs
+// later on a timer, once however many Dones asked, with the balancer's lock.
+//
+// The requests flow one way: Done -> doneWork -> doneWorkOwner. The owner
+// is the balancer, the only one that can do the work; doneWork owns the
+// timers and the flags that make a thousand requests one.
+
+// doneWorkOwner does what Dones ask for. Each method takes the balancer's
+// lock itself and does nothing once the balancer is closed.
+type doneWorkOwner interface {
+	// healthTick decays and assesses every endpoint's counts (healthTick
+	// in ejection.go). It asks for the next tick itself while there is
+	// anything to watch.
+	healthTick()
+	// assessNow assesses without decay, because an endpoint's evidence
+	// just became enough to eject it.
+	assessNow()
+	// flushTick records the pick counts and the rare-event counters.
+	flushTick()
+	// readmitFromProbe readmits an ejected endpoint whose probes
+	// succeeded, or makes sure a health tick will once its time is over.
+	readmitFromProbe(*Endpoint)
+}
+
+// doneWork is the balancer's queue of work asked for by Dones: one
+// deferred task per kind of work. The zero value asks for nothing, for
+// endpoints built without a balancer.
+type doneWork struct {
+	// Immutable after the balancer is built.
+	owner doneWorkOwner
+	clock Clock
+	// recordsMetrics is set when the balancer records metrics, so that a
+	// Done arms a flush of the pick counts.
+	recordsMetrics bool
+
+	health task // the decay-and-assess tick, every penalty.tick while needed
+	assess task // an assessment now, asked for by the evidence of a failure
+	flush  task // the pick counts' flush, within metricsFlushPeriod of a Done
+}
+
+// startHealth makes sure a health tick is scheduled after tick.
+func (w *doneWork) startHealth(tick time.Duration) {
+	if w.owner != nil && w.health.claim() {
+		w.health.arm(w.clock, tick, w.owner.healthTick)
+	}
+}
+
+// assessSoon asks for an assessment now. It runs on a timer of its own,
+// not on the Done that asked, and requests that arrive while one is pending
+// share it: in a fleet-wide outage every endpoint crosses the line at once,
+// and each assessment is a pass over all of them.
+func (w *doneWork) assessSoon() {
+	if w.owner != nil && w.assess.claim() {
+		w.assess.arm(w.clock, 0, w.owner.assessNow)
+	}
+}
+
+// armFlush makes sure the pick counts are flushed within
+// metricsFlushPeriod. Every Done calls it: while a flush is pending it is
+// one load of a flag that changes once a period, so it stays in every
+// core's cache; while nothing records metrics it is one load of an
+// immutable field.
+func (w *doneWork) armFlush() {
+	if w.recordsMetrics && w.flush.claim() {
+		w.flush.arm(w.clock, metricsFlushPeriod, w.owner.flushTick)
+	}
+}
+
+// readmit passes on a probe's request to readmit e. It is rare (once per
+// ejection) and needs no coalescing.
+func (w *doneWork) readmit(e *Endpoint) {
+	if w.owner != nil {
+		w.owner.readmitFromProbe(e)
+	}
+}
+
+// stop cancels every pending task and refuses new ones; the balancer calls
+// it when it closes.
+func (w *doneWork) stop() {
+	w.health.stop()
+	w.assess.stop()
+	w.flush.stop()
+}
+
+// task is one kind of deferred work: at most one is pending at a time, and
+// a request while one is pending costs one atomic load.
+type task struct {
+	pending atomic.Bool // set from the first request until the work starts
+	mu      sync.Mutex  // guards the fields below; never held while the work runs
+	timer   Timer
+	stopped bool
+}
+
+// claim reports whether the caller is the one to arm the task: false
+// while a run is pending. The caller builds the run function only then, so
+// that a request while one is pending allocates nothing.
+func (t *task) claim() bool {
+	return !t.pending.Load() && t.pending.CompareAndSwap(false, true)
+}
+
+// arm schedules run after d, for the caller whose claim succeeded. The
+// flag is cleared just before run starts, so that run, or a Done meanwhile,
+// can ask for the next one.
+func (t *task) arm(clock Clock, d time.Duration, run func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.timer = clock.AfterFunc(d, func() {
+		t.mu.Lock()
+		stopped := t.stopped
+		if !stopped {
+			t.timer = nil
+			t.pending.Store(false)
+		}
+		t.mu.Unlock()
+		if !stopped {
+			run()
+		}
+	})
+}
+
+// stop cancels the pending run, if any, and every later request.
+func (t *task) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	// Pending stays set, so that requests stop at the atomic load.
+	t.pending.Store(true)
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+}

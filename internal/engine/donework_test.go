@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// queueClock is a Clock whose timers fire only when the test runs them.
+type queueClock struct {
+	mu     sync.Mutex
+	timers []*queuedTimer
+}
+
+type queuedTimer struct {
+	d       time.Duration
+	f       func()
+	stopped bool
+}
+
+func (t *queuedTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
+
+func (c *queueClock) Nanotime() int64 { return 0 }
+
+func (c *queueClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &queuedTimer{d: d, f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// fire runs the timers armed so far that are not stopped, and reports how
+// many ran.
+func (c *queueClock) fire() int {
+	c.mu.Lock()
+	ts := c.timers
+	c.timers = nil
+	c.mu.Unlock()
+	n := 0
+	for _, t := range ts {
+		if !t.stopped {
+			t.f()
+			n++
+		}
+	}
+	return n
+}
+
+// countingOwner counts the work doneWork hands it.
+type countingOwner struct {
+	health, assess, flush, readmits int
+	again                           func() // called from healthTick, if set
+}
+
+func (o *countingOwner) healthTick() {
+	o.health++
+	if o.again != nil {
+		o.again()
+	}
+}
+func (o *countingOwner) assessNow()                 { o.assess++ }
+func (o *countingOwner) flushTick()                 { o.flush++ }
+func (o *countingOwner) readmitFromProbe(*Endpoint) { o.readmits++ }
+
+// TestDoneWorkCoalesces checks that many Dones asking for the same work
+// while it is pending arm one timer and get one run, that the work can
+// ask for its next run, and that nothing runs after stop.
+func TestDoneWorkCoalesces(t *testing.T) {
+	clk := &queueClock{}
+	owner := &countingOwner{}
+	w := &doneWork{owner: owner, clock: clk, recordsMetrics: true}
+	for range 1000 {
+		w.startHealth(time.Second)
+		w.assessSoon()
+		w.armFlush()
+	}
+	if got := len(clk.timers); got != 3 {
+		t.Fatalf("1000 requests of each kind armed %d timers, want 3", got)
+	}
+	// While each is pending, a request is a load: no timer, no closure.
+	if a := testing.AllocsPerRun(100, func() {
+		w.startHealth(time.Second)
+		w.assessSoon()
+		w.armFlush()
+	}); a != 0 {
+		t.Errorf("a request while pending allocates %v times, want 0", a)
+	}
+	if d := clk.timers[0].d; d != time.Second {
+		t.Errorf("health tick armed after %v, want 1s", d)
+	}
+	if d := clk.timers[2].d; d != metricsFlushPeriod {
+		t.Errorf("flush armed after %v, want %v", d, metricsFlushPeriod)
+	}
+	if n := clk.fire(); n != 3 || owner.health != 1 || owner.assess != 1 || owner.flush != 1 {
+		t.Fatalf("fired %d: health %d, assess %d, flush %d; want one each", n, owner.health, owner.assess, owner.flush)
+	}
+
+	// A tick that finds more to watch asks for the next one itself.
+	owner.again = func() { w.startHealth(time.Second) }
+	w.startHealth(time.Second)
+	clk.fire()
+	if len(clk.timers) != 1 {
+		t.Fatalf("a tick that asked for the next one left %d timers, want 1", len(clk.timers))
+	}
+
+	w.readmit(nil)
+	if owner.readmits != 1 {
+		t.Errorf("readmits = %d, want 1", owner.readmits)
+	}
+
+	w.stop()
+	w.startHealth(time.Second)
+	w.assessSoon()
+	w.armFlush()
+	if n := clk.fire(); n != 0 {
+		t.Errorf("%d timers ran after stop, want 0", n)
+	}
+	if owner.health != 2 {
+		t.Errorf("health ticks = %d after stop, want 2", owner.health)
+	}
+}
+
+// TestDoneWorkZeroValue checks that endpoints built without a balancer,
+// whose doneWork is the zero value, ask for nothing and do not panic.
+func TestDoneWorkZeroValue(t *testing.T) {
+	var w doneWork
+	w.startHealth(time.Second)
+	w.assessSoon()
+	w.armFlush()
+	w.readmit(nil)
+	w.stop()
+}
