@@ -51,7 +51,7 @@ type engineBalancer struct {
 	resolverErr error          // last resolver error, for messages
 	rampTimer   Timer
 	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
-	weights     *weights        // nil unless the policy asks for Settings.Weights
+	weights     *weightKeeper   // nil unless the policy asks for Settings.Weights
 	locality    string          // the endpoints' xDS locality, if any: a metrics label
 	picker      balancer.Picker // the policy's last picker; nil while none is published
 	// Ejection counts since the last flush to the metrics.
@@ -152,6 +152,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			// Endpoints known before the first READY picker are the initial
 			// fleet: they are not cold newcomers, so they skip slow start.
 			e = newEndpoint(firstAddr(ep), &b.shared, b.everReady)
+			if b.weights != nil {
+				b.weights.add(e)
+			}
 		}
 		next.Set(ep, e)
 		if len(ep.Addresses) == 1 {
@@ -164,7 +167,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	for ep, e := range b.endpoints.All() {
 		if _, kept := next.Get(ep); !kept {
-			e.stopOOBLocked()
+			e.weights.closeOOB()
 			b.flushPicksLocked(e)
 		}
 	}
@@ -213,7 +216,9 @@ func (b *engineBalancer) Close() {
 		b.rampTimer = nil
 	}
 	b.shared.work.stop()
-	b.stopWeightsLocked()
+	if b.weights != nil {
+		b.weights.stop(b.order)
+	}
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
 	}
@@ -329,12 +334,9 @@ func (b *engineBalancer) publishLocked(now int64) {
 	snap.Ejected = ejected
 	snap.ramp = b.ramp
 	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback = b.readyWeightsLocked(ready)
-		if !b.weights.cfg.OutOfBand {
-			for i := range ready {
-				b.trackerLocked(ready[i].Stats)
-				ready[i].ReportDone = ready[i].Stats.orcaDone
-			}
+		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready)
+		if snap.WeightsFallback {
+			b.recordFallbackLocked()
 		}
 	}
 	b.publishPickerLocked(connectivity.Ready, snap)

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -66,14 +65,8 @@ type endpointCold struct {
 	resolved resolver.Endpoint
 	exitIdle func()
 
-	// Backend-reported weight, for policies with Settings.Weights; guarded
-	// by the balancer's mu (the tracker synchronizes itself).
-	orca       *orcaweight.Tracker     // created on first use
-	orcaDone   func(balancer.DoneInfo) // finish, then the tracker's per-call report hook
-	orcaWeight float64                 // at the last weight update
-	orcaStatus orcaweight.Status       // at the last weight update
-	orcaSC     balancer.SubConn        // the READY connection that carries the OOB stream
-	stopOOB    func()                  // stops the OOB stream, if one is open
+	// Backend-reported weight, kept by the balancer's weightKeeper.
+	weights endpointWeight
 
 	// picks as of the last flush (flushPicksLocked); guarded by the
 	// balancer's mu.
