@@ -157,7 +157,7 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		dones := make(map[*engine.Endpoint]func(balancer.DoneInfo), len(members))
 		pk.dones = make([]func(balancer.DoneInfo), len(members))
 		for i := range members {
-			e := members[i].Stats
+			e := members[i].Conn.Stats
 			d := p.dones[e]
 			if d == nil {
 				d = p.load.doneFor(e)

@@ -21,7 +21,7 @@ func blackHoleRun(t *testing.T, cfg string) (spilled, keyless float64) {
 	h := start(t, cfg, testkit.Endpoints(as))
 	bh := as[0]
 	p := currentPicker(t, h)
-	home := func(k string) string { return p.members[p.tbl.first(hashKey(k)).endpoint].Stats.Addr() }
+	home := func(k string) string { return p.members[p.tbl.first(hashKey(k)).endpoint].Conn.Stats.Addr() }
 	end := func(a string, done func(balancer.DoneInfo)) bool {
 		if a == bh {
 			done(testkit.Outcome(status.Error(codes.Unavailable, "black hole")))

@@ -57,16 +57,16 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			if m.Ejected {
 				// Locally ejected: its keys go to their next candidate,
 				// but for a probe now and then, which shows its recovery.
-				if p.snap.ProbeDue(m.Stats, a) {
-					res, err := engine.PickProbe(&m.Ready, info)
-					return a.Record(m.Stats, res, err)
+				if p.snap.ProbeDue(m.Conn.Stats, a) {
+					res, err := engine.PickProbe(&m.Conn, info)
+					return a.Record(m.Conn.Stats, res, err)
 				}
 				if passed < 0 {
 					passed = c.endpoint
 				}
 				continue
 			}
-			if a != nil && a.Used(m.Stats) {
+			if a != nil && a.Used(m.Conn.Stats) {
 				// A retry or hedge: the key's next candidate.
 				if passed < 0 {
 					passed = c.endpoint
@@ -79,7 +79,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			if limit < 0 {
 				limit = p.loadCap()
 			}
-			if n := m.Stats.InFlight(); n+1 <= limit {
+			if n := m.Conn.Stats.InFlight(); n+1 <= limit {
 				if fallback < 0 {
 					return p.recordBounded(a, c.endpoint, info, homeOr(c.endpoint, first))
 				}
@@ -89,7 +89,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 				// and push that neighbour's own keys out in turn. Recent
 				// failures count as load: an endpoint that fails fast is
 				// never busy, and would otherwise draw every spill.
-				cost := float64(n+1) / (1 - p.snap.Avoidance(m.Stats))
+				cost := float64(n+1) / (1 - p.snap.Avoidance(m.Conn.Stats))
 				if spill < 0 || cost < spillCost {
 					spill, spillCost = c.endpoint, cost
 				}
@@ -105,13 +105,13 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 				// gRFC A61: the key's endpoint is not connected yet. Its
 				// child's picker wakes it if IDLE and queues the RPC
 				// until it is READY: the key stays where it belongs.
-				return m.Picker.Pick(info)
+				return m.Conn.Picker.Pick(info)
 			}
 			// Bounded load skipped a READY endpoint to get here: wake
 			// this one for later keys, but look on for one that can take
 			// the call now rather than queue it.
 			if m.State == connectivity.Idle {
-				_, _ = m.Picker.Pick(info)
+				_, _ = m.Conn.Picker.Pick(info)
 			}
 		}
 		// TRANSIENT_FAILURE: the next candidate along the table.
@@ -131,20 +131,20 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return p.record(a, passed, info, homeOr(passed, first))
 	}
 	// Every endpoint failed: fail with the key's own endpoint's error.
-	return p.members[first].Picker.Pick(info)
+	return p.members[first].Conn.Picker.Pick(info)
 }
 
 // record picks member i and notes it in the call's attempt record a (nil:
 // none).
 func (p *picker) record(a *engine.Attempts, i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	res, err := p.pick(i, info, why)
-	return a.Record(p.members[i].Stats, res, err)
+	return a.Record(p.members[i].Conn.Stats, res, err)
 }
 
 // recordBounded is record through bounded load's count.
 func (p *picker) recordBounded(a *engine.Attempts, i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	res, err := p.pickBounded(i, info, why)
-	return a.Record(p.members[i].Stats, res, err)
+	return a.Record(p.members[i].Conn.Stats, res, err)
 }
 
 // homeOr is the reason for picking endpoint i for a key whose own endpoint
@@ -181,7 +181,7 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 		m := &p.members[c.endpoint]
 		switch m.State {
 		case connectivity.Ready:
-			if m.Ejected || p.snap.Avoidance(m.Stats) >= failingAvoidance || (a != nil && a.Used(m.Stats)) {
+			if m.Ejected || p.snap.Avoidance(m.Conn.Stats) >= failingAvoidance || (a != nil && a.Used(m.Conn.Stats)) {
 				if failing < 0 {
 					failing = c.endpoint
 				}
@@ -191,7 +191,7 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 				if limit < 0 {
 					limit = p.loadCap()
 				}
-				if m.Stats.InFlight()+1 > limit {
+				if m.Conn.Stats.InFlight()+1 > limit {
 					if fallback < 0 {
 						fallback = c.endpoint
 					}
@@ -199,12 +199,12 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 				}
 			}
 			res, err := p.pick(c.endpoint, info, reasonRandom)
-			return a.Record(m.Stats, res, err)
+			return a.Record(m.Conn.Stats, res, err)
 		case connectivity.Idle:
 			if !requested {
 				requested = true
 				// The child's picker wakes it (once, for a lazy child).
-				_, _ = m.Picker.Pick(info)
+				_, _ = m.Conn.Picker.Pick(info)
 			}
 		}
 	}
@@ -212,16 +212,16 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 	// failing endpoint's calls are lost.
 	if fallback >= 0 {
 		res, err := p.pick(fallback, info, reasonRandom)
-		return a.Record(p.members[fallback].Stats, res, err)
+		return a.Record(p.members[fallback].Conn.Stats, res, err)
 	}
 	if failing >= 0 {
 		res, err := p.pick(failing, info, reasonRandom)
-		return a.Record(p.members[failing].Stats, res, err)
+		return a.Record(p.members[failing].Conn.Stats, res, err)
 	}
 	if requested {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
-	return p.members[p.tbl.first(h).endpoint].Picker.Pick(info)
+	return p.members[p.tbl.first(h).endpoint].Conn.Picker.Pick(info)
 }
 
 // failingAvoidance is the avoidance (about 30% of recent calls failed)
@@ -231,7 +231,7 @@ const failingAvoidance = 0.4
 // pick picks member i, through bounded load's count when it is on.
 func (p *picker) pick(i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	if p.load == nil {
-		return engine.PickEndpoint(&p.members[i].Ready, info, why)
+		return engine.PickEndpoint(&p.members[i].Conn, info, why)
 	}
 	return p.pickBounded(i, info, why)
 }
@@ -247,7 +247,7 @@ func (p *picker) loadCap() int64 {
 // pickBounded picks member i and counts the call in the balancer-wide
 // total until its Done.
 func (p *picker) pickBounded(i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
-	res, err := engine.PickEndpointDone(&p.members[i].Ready, info, why, p.dones[i])
+	res, err := engine.PickEndpointDone(&p.members[i].Conn, info, why, p.dones[i])
 	if err == nil {
 		p.load.total.Add(1)
 	}
@@ -259,7 +259,7 @@ func (p *picker) pickBounded(i int32, info balancer.PickInfo, why engine.PickRea
 func (p *picker) ReportCosts(_ int64, record func(float64)) {
 	for i := range p.members {
 		if m := &p.members[i]; m.State == connectivity.Ready {
-			record(float64(m.Stats.InFlight()))
+			record(float64(m.Conn.Stats.InFlight()))
 		}
 	}
 }

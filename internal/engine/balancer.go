@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/endpointsharding"
-	"google.golang.org/grpc/balancer/lazy"
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/balancer/weightedtarget"
 	"google.golang.org/grpc/connectivity"
@@ -26,7 +25,7 @@ var logger = grpclog.Component("pickwise")
 type engineBalancer struct {
 	// Immutable after build.
 	name  string
-	lazy  bool // Spec.Lazy
+	mode  connectMode // eager, or onDemand under Spec.Lazy
 	cc    balancer.ClientConn
 	child balancer.Balancer
 	clock Clock
@@ -67,7 +66,7 @@ type engineBalancer struct {
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
 	b := &engineBalancer{
 		name:              s.Name,
-		lazy:              s.Lazy,
+		mode:              eager{},
 		cc:                cc,
 		clock:             opts.Clock,
 		rand:              opts.Rand,
@@ -87,21 +86,46 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		b.shared.work.recordsMetrics = true
 	}
 	b.shared.clock = opts.Clock
-	childBuilder := balancer.Get(pickfirst.Name).Build
-	var esOpts endpointsharding.Options
 	if s.Lazy {
-		// A lazy child stays IDLE, without even a pickfirst, until asked to
-		// connect; without auto-reconnect, a child that falls back to IDLE
-		// stays there until a pick wants it again.
-		pf := childBuilder
-		childBuilder = func(cc balancer.ClientConn, o balancer.BuildOptions) balancer.Balancer {
-			return lazy.NewBalancer(cc, o, pf)
-		}
-		esOpts.DisableAutoReconnect = true
+		b.mode = onDemand{}
 	}
+	childBuilder, esOpts := b.mode.children(balancer.Get(pickfirst.Name).Build)
 	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, childBuilder, esOpts)
 	return b
 }
+
+// connectMode is what sets the two kinds of policy apart: which endpoints
+// connect and when, and what their pickers see. eager (below) connects
+// every endpoint and publishes pickers over the READY ones; onDemand
+// (lazy.go) connects an endpoint when a pick asks for it and publishes
+// pickers over all of them. Everything else in the balancer is the same
+// for both.
+type connectMode interface {
+	// children returns the builder of endpointsharding's children, given
+	// pickfirst's, and endpointsharding's options.
+	children(pickfirst childBuilder) (childBuilder, endpointsharding.Options)
+	// exitIdle is the balancer's ExitIdle.
+	exitIdle(child balancer.Balancer)
+	// publishLocked gives the parent a picker for the balancer's current
+	// state.
+	publishLocked(b *engineBalancer, now int64)
+}
+
+// childBuilder builds one of endpointsharding's children.
+type childBuilder = func(balancer.ClientConn, balancer.BuildOptions) balancer.Balancer
+
+// eager is the connectMode of load-aware policies: every endpoint
+// connects, and reconnects after it falls IDLE, and pickers see the READY
+// ones.
+type eager struct{}
+
+func (eager) children(pf childBuilder) (childBuilder, endpointsharding.Options) {
+	return pf, endpointsharding.Options{}
+}
+
+func (eager) exitIdle(child balancer.Balancer) { child.ExitIdle() }
+
+func (eager) publishLocked(b *engineBalancer, now int64) { b.publishReadyLocked(now) }
 
 // childCC is the ClientConn endpointsharding sees: everything passes
 // through to the real ClientConn except UpdateState, which the engine turns
@@ -197,15 +221,8 @@ func (b *engineBalancer) UpdateSubConnState(sc balancer.SubConn, _ balancer.SubC
 	logger.Errorf("%s: unexpected UpdateSubConnState for %v", b.name, sc)
 }
 
-// ExitIdle wakes every child, except under a lazy policy, whose picks
-// decide which endpoints connect: waking all of them would open a
-// connection to every backend of a large fleet for nothing.
-func (b *engineBalancer) ExitIdle() {
-	if b.lazy {
-		return
-	}
-	b.child.ExitIdle()
-}
+// ExitIdle wakes the children, as the connectMode says.
+func (b *engineBalancer) ExitIdle() { b.mode.exitIdle(b.child) }
 
 // Close shuts the children down and stops the slow-start timer.
 func (b *engineBalancer) Close() {
@@ -250,9 +267,7 @@ func (b *engineBalancer) updateFromChildren(s balancer.State) {
 		e.picker = c.State.Picker
 		e.weight = float64(max(weight.FromEndpoint(c.Endpoint).Weight, 1))
 		e.gen = b.gen
-		if b.lazy {
-			e.resolved, e.exitIdle = c.Endpoint, c.ExitIdle
-		}
+		e.resolved, e.exitIdle = c.Endpoint, c.ExitIdle
 	}
 	b.children = len(children)
 	b.aggregate = s
@@ -289,11 +304,11 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int
 }
 
 // publishLocked gives the parent a picker for the current state.
-func (b *engineBalancer) publishLocked(now int64) {
-	if b.lazy {
-		b.publishLazyLocked(now)
-		return
-	}
+func (b *engineBalancer) publishLocked(now int64) { b.mode.publishLocked(b, now) }
+
+// publishReadyLocked gives the parent an eager policy's picker: one over
+// the READY endpoints that are not ejected.
+func (b *engineBalancer) publishReadyLocked(now int64) {
 	// Resolver order keeps seeded runs reproducible (endpointsharding
 	// reports children in map order) without sorting on every update.
 	ready := make([]Ready, 0, len(b.order))

@@ -59,9 +59,9 @@ type endpointCold struct {
 	picker    balancer.Picker // the pickfirst child's latest picker
 	weight    float64         // from the weight attribute, at least 1
 	gen       uint64          // the balancer update that last reported this endpoint
-	// Lazy policies only (Spec.Lazy): the endpoint as endpointsharding
-	// reports it (its attributes carry the A76 hash key and the weight),
-	// and the function that makes its child connect.
+	// The endpoint as endpointsharding reports it (its attributes carry
+	// the A76 hash key and the weight), and the function that makes its
+	// child connect: what an affinity policy's Members carry.
 	resolved resolver.Endpoint
 	exitIdle func()
 

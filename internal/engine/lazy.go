@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/endpointsharding"
+	"google.golang.org/grpc/balancer/lazy"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 )
@@ -10,13 +13,35 @@ import (
 // its state, so the picker needs every endpoint, not only the READY ones,
 // and connections open only where keys lead.
 
+// onDemand is the connectMode of affinity policies.
+type onDemand struct{}
+
+// children wraps each pickfirst in grpc's lazy balancer: a child stays
+// IDLE, without even a pickfirst, until asked to connect. Without
+// auto-reconnect, a child that falls back to IDLE stays there until a pick
+// wants it again.
+func (onDemand) children(pf childBuilder) (childBuilder, endpointsharding.Options) {
+	return func(cc balancer.ClientConn, o balancer.BuildOptions) balancer.Balancer {
+		return lazy.NewBalancer(cc, o, pf)
+	}, endpointsharding.Options{DisableAutoReconnect: true}
+}
+
+// exitIdle wakes nobody: picks decide which endpoints connect, and waking
+// all of them would open a connection to every backend of a large fleet
+// for nothing. publishLazyLocked keeps one connecting while none is READY.
+func (onDemand) exitIdle(balancer.Balancer) {}
+
+func (onDemand) publishLocked(b *engineBalancer, now int64) { b.publishLazyLocked(now) }
+
 // Member is one endpoint of a lazy policy's snapshot, in any connectivity
 // state.
 type Member struct {
-	// Ready carries the endpoint's child picker and long-lived state; pick
-	// through it with PickEndpoint or PickEndpointDone once State is READY.
-	// Slow start does not apply to lazy policies: RampEnd is always 0.
-	Ready
+	// Conn is how a picker reaches the endpoint: its child picker and
+	// long-lived state. Pick through it with PickEndpoint or
+	// PickEndpointDone once State is READY; before that, its child picker
+	// queues the call and makes it connect, as pickfirst's does. Slow start
+	// does not apply to lazy policies: Conn.RampEnd is always 0.
+	Conn Ready
 	// State is the endpoint's connectivity state as of the snapshot.
 	State connectivity.State
 	// Endpoint is the endpoint as the resolver gave it, attributes
@@ -45,16 +70,17 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 			continue
 		}
 		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		members = append(members, Member{Ready: r, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle,
+		members = append(members, Member{Conn: r, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle,
 			Ejected: e.ejection.ejected && e.state == connectivity.Ready})
 		if e.state <= connectivity.Shutdown {
 			counts[e.state]++
 		}
-		if e.state == connectivity.Ready {
+		switch {
+		case e.state != connectivity.Ready:
+		case e.ejection.ejected:
+			ejected = append(ejected, r)
+		default:
 			ready = append(ready, r)
-			if e.ejection.ejected {
-				ejected = append(ejected, r)
-			}
 		}
 	}
 	if len(members) == 0 {
@@ -75,7 +101,7 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 			}
 		}
 	}
-	if len(ready) > 0 {
+	if len(ready)+len(ejected) > 0 {
 		b.everReady = true
 	}
 	snap := b.snapshotLocked(ready, now)

@@ -49,7 +49,7 @@ type Spec struct {
 	// reconnection), the balancer's ExitIdle wakes nobody, and every
 	// Snapshot lists all endpoints in Snapshot.Members, whatever their
 	// state, so that a picker can route a key to an IDLE endpoint and make
-	// it connect. See publishLazyLocked.
+	// it connect. The balancer's connectMode is then onDemand (lazy.go).
 	Lazy bool
 	// Metrics are the policy's metrics (RegisterMetrics); nil records
 	// none.

@@ -27,13 +27,13 @@ type Ready struct {
 // Snapshot is what a policy builds a picker from: the READY endpoints and
 // the engine services a picker needs. It is immutable.
 type Snapshot struct {
-	// Endpoints are the READY endpoints; never empty, except under a lazy
-	// policy (Spec.Lazy), whose pickers are published in every state.
+	// Endpoints are the READY endpoints that are not locally ejected.
+	// Never empty, except under a lazy policy (Spec.Lazy), whose pickers
+	// are published in every state.
 	Endpoints []Ready
-	// Ejected are READY endpoints that are locally ejected, reached only
-	// by probes (Probe): out of Endpoints, except under a lazy policy,
-	// whose Endpoints are every READY one and whose Members say which are
-	// ejected.
+	// Ejected are the READY endpoints that are locally ejected, reached
+	// only by probes (Probe) and, under a lazy policy, by keys whose walk
+	// finds them due for one (ProbeDue).
 	Ejected []Ready
 	// Members, under a lazy policy only, are all the endpoints in resolver
 	// order, whatever their state; never empty. Nil otherwise.
