@@ -149,7 +149,7 @@ func TestLazyConnect(t *testing.T) {
 		t.Fatalf("%d SubConns before any pick, want 0", n)
 	}
 	p := currentPicker(t, h)
-	want := p.members[p.tbl.first(hashKey("k")).endpoint].Stats.Addr()
+	want := p.members[p.tbl.first(hashKey("k")).endpoint].Conn.Stats.Addr()
 	if _, _, err := pickCtx(h, WithKey(context.Background(), "k")); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
 		t.Fatalf("Pick on an IDLE endpoint = %v, want ErrNoSubConnAvailable (queue)", err)
 	}
@@ -291,7 +291,7 @@ func reconnectOnPick(t testing.TB, h *testkit.Harness, addr, key string) *testki
 			return fmt.Errorf("picker is %T", s.Picker)
 		}
 		for i := range p.members {
-			if m := &p.members[i]; m.Stats.Addr() == addr {
+			if m := &p.members[i]; m.Conn.Stats.Addr() == addr {
 				if m.State != connectivity.Idle && m.State != connectivity.Connecting {
 					return fmt.Errorf("%s is %v, want IDLE or CONNECTING", addr, m.State)
 				}
@@ -391,7 +391,7 @@ func keyFor(t testing.TB, h *testkit.Harness, addr string) string {
 	p := currentPicker(t, h)
 	for i := 0; i < 100000; i++ {
 		k := fmt.Sprintf("probe-%d", i)
-		if p.members[p.tbl.first(hashKey(k)).endpoint].Stats.Addr() == addr {
+		if p.members[p.tbl.first(hashKey(k)).endpoint].Conn.Stats.Addr() == addr {
 			return k
 		}
 	}
@@ -512,7 +512,7 @@ func TestBoundedLoadHotKey(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if a == p.members[p.tbl.first(hashKey(k)).endpoint].Stats.Addr() {
+				if a == p.members[p.tbl.first(hashKey(k)).endpoint].Conn.Stats.Addr() {
 					first++
 				}
 				pending = append(pending, call{a, done})
