@@ -12,7 +12,7 @@ import (
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/internal/engine"
-	"github.com/pickwise/pickwise/internal/testkit"
+	"github.com/pickwise/pickwise/internal/fakecc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -84,10 +84,10 @@ func GRPC(label, name, config string) Policy {
 // placements depend on its seed alone.
 type grpcInstance struct {
 	env     *env
-	cc      *testkit.ClientConn
+	cc      *fakecc.ClientConn
 	bal     balancer.Balancer
 	cfg     serviceconfig.LoadBalancingConfig
-	handled map[*testkit.SubConn]int // connect requests already served
+	handled map[*fakecc.SubConn]int // connect requests already served
 	ids     map[balancer.SubConn]int
 	lazy    bool // a pickwise policy that connects endpoints only for picks (Spec.Lazy)
 }
@@ -97,7 +97,7 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 	if builder == nil {
 		return nil, fmt.Errorf("sim: no balancer registered as %q", name)
 	}
-	in := &grpcInstance{env: e, cc: testkit.NewClientConn(), handled: map[*testkit.SubConn]int{}, ids: map[balancer.SubConn]int{}}
+	in := &grpcInstance{env: e, cc: fakecc.NewClientConn(), handled: map[*fakecc.SubConn]int{}, ids: map[balancer.SubConn]int{}}
 	if parser, ok := builder.(balancer.ConfigParser); ok {
 		cfg, err := parser.ParseConfig(json.RawMessage(config))
 		if err != nil {
@@ -282,7 +282,7 @@ func (in *grpcInstance) pick(req *Request) (int, finishFunc, error) {
 		in.settle()
 		id, ok := in.ids[res.SubConn]
 		if !ok {
-			id, err = strconv.Atoi(strings.TrimPrefix(res.SubConn.(*testkit.SubConn).Addr(), "backend-"))
+			id, err = strconv.Atoi(strings.TrimPrefix(res.SubConn.(*fakecc.SubConn).Addr(), "backend-"))
 			if err != nil {
 				return -1, nil, err
 			}

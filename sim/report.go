@@ -4,6 +4,7 @@ import (
 	"time"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // ORCA load reports from the simulated backends.
@@ -170,10 +171,8 @@ func (g *loadGauge) current(now time.Duration) *v3orcapb.OrcaLoadReport {
 	return g.report
 }
 
-// mix64 is SplitMix64's finalizer: a cheap, well-mixed hash of x.
-func mix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
+// mix64 is one SplitMix64 step from state x (the Weyl increment, then the
+// finalizer): a cheap, well-mixed hash of x, and a bijection, so distinct
+// inputs stay distinct. The increment makes 0 hash to a non-zero value,
+// which the bare finalizer does not.
+func mix64(x uint64) uint64 { return mix.Mix64(x + mix.Golden) }

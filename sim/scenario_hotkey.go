@@ -140,14 +140,9 @@ func HotKey(scale Scale) (*HotKeyResult, error) {
 
 // keyID turns a key's popularity rank into its 64-bit identity, as a hash
 // of the key's name would: with ranks as identities, key mod n would put
-// the ten hottest keys on ten different backends. It is SplitMix64's
-// finalizer, a bijection, so distinct ranks stay distinct keys.
-func keyID(rank int) uint64 {
-	z := uint64(rank) + 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
+// the ten hottest keys on ten different backends. mix64 is a bijection, so
+// distinct ranks stay distinct keys.
+func keyID(rank int) uint64 { return mix64(uint64(rank)) }
 
 // zipfKeys returns a Run.Key drawing key ranks below keys from a Zipf law
 // with exponent s, from its own source seeded with seed rather than the

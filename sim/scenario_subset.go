@@ -71,7 +71,7 @@ func Subsetting(scale Scale) (*SubsetResult, error) {
 	policies := []Policy{
 		allToAll,
 		GRPC("random_subsetting", "random_subsetting_experimental", fmt.Sprintf(`{"subsetSize":%d,"childPolicy":[{"round_robin":{}}]}`, size)),
-		DeterministicSubset(size),
+		DeterministicSubset(size, clients),
 		PickwiseSubset("pickwise_subset (balanced)", subsetBalanced, size, clients, pickwiseP2C()),
 		PickwiseSubset("pickwise_subset (stable)", subsetStable, size, clients, pickwiseP2C()),
 	}
@@ -126,7 +126,7 @@ func Subsetting(scale Scale) (*SubsetResult, error) {
 	t.AddRow("connections replaced over the minimum", churn...)
 	t.AddNote("moved: connections to surviving backends that clients replaced; the removed backend's own connections must move and are not counted")
 	t.AddNote("over the minimum: (the removed backend's connections + moved) / the removed backend's connections; 1.00x is the least any policy can do")
-	t.AddNote("pickwise_subset: clientIndex = the client's number, clientCount = the client count, child pickwise_p2c; the subsets are pickwise_subset's own functions (Deterministic, Stable) over the backends' addresses")
+	t.AddNote("pickwise_subset: clientIndex = the client's number, clientCount = the client count, child pickwise_p2c; the subsets are pickwise_subset's own functions (modes balanced and stable) over the backends' addresses")
 	notes(t, policies)
 	out.Table = t
 	return out, nil

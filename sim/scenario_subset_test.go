@@ -64,7 +64,7 @@ func TestSubsetting(t *testing.T) {
 		t.Errorf("pickwise_subset (stable): %d connections lost, churn %.2fx; want the minimum, 1x", r.Lost[stable], r.Churn[stable])
 	}
 	// Balanced mode's churn is a few times the minimum when backends have
-	// tens of clients (DeterministicAll documents 2.67x at 300 x 100,
+	// tens of clients (subsetting.BalancedAll documents 2.67x at 300 x 100,
 	// subsets of 10), far below the SRE book's reshuffle.
 	for _, c := range []int{bal, stable, det} {
 		t.Logf("%s: %d connections lost with the backend, %d moved off survivors: %.2fx the minimum", r.Policies[c], r.Lost[c], r.Moved[c], r.Churn[c])
@@ -75,13 +75,21 @@ func TestSubsetting(t *testing.T) {
 }
 
 func TestDeterministicSubsetRounds(t *testing.T) {
-	const n, size = 100, 10
+	const n, size, clients = 100, 10, 3 * 100 / 10
 	ids := backendIDs(n)
 	slices.Reverse(ids) // the resolver's order must not matter
+	subset := func(ids []int, c int) []int {
+		t.Helper()
+		in := &subsetInstance{client: c, count: clients, size: size}
+		if err := in.setBackends(ids); err != nil {
+			t.Fatal(err)
+		}
+		return in.connections()
+	}
 	for round := range 3 {
 		seen := make([]int, n)
 		for c := round * n / size; c < (round+1)*n/size; c++ {
-			sub := deterministicSubset(ids, c, size)
+			sub := subset(ids, c)
 			if len(sub) != size {
 				t.Fatalf("client %d: subset %v, want %d backends", c, sub, size)
 			}
@@ -95,7 +103,7 @@ func TestDeterministicSubsetRounds(t *testing.T) {
 			}
 		}
 	}
-	if got := deterministicSubset(backendIDs(5), 3, size); !slices.Equal(got, backendIDs(5)) {
+	if got := subset(backendIDs(5), 3); !slices.Equal(got, backendIDs(5)) {
 		t.Errorf("fewer backends than the subset size: got %v, want all", got)
 	}
 }

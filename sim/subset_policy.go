@@ -6,19 +6,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pickwise/pickwise/balancer/subset" // registers pickwise_subset
+	_ "github.com/pickwise/pickwise/balancer/subset" // registers pickwise_subset
+	"github.com/pickwise/pickwise/internal/subsetting"
 )
 
 // subsetKind is how a pickwise_subset column chooses each client's subset.
 type subsetKind int
 
 const (
-	// subsetBalanced is mode "balanced" with clientIndex: [subset.Deterministic].
+	// subsetBalanced is mode "balanced" with clientIndex: [subsetting.Balanced].
 	subsetBalanced subsetKind = iota
-	// subsetStable is mode "stable" with clientIndex: [subset.Stable].
+	// subsetStable is mode "stable" with clientIndex: [subsetting.Stable].
 	subsetStable
 	// subsetNoIndex is the config without clientIndex, with a clientId per
-	// client: [subset.Rendezvous], gRFC A68's ranking with a fixed seed.
+	// client: [subsetting.Rendezvous], gRFC A68's ranking with a fixed seed.
 	subsetNoIndex
 )
 
@@ -30,11 +31,11 @@ const (
 // config's clientIndex and clientCount is the fleet size; with
 // subsetNoIndex, the config's clientId is "sim-client-<i>".
 //
-// The subset comes from the package's pure functions over the identities
-// pickwise_subset reads (each endpoint's address, backendAddr), which is
-// all the parent computes before it hands the filtered list to its child
-// (TestPickwiseSubsetMatchesBalancer checks this against the real
-// balancer). The real parent would build its child through grpc's
+// The subset comes from the pure functions pickwise_subset itself calls
+// (package subsetting) over the identities it reads (each endpoint's
+// address, backendAddr), which is all the parent computes before it hands
+// the filtered list to its child (TestPickwiseSubsetMatchesBalancer checks
+// this against the real balancer). The real parent would build its child through grpc's
 // registry, with the wall clock and an unseeded source; composing here
 // keeps the run in virtual time and its placements a function of the seed.
 //
@@ -45,15 +46,15 @@ func PickwiseSubset(label string, kind subsetKind, size, clientCount int, child 
 	next := 0
 	// The balanced assignment of client i is row i of the fleet's
 	// assignment, and row i depends only on the rows before it, so one
-	// DeterministicAll per backend list serves every client: computing
-	// Deterministic separately for each of 1,000 clients would cost each
-	// the rows before it, about 500 times as much in all.
+	// BalancedAll per backend list serves every client: computing Balanced
+	// separately for each of 1,000 clients would cost each the rows before
+	// it, about 500 times as much in all.
 	var cachedIDs string
 	var cachedRows [][]string
 	rows := func(addrs []string) ([][]string, error) {
 		key := strings.Join(addrs, "\n")
 		if cachedRows == nil || key != cachedIDs {
-			r, err := subset.DeterministicAll(addrs, size, clientCount)
+			r, err := subsetting.BalancedAll(addrs, size, clientCount)
 			if err != nil {
 				return nil, err
 			}
@@ -73,9 +74,9 @@ func PickwiseSubset(label string, kind subsetKind, size, clientCount int, child 
 			}
 			return all[client], nil
 		case subsetStable:
-			return subset.Stable(addrs, size, client, clientCount)
+			return subsetting.Stable(addrs, size, client, clientCount)
 		default:
-			return subset.Rendezvous(addrs, size, subsetClientID(client))
+			return subsetting.Rendezvous(addrs, size, subsetClientID(client))
 		}
 	}
 	return Policy{Name: label, newInstance: func(e *env) (instance, error) {

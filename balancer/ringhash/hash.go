@@ -45,7 +45,7 @@ func hashIdentity(id string) uint64 { return xxhash.Sum64String(id) }
 // SplitMix64: successive multiples of it are spread as evenly as possible
 // over the 64-bit space, and it is odd, so the sequence only repeats after
 // 2^64 steps.
-const golden = 0x9E3779B97F4A7C15
+const golden = mix.Golden
 
 // derive returns value i of the SplitMix64 stream seeded with seed: the
 // per-endpoint sequence from which ring positions and Maglev permutation

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/pickwise/pickwise/internal/subsetting"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
 	"google.golang.org/grpc/balancer/weightedtarget"
@@ -142,7 +143,7 @@ func (b *subsetBalancer) updateSubset(cfg *Config, eps []resolver.Endpoint) erro
 			ids = append(ids, id)
 		}
 	}
-	ids = normalize(ids)
+	ids = subsetting.Normalize(ids)
 	b.gauges.endpoints.Store(int64(len(ids)))
 	key := subsetKey{ids: strings.Join(ids, "\n"), size: cfg.SubsetSize, index: -1, mode: cfg.Mode, hasSubsets: true}
 	if cfg.ClientIndex != nil {
@@ -160,11 +161,11 @@ func (b *subsetBalancer) updateSubset(cfg *Config, eps []resolver.Endpoint) erro
 	var err error
 	switch {
 	case key.index < 0:
-		subset, err = Rendezvous(ids, key.size, key.clientID)
+		subset, err = subsetting.Rendezvous(ids, key.size, key.clientID)
 	case key.mode == ModeStable:
-		subset, err = Stable(ids, key.size, key.index, key.count)
+		subset, err = subsetting.Stable(ids, key.size, key.index, key.count)
 	default:
-		subset, err = Deterministic(ids, key.size, key.index, key.count)
+		subset, err = subsetting.Balanced(ids, key.size, key.index, key.count)
 	}
 	if err != nil {
 		// Unreachable after ParseConfig; a parent that hand-builds a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pickwise/pickwise/internal/subsetting"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
@@ -90,7 +91,7 @@ func TestChildGetsSubset(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want, err := Deterministic(addrs, 3, 1, 3)
+	want, err := subsetting.Balanced(addrs, 3, 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestRecompute(t *testing.T) {
 	if b.computed != 2 {
 		t.Errorf("removal: computed %d times, want 2", b.computed)
 	}
-	want, _ := Deterministic(without, 3, 0, 3)
+	want, _ := subsetting.Balanced(without, 3, 0, 3)
 	if diff := cmp.Diff(want, sorted(child().ids())); diff != "" {
 		t.Errorf("after removing %s (-want +got):\n%s", removed, diff)
 	}
@@ -205,9 +206,9 @@ func TestRecompute(t *testing.T) {
 // random identity is fixed for the balancer's lifetime.
 func TestModes(t *testing.T) {
 	addrs := testkit.Addrs(40)
-	stable, _ := Stable(addrs, 5, 3, 10)
-	balanced, _ := Deterministic(addrs, 5, 3, 10)
-	byID, _ := Rendezvous(addrs, 5, "pod-a")
+	stable, _ := subsetting.Stable(addrs, 5, 3, 10)
+	balanced, _ := subsetting.Balanced(addrs, 5, 3, 10)
+	byID, _ := subsetting.Rendezvous(addrs, 5, "pod-a")
 	for _, tc := range []struct {
 		name, extra string
 		want        []string
@@ -233,7 +234,7 @@ func TestModes(t *testing.T) {
 	defer b1.Close()
 	update(t, b1, cfg, endpointsOf(addrs))
 	got1 := sorted(lastChild().ids())
-	want1, _ := Rendezvous(addrs, 5, b1.randomID)
+	want1, _ := subsetting.Rendezvous(addrs, 5, b1.randomID)
 	if diff := cmp.Diff(want1, got1); diff != "" {
 		t.Errorf("random seed (-want +got):\n%s", diff)
 	}
@@ -333,7 +334,7 @@ func TestChildSwitch(t *testing.T) {
 	if b.computed != 1 {
 		t.Errorf("child switch recomputed the subset: %d computations", b.computed)
 	}
-	want, _ := Rendezvous(addrs, 2, "x")
+	want, _ := subsetting.Rendezvous(addrs, 2, "x")
 	if diff := cmp.Diff(want, sorted(cur.ids())); diff != "" {
 		t.Errorf("new child's endpoints (-want +got):\n%s", diff)
 	}
@@ -393,7 +394,7 @@ func TestRealChild(t *testing.T) {
 	defer b.Close()
 	cfg := parse(t, `{"subsetSize": 3, "clientIndex": 2, "clientCount": 3}`)
 	update(t, b, cfg, endpointsOf(addrs))
-	want, _ := Deterministic(addrs, 3, 2, 3)
+	want, _ := subsetting.Balanced(addrs, 3, 2, 3)
 	if err := cc.SetReady(ctx, want...); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +435,7 @@ func TestRealChild(t *testing.T) {
 	removed := want[1]
 	without := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return a == removed })
 	update(t, b, cfg, endpointsOf(without))
-	want2, _ := Deterministic(without, 3, 2, 3)
+	want2, _ := subsetting.Balanced(without, 3, 2, 3)
 	var added []string
 	for _, a := range want2 {
 		if !slices.Contains(want, a) {

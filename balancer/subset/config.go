@@ -14,20 +14,25 @@ import (
 // Mode chooses the algorithm used when the client index is known.
 type Mode string
 
-// The modes; see the package documentation for the trade-off.
+// The modes; see the package documentation for the algorithms and the
+// trade-off.
 const (
-	// ModeBalanced is [Deterministic]: every backend within ±1 client of
+	// ModeBalanced, the default, is a capacity-bounded rendezvous
+	// assignment over the whole fleet: every backend within ±1 client of
 	// the mean, more pairs moved on a change when few clients share a
 	// backend.
 	ModeBalanced Mode = "balanced"
-	// ModeStable is [Stable]: the minimum churn, statistical balance.
+	// ModeStable is rendezvous hashing on the client index: the minimum
+	// churn, statistical balance.
 	ModeStable Mode = "stable"
 )
 
 // DefaultChildPolicy is the child used when childPolicy is absent. The
-// parent does not import it (DESIGN.md: a parent delegates through the
-// registry), so the program must register it with a blank import of
-// github.com/pickwise/pickwise/balancer/p2c or name another child.
+// parent does not import it: a parent policy builds its child through
+// grpc's balancer registry, so that it works with any child and a program
+// links only the policies it uses. The program must therefore register it
+// with a blank import of github.com/pickwise/pickwise/balancer/p2c or name
+// another child.
 const DefaultChildPolicy = "pickwise_p2c"
 
 // defaultChild is DefaultChildPolicy, a variable so that a test can check
@@ -59,10 +64,10 @@ type Config struct {
 	// a distinct index (see [IndexFromHostname]).
 	ClientIndex *int `json:"clientIndex,omitempty"`
 	ClientCount *int `json:"clientCount,omitempty"`
-	// ClientID seeds [Rendezvous] when no index is given, so the subset
-	// survives restarts. Empty means a random seed drawn when the balancer
-	// is built and kept for its lifetime (gRFC A68). Ignored when an index
-	// is given.
+	// ClientID seeds the rendezvous ranking used when no index is given,
+	// so the subset survives restarts. Empty means a random seed drawn when
+	// the balancer is built and kept for its lifetime (gRFC A68). Ignored
+	// when an index is given.
 	ClientID string `json:"clientId,omitempty"`
 	// Mode is ModeBalanced (the default) or ModeStable; it applies only
 	// with an index.

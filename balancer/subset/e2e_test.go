@@ -20,6 +20,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/p2c" // the default child
 	"github.com/pickwise/pickwise/balancer/subset"
 	"github.com/pickwise/pickwise/internal/fleet"
+	"github.com/pickwise/pickwise/internal/subsetting"
 	"google.golang.org/grpc"
 )
 
@@ -113,7 +114,7 @@ func TestE2E(t *testing.T) {
 	want := make([][]string, count)
 	perBackend := map[string]int{}
 	for _, cl := range clients {
-		w, err := subset.Deterministic(addrs, size, cl.index, count)
+		w, err := subsetting.Balanced(addrs, size, cl.index, count)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestE2E(t *testing.T) {
 	without := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return a == removed })
 	c0.c.SetAddrs(without)
 	dialsOfRemoved := c0.d.snapshot()[removed]
-	want0, err := subset.Deterministic(without, size, 0, count)
+	want0, err := subsetting.Balanced(without, size, 0, count)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ var ErrHostname = errors.New("subset: host name does not end in -<index>")
 // IndexFromHostname derives a client index from a StatefulSet-style pod host
 // name: "api-7" is index 7. Kubernetes names a StatefulSet's pods
 // <set>-0 ... <set>-(replicas-1), which makes the ordinal a free, stable and
-// dense client index for [Deterministic]. Only the part before the first dot
-// is read, so a fully qualified "api-7.api.default.svc" works too.
+// dense clientIndex for the index-based modes. Only the part before the
+// first dot is read, so a fully qualified "api-7.api.default.svc" works too.
 //
 // Names without a trailing -<decimal digits> (a Deployment's random suffix
 // "api-7f9c4", a bare "api", "api-", a sign such as "api--1") are rejected

@@ -2,7 +2,6 @@ package subset
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 )
 
@@ -54,25 +53,4 @@ func FuzzIndexFromHostname(f *testing.F) {
 			t.Fatalf("%q: negative index %d", host, i)
 		}
 	})
-}
-
-func ExampleIndexFromHostname() {
-	// In a StatefulSet "api" with 3 replicas, pod api-2 reads its host
-	// name (os.Hostname) and uses the ordinal as its client index.
-	index, err := IndexFromHostname("api-2")
-	if err != nil {
-		panic(err)
-	}
-	backends := []string{"10.0.0.1:443", "10.0.0.2:443", "10.0.0.3:443", "10.0.0.4:443", "10.0.0.5:443", "10.0.0.6:443"}
-	subset, err := Deterministic(backends, 2, index, 3)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(index, len(subset))
-
-	_, err = IndexFromHostname("api-7f9c4-x2bq") // a Deployment pod: no ordinal
-	fmt.Println(err)
-	// Output:
-	// 2 2
-	// subset: host name does not end in -<index>: "api-7f9c4-x2bq"
 }

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // Clock is the engine's source of time. Production code uses SystemClock;
@@ -64,7 +66,7 @@ type SeededRand struct {
 
 // NewSeededRand returns a SeededRand whose sequence is fixed by seed.
 func NewSeededRand(seed uint64) *SeededRand {
-	return &SeededRand{src: rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)}
+	return &SeededRand{src: rand.NewPCG(seed, seed^mix.Golden)}
 }
 
 // Uint64 returns the next value of the seeded sequence.

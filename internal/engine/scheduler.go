@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // This file is the smooth weighted round-robin schedule that weight-following
@@ -115,7 +117,7 @@ const (
 	// schedGolden is 2^64 divided by the golden ratio: multiplying by it
 	// steps a 64-bit fixed-point fraction by 0.6180339887..., the additive
 	// sequence that spreads any prefix of its points most evenly over [0,1).
-	schedGolden = 0x9E3779B97F4A7C15
+	schedGolden = mix.Golden
 )
 
 // schedTarget is the quantized cycle length T for n endpoints:

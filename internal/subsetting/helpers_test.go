@@ -1,4 +1,4 @@
-package subset
+package subsetting
 
 import (
 	"fmt"
@@ -51,10 +51,10 @@ func rendezvousAll(backends []string, size, count int) ([][]string, error) {
 
 // algos are the algorithms compared; balanced and stable are ours.
 var algos = []algo{
-	{"balanced", DeterministicAll},
+	{"balanced", BalancedAll},
 	{"stable", perClient(Stable)},
 	{"rendezvous", rendezvousAll},
-	{"sre", perClient(SRE)},
+	{"sre", perClient(SRE[string])},
 }
 
 // spread returns the fewest and most clients per backend of backends.

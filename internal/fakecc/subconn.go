@@ -1,4 +1,4 @@
-package testkit
+package fakecc
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// SubConn is a fake balancer.SubConn whose connectivity the test sets.
+// SubConn is a fake balancer.SubConn whose connectivity its caller (a test,
+// the simulator) sets.
 type SubConn struct {
 	// Embedded to satisfy balancer.SubConn's unexported method.
 	balancer.SubConn
@@ -40,7 +41,7 @@ func (sc *SubConn) Addr() string { return sc.addrs[0].Addr }
 func (sc *SubConn) String() string { return fmt.Sprintf("subconn-%d(%s)", sc.id, sc.Addr()) }
 
 // Connect counts connection requests and wakes the ClientConn's waiters;
-// the test decides what happens next.
+// the caller decides what happens next.
 func (sc *SubConn) Connect() {
 	sc.mu.Lock()
 	sc.connects++
@@ -94,14 +95,14 @@ func (sc *SubConn) ProducersClosed() int {
 type fakeConn struct{ sc *SubConn }
 
 func (c fakeConn) Invoke(_ context.Context, method string, _, _ any, _ ...grpc.CallOption) error {
-	return status.Errorf(codes.Unimplemented, "testkit: %s is not served", method)
+	return status.Errorf(codes.Unimplemented, "fakecc: %s is not served", method)
 }
 
 func (c fakeConn) NewStream(_ context.Context, _ *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
 	c.sc.mu.Lock()
 	c.sc.streams = append(c.sc.streams, method)
 	c.sc.mu.Unlock()
-	return nil, status.Errorf(codes.Unimplemented, "testkit: %s is not served", method)
+	return nil, status.Errorf(codes.Unimplemented, "fakecc: %s is not served", method)
 }
 
 // RegisterHealthListener keeps the listener; UpdateState reports READY to

@@ -1,4 +1,4 @@
-package subset
+package subsetting
 
 import (
 	"errors"
@@ -10,16 +10,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestDeterministicMatchesAll checks that a client computing only its own
+// TestBalancedMatchesAll checks that a client computing only its own
 // row gets the row of the full assignment.
-func TestDeterministicMatchesAll(t *testing.T) {
+func TestBalancedMatchesAll(t *testing.T) {
 	ids := backendIDs(37)
-	all, err := DeterministicAll(ids, 5, 50)
+	all, err := BalancedAll(ids, 5, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range []int{0, 1, 24, 48, 49} {
-		got, err := Deterministic(ids, 5, i, 50)
+		got, err := Balanced(ids, 5, i, 50)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestBalanceSweep(t *testing.T) {
 		ids := backendIDs(nb)
 		for clients := 1; clients <= 40; clients += 3 {
 			for k := 1; k <= nb; k++ {
-				rows, err := DeterministicAll(ids, k, clients)
+				rows, err := BalancedAll(ids, k, clients)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,7 +118,7 @@ func TestEdgeCases(t *testing.T) {
 		}
 	}
 	// One client gets its k backends.
-	rows, err := DeterministicAll(ids, 2, 1)
+	rows, err := BalancedAll(ids, 2, 1)
 	if err != nil || len(rows) != 1 || len(rows[0]) != 2 {
 		t.Errorf("one client: %v, %v", rows, err)
 	}
@@ -136,15 +136,15 @@ func TestEdgeCases(t *testing.T) {
 		{"size negative", -1, 0, 3, ErrSubsetSize, false},
 	} {
 		for name, f := range map[string]func([]string, int, int, int) ([]string, error){
-			"Deterministic": Deterministic, "Stable": Stable, "SRE": SRE,
+			"Balanced": Balanced, "Stable": Stable, "SRE": SRE[string],
 		} {
 			if _, err := f(ids, tc.size, tc.index, tc.count); !errors.Is(err, tc.want) {
 				t.Errorf("%s %s: error %v, want %v", name, tc.name, err, tc.want)
 			}
 		}
 	}
-	if _, err := DeterministicAll(ids, 2, 0); !errors.Is(err, ErrClientIndex) {
-		t.Errorf("DeterministicAll count 0: %v", err)
+	if _, err := BalancedAll(ids, 2, 0); !errors.Is(err, ErrClientIndex) {
+		t.Errorf("BalancedAll count 0: %v", err)
 	}
 	if _, err := Rendezvous(ids, 0, "a"); !errors.Is(err, ErrSubsetSize) {
 		t.Errorf("Rendezvous size 0: %v", err)
@@ -172,12 +172,12 @@ func TestRendezvousStable(t *testing.T) {
 	}
 }
 
-func BenchmarkDeterministic(b *testing.B) {
+func BenchmarkBalanced(b *testing.B) {
 	ids := backendIDs(100)
 	b.ReportAllocs()
 	for b.Loop() {
 		// The last client computes every row: the worst case.
-		if _, err := Deterministic(ids, 20, 999, 1000); err != nil {
+		if _, err := Balanced(ids, 20, 999, 1000); err != nil {
 			b.Fatal(err)
 		}
 	}

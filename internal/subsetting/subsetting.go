@@ -1,18 +1,21 @@
-// This file holds the pure subsetting algorithms of pickwise_subset (the
-// package documentation is in doc.go): given the identities of all
-// backends (for example their addresses), each function returns the few
-// backends one client should connect to. Nothing here touches grpc.
+// Package subsetting holds the pure subsetting algorithms behind
+// pickwise_subset: given the identities of all backends (for example their
+// addresses), each function returns the few backends one client should
+// connect to. Nothing here touches grpc. The policy calls them, and the
+// tests and the simulator call them to measure balance and churn at fleet
+// scale; users choose among them by the policy's mode, so they stay
+// internal.
 //
-// The algorithms:
+// The algorithms, named after the modes:
 //
-//   - [Deterministic] (and [DeterministicAll]), the balanced mode: every
-//     client knows its index among clientCount clients (see
-//     [IndexFromHostname]) and computes the same global assignment. Each
-//     backend gets the same number of clients, +-1, always; one backend
-//     joining or leaving moves 1.4x the minimum number of (client, backend)
-//     pairs when backends have hundreds of clients each, and up to about 6x
-//     when they have ten (see DeterministicAll for the numbers).
-//   - [Stable], the stable mode for the same index: rendezvous hashing on
+//   - [Balanced] (and [BalancedAll]), mode "balanced": every client knows
+//     its index among clientCount clients and computes the same global
+//     assignment. Each backend gets the same number of clients, +-1,
+//     always; one backend joining or leaving moves 1.4x the minimum number
+//     of (client, backend) pairs when backends have hundreds of clients
+//     each, and up to about 6x when they have ten (see BalancedAll for the
+//     numbers).
+//   - [Stable], mode "stable", for the same index: rendezvous hashing on
 //     the index. Churn is exactly the minimum, balance only statistical.
 //     No design here gets both +-1 balance and churn within 2x of the
 //     minimum at every fleet shape, so the policy offers both modes.
@@ -22,18 +25,18 @@
 //     Churn is minimal, balance is only statistical.
 //   - [SRE]: the deterministic subsetting of Google's SRE book ("Load
 //     Balancing in the Datacenter"), kept as the baseline ours is measured
-//     against: exact balance, but a change of backend count reshuffles
-//     nearly every client.
+//     against (here and in the simulator): exact balance, but a change of
+//     backend count reshuffles nearly every client. No mode uses it.
 //
 // All functions depend on the set of backend identities only, never on the
 // order in which the resolver listed them: every client must reach the same
 // answer from its own copy of the list. Duplicate identities are dropped
 // (the set is what counts; a resolver that repeats an address must not give
 // that backend a double share). Returned subsets are sorted.
-
-package subset
+package subsetting
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,7 +46,9 @@ import (
 )
 
 // Errors returned for bad input. They are wrapped with the offending values,
-// so compare with errors.Is.
+// so compare with errors.Is. Their texts start with "subset:" because
+// pickwise_subset passes them on to its user, to whom the package name
+// subsetting means nothing.
 var (
 	// ErrSubsetSize is returned for a subsetSize below 1: a client with no
 	// backend cannot send anything, so it is a configuration error rather
@@ -56,10 +61,12 @@ var (
 	ErrClientIndex = errors.New("subset: clientIndex must be in [0, clientCount)")
 )
 
-// normalize returns the distinct backend identities in sorted order, the
+// Normalize returns the distinct backend identities in sorted order, the
 // common starting point that makes every algorithm independent of the
-// resolver's order and of duplicates. The input is not modified.
-func normalize(backends []string) []string {
+// resolver's order and of duplicates. The input is not modified. The
+// policy uses it too, to key its cache of the last subset on the set of
+// backends.
+func Normalize[T cmp.Ordered](backends []T) []T {
 	ids := slices.Clone(backends)
 	slices.Sort(ids)
 	return slices.Compact(ids)
@@ -97,7 +104,7 @@ func idHashes(ids []string) []uint64 {
 // clients each take their next-ranked backend, and a new backend enters
 // exactly the subsets where it outranks the current last member. Balance is
 // only statistical (connections per backend scatter like balls in bins);
-// use [Deterministic] when the client index is known.
+// use [Balanced] when the client index is known.
 //
 // With subsetSize >= the number of distinct backends, every backend is
 // returned. The only error is ErrSubsetSize.
@@ -105,7 +112,7 @@ func Rendezvous(backends []string, subsetSize int, clientID string) ([]string, e
 	if subsetSize < 1 {
 		return nil, fmt.Errorf("%w: got %d", ErrSubsetSize, subsetSize)
 	}
-	ids := normalize(backends)
+	ids := Normalize(backends)
 	if subsetSize >= len(ids) {
 		return ids, nil
 	}

@@ -1,4 +1,4 @@
-package subset
+package subsetting
 
 import (
 	"fmt"
@@ -8,25 +8,26 @@ import (
 	"github.com/pickwise/pickwise/internal/mix"
 )
 
-// Deterministic returns clientIndex's subset of subsetSize backends in the
-// balanced global assignment for clientCount clients: every backend gets
-// floor or ceil of clientCount*subsetSize/backends clients (spread <= 1),
-// and a change of the backend list moves few pairs (see [DeterministicAll]
-// for the algorithm and the measured churn; [Stable] trades the exact
-// balance for minimal churn). Every client computes the assignment up to
-// its own row, so clients agree without talking to each other.
+// Balanced is mode "balanced": clientIndex's subset of subsetSize backends
+// in the balanced global assignment for clientCount clients. Every backend
+// gets floor or ceil of clientCount*subsetSize/backends clients (spread
+// <= 1), and a change of the backend list moves few pairs (see
+// [BalancedAll] for the algorithm and the measured churn; [Stable] trades
+// the exact balance for minimal churn). Every client computes the
+// assignment up to its own row, so clients agree without talking to each
+// other.
 //
 // Cost: O(clientIndex * backends * log backends), under 10 ms for 1,000
-// clients x 100 backends (BenchmarkDeterministic), paid only when the
-// backend list changes.
+// clients x 100 backends (BenchmarkBalanced), paid only when the backend
+// list changes.
 //
 // With subsetSize >= the number of distinct backends every backend is
 // returned. Errors: ErrSubsetSize, ErrClientIndex.
-func Deterministic(backends []string, subsetSize, clientIndex, clientCount int) ([]string, error) {
+func Balanced(backends []string, subsetSize, clientIndex, clientCount int) ([]string, error) {
 	if err := checkArgs(subsetSize, clientIndex, clientCount); err != nil {
 		return nil, err
 	}
-	ids := normalize(backends)
+	ids := Normalize(backends)
 	if subsetSize >= len(ids) {
 		return ids, nil
 	}
@@ -34,9 +35,9 @@ func Deterministic(backends []string, subsetSize, clientIndex, clientCount int) 
 	return names(ids, rows[clientIndex]), nil
 }
 
-// DeterministicAll returns the subsets of all clientCount clients under
-// [Deterministic], row i being client i's: what the fleet as a whole
-// connects to, for tests and capacity planning.
+// BalancedAll returns the subsets of all clientCount clients under
+// [Balanced], row i being client i's: what the fleet as a whole connects
+// to, for tests, the simulator and capacity planning.
 //
 // The algorithm is a capacity-bounded rendezvous assignment:
 //
@@ -82,11 +83,11 @@ func Deterministic(backends []string, subsetSize, clientIndex, clientCount int) 
 // (exactly the minimum churn, statistical balance).
 //
 // Errors: ErrSubsetSize, and ErrClientIndex for clientCount < 1.
-func DeterministicAll(backends []string, subsetSize, clientCount int) ([][]string, error) {
+func BalancedAll(backends []string, subsetSize, clientCount int) ([][]string, error) {
 	if err := checkArgs(subsetSize, 0, clientCount); err != nil {
 		return nil, err
 	}
-	ids := normalize(backends)
+	ids := Normalize(backends)
 	out := make([][]string, clientCount)
 	if subsetSize >= len(ids) {
 		for i := range out {
@@ -101,14 +102,14 @@ func DeterministicAll(backends []string, subsetSize, clientCount int) ([][]strin
 	return out, nil
 }
 
-// Stable is the stable mode of the index-based subsetting: client
+// Stable is mode "stable" of the index-based subsetting: client
 // clientIndex takes the [Rendezvous] subset for a client identity derived
 // from its index. A backend change moves exactly the pairs it must (the
 // removed backend's clients, or those the new backend outranks), but the
 // balance is only statistical, as with gRFC A68: at 300 clients x 300
 // backends, subsets of 10, backends get 2 to 19 clients instead of 10; at
 // 1,000 x 100, subsets of 20, 164 to 227 instead of 200.
-// Choose it over [Deterministic] when connections are expensive to move and
+// Choose it over [Balanced] when connections are expensive to move and
 // the fleet tolerates that spread.
 //
 // Errors: ErrSubsetSize, ErrClientIndex.
@@ -135,15 +136,10 @@ func names(ids []string, row []int32) []string {
 	return out
 }
 
-// sortedCopy returns a sorted copy of s.
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
-}
-
-// clientSeed is the per-client half of a pair's score.
-func clientSeed(c int) uint64 { return mix.Mix64(uint64(c)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019) }
+// clientSeed is the per-client half of a pair's score: the client's index
+// stepped by the golden ratio, so that consecutive indices land far apart
+// before mixing.
+func clientSeed(c int) uint64 { return mix.Mix64(uint64(c)*mix.Golden + 0x632be59bd9b4e019) }
 
 // assign computes rows 0..last of the global assignment of k of the
 // len(h) backends (identity hashes h) to each of count clients, k < len(h),

@@ -1,4 +1,4 @@
-package subset
+package subsetting
 
 import (
 	"fmt"
@@ -12,11 +12,12 @@ func (s size) String() string {
 	return fmt.Sprintf("%dx%d/k=%d", s.clients, s.backends, s.subset)
 }
 
-// The brief's two fleet shapes, plus the simulator's (sim/scenario_subset.go).
+// The two fleet shapes the policy's documentation quotes, plus the
+// simulator's (sim/scenario_subset.go).
 var sizes = []size{{300, 300, 10}, {1000, 100, 20}, {300, 100, 10}}
 
 // churnBound is the most churn, as a multiple of the minimum, that the
-// balanced mode is allowed per fleet shape; DeterministicAll's doc comment
+// balanced mode is allowed per fleet shape; BalancedAll's doc comment
 // gives the measured values (a little headroom here so that an unrelated
 // change of hash does not fail the test, not enough to hide a regression).
 func churnBound(sz size, change string) float64 {
@@ -131,7 +132,7 @@ func checkRows(t *testing.T, rows [][]string, k int) {
 func TestChurnSpread(t *testing.T) {
 	for _, sz := range sizes[:2] {
 		ids := backendIDs(sz.backends)
-		before, err := DeterministicAll(ids, sz.subset, sz.clients)
+		before, err := BalancedAll(ids, sz.subset, sz.clients)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +141,7 @@ func TestChurnSpread(t *testing.T) {
 		for i := range samples {
 			removed := ids[i*sz.backends/samples]
 			without := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == removed })
-			after, err := DeterministicAll(without, sz.subset, sz.clients)
+			after, err := BalancedAll(without, sz.subset, sz.clients)
 			if err != nil {
 				t.Fatal(err)
 			}
