@@ -1,0 +1,76 @@
+package metrics_test
+
+import (
+	"fmt"
+
+	_ "github.com/pickwise/pickwise/balancer/orcawrr"
+	_ "github.com/pickwise/pickwise/balancer/p2c"
+	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/ringhash"
+	_ "github.com/pickwise/pickwise/balancer/subset"
+	"github.com/pickwise/pickwise/metrics"
+)
+
+// The metrics of the policies this program imports, which a stats plugin
+// enables by name. With grpc's OpenTelemetry plugin
+// (google.golang.org/grpc/stats/opentelemetry) and a MeterProvider, e.g.
+// the Prometheus exporter's:
+//
+//	opts := opentelemetry.Options{MetricsOptions: opentelemetry.MetricsOptions{
+//		MeterProvider: provider,
+//		Metrics:       opentelemetry.DefaultMetrics().Add(metrics.Names()...),
+//	}}
+//	conn, err := grpc.NewClient(target, opentelemetry.DialOption(opts), ...)
+//
+// Or name only some of them, such as the picks and the ready endpoints:
+// opentelemetry.DefaultMetrics().Add("pickwise.p2c.picks",
+// "pickwise.p2c.endpoints_ready").
+func ExampleNames() {
+	for _, name := range metrics.Names() {
+		fmt.Println(name)
+	}
+	// Output:
+	// pickwise.orca_wrr.attempts_elsewhere
+	// pickwise.orca_wrr.bad_reports
+	// pickwise.orca_wrr.ejections
+	// pickwise.orca_wrr.endpoint_weight
+	// pickwise.orca_wrr.endpoint_weight_not_yet_usable
+	// pickwise.orca_wrr.endpoint_weight_stale
+	// pickwise.orca_wrr.endpoints_ejected
+	// pickwise.orca_wrr.endpoints_in_slow_start
+	// pickwise.orca_wrr.endpoints_ready
+	// pickwise.orca_wrr.picks
+	// pickwise.orca_wrr.probe_picks
+	// pickwise.orca_wrr.readmissions
+	// pickwise.orca_wrr.rr_fallback
+	// pickwise.p2c.attempts_elsewhere
+	// pickwise.p2c.ejections
+	// pickwise.p2c.endpoint_cost
+	// pickwise.p2c.endpoints_ejected
+	// pickwise.p2c.endpoints_in_slow_start
+	// pickwise.p2c.endpoints_ready
+	// pickwise.p2c.picks
+	// pickwise.p2c.probe_picks
+	// pickwise.p2c.readmissions
+	// pickwise.peak_ewma.attempts_elsewhere
+	// pickwise.peak_ewma.ejections
+	// pickwise.peak_ewma.endpoint_cost
+	// pickwise.peak_ewma.endpoints_ejected
+	// pickwise.peak_ewma.endpoints_in_slow_start
+	// pickwise.peak_ewma.endpoints_ready
+	// pickwise.peak_ewma.picks
+	// pickwise.peak_ewma.probe_picks
+	// pickwise.peak_ewma.readmissions
+	// pickwise.ring_hash.attempts_elsewhere
+	// pickwise.ring_hash.ejections
+	// pickwise.ring_hash.endpoint_cost
+	// pickwise.ring_hash.endpoints_ejected
+	// pickwise.ring_hash.endpoints_in_slow_start
+	// pickwise.ring_hash.endpoints_ready
+	// pickwise.ring_hash.picks
+	// pickwise.ring_hash.probe_picks
+	// pickwise.ring_hash.readmissions
+	// pickwise.subset.churn
+	// pickwise.subset.endpoints
+	// pickwise.subset.size
+}

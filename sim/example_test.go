@@ -1,0 +1,74 @@
+package sim_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pickwise/pickwise/sim"
+)
+
+// The scenarios, in the order go run ./interop/lab -sim prints them.
+func Example() {
+	for _, s := range sim.Scenarios() {
+		fmt.Println(s.Name)
+	}
+	// Output:
+	// balls-into-bins
+	// black-hole
+	// transient-failure
+	// flapping-backend
+	// retry-storm
+	// cold-start
+	// hardware-generations
+	// slow-backend
+	// noisy-reports
+	// hot-key
+	// hash-black-hole
+	// remap-storm
+	// subsetting
+	// hardware-generations-subsetting
+}
+
+// One scenario at the reduced scale CI runs, printed as the lab prints it:
+// a column per policy, a row per measure, and notes on what a column's
+// figures mean.
+func ExampleLookup() {
+	s, err := sim.Lookup("remap-storm")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	table, err := s.Run(sim.Reduced)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(table)
+}
+
+// A simulation of one's own: four backends, one of which fails every
+// request in a millisecond, and pickwise_p2c against random placement.
+// Runs are in virtual time and seeded, so they repeat exactly; a thousand
+// requests take milliseconds.
+func ExampleRun_Execute() {
+	healthy := sim.Backend{Servers: 4, Service: sim.LogNormal(20*time.Millisecond, 0.3)}
+	broken := healthy
+	broken.FailRate, broken.FailAfter = 1, time.Millisecond
+	run := sim.Run{
+		Seed:     1,
+		Backends: []sim.Backend{broken, healthy, healthy, healthy},
+		Rate:     200,
+		Requests: 2000,
+	}
+	for _, p := range []sim.Policy{sim.Random(), sim.GRPC("pickwise_p2c", "pickwise_p2c", `{}`)} {
+		r, err := run.Execute(p)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s: %d requests, %.0f%% on the broken backend, %.0f%% failed\n", r.Policy, r.Total, 100*r.Share(0), 100*r.ErrorRate())
+	}
+	// Output:
+	// random: 2000 requests, 25% on the broken backend, 25% failed
+	// pickwise_p2c: 2000 requests, 1% on the broken backend, 1% failed
+}
