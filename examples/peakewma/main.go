@@ -10,8 +10,10 @@
 // most of the time, so counting calls in flight (pickwise_p2c) tells the
 // degraded host from the healthy ones only when a slow call happens to be
 // pending. pickwise_peak_ewma remembers each backend's latency instead: one
-// slow answer is enough to steer calls away, and it treats a fast failure
-// as a slow answer, so the black hole gains nothing by failing quickly.
+// slow answer is enough to steer calls away. A fast failure is not priced
+// as a fast answer: failures are counted as evidence against the backend,
+// and a backend that fails far more often than the rest is ejected and
+// only probed, so the black hole gains nothing by failing quickly.
 // Neither load-aware policy gets the degraded host to zero: with two random
 // choices, one pick in fifteen draws the degraded host and the black hole
 // together, and the degraded host is the lesser evil.
@@ -23,7 +25,8 @@
 //
 //	grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"pickwise_peak_ewma": {}}]}`)
 //
-// Run it from the module root; it takes a few seconds:
+// Run it from the module root; it takes about 10 seconds and prints each
+// policy's progress as it goes:
 //
 //	go run ./examples/peakewma
 //	go run ./examples/peakewma -concurrency 32

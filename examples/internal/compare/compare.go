@@ -73,6 +73,9 @@ type Options struct {
 	// table is printed; its error fails the run, so an example run by CI
 	// notices when it stops showing what it says it shows.
 	Check func([]Outcome) error
+	// Progress, when set, gets a line as each step starts and ends, so a
+	// person running the example sees it work before the table is ready.
+	Progress io.Writer
 }
 
 // Outcome is what one policy did with the measured calls, for
@@ -106,6 +109,7 @@ func MainOptions(name string, backends []Backend, policies []Policy, o Options) 
 	flag.IntVar(&o.RPCs, "rpcs", o.RPCs, "RPCs to send through each policy")
 	flag.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "concurrent callers; load-aware policies differ from round robin only when calls overlap")
 	flag.Parse()
+	o.Progress = os.Stderr
 	if err := RunOptions(os.Stdout, backends, policies, o); err != nil {
 		log.Fatalf("%s: %v", name, err)
 	}
@@ -124,11 +128,18 @@ func RunOptions(w io.Writer, backends []Backend, policies []Policy, o Options) e
 	if o.RPCs < 1 || o.Concurrency < 1 {
 		return fmt.Errorf("rpcs and concurrency must be at least 1")
 	}
+	progress := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, format, args...)
+		}
+	}
+	began := time.Now()
 	f, err := start(backends)
 	if err != nil {
 		return err
 	}
 	defer f.close()
+	progress("started %d backends on 127.0.0.1; connecting %d channels ...\n", len(f.names), len(policies))
 
 	conns := make([]*grpc.ClientConn, len(policies))
 	for i, p := range policies {
@@ -150,12 +161,17 @@ func RunOptions(w io.Writer, backends []Backend, policies []Policy, o Options) e
 	}
 
 	results := make([]result, len(policies))
-	for i := range policies {
+	for i, p := range policies {
+		start := time.Now()
 		if o.Settle > 0 {
+			progress("%-24s %v of unmeasured calls first ...\n", p.Name, o.Settle)
 			settle(conns[i], f.method, o.Settle, o.Concurrency)
 		}
+		progress("%-24s %d RPCs from %d callers ...", p.Name, o.RPCs, o.Concurrency)
 		results[i] = measure(conns[i], f.method, o.RPCs, o.Concurrency)
+		progress(" done in %v\n", time.Since(start).Round(100*time.Millisecond))
 	}
+	progress("all policies measured in %v\n\n", time.Since(began).Round(100*time.Millisecond))
 	report(w, f.names, backends, policies, o, results)
 	if o.Check == nil {
 		return nil
