@@ -3,6 +3,7 @@ package lbconfig
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -18,17 +19,21 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
+	// Errors are json.UnmarshalTypeErrors so that encoding/json adds the
+	// field's path, and the message names the field the user typed.
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"30s\", got %s", b)
+		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%s: a duration must be a string such as \"30s\"", b), Type: durationType}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("invalid duration %q", s)
+		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%q: not a duration such as \"30s\"", s), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+var durationType = reflect.TypeFor[Duration]()
 
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) {

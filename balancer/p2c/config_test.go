@@ -44,8 +44,8 @@ func TestParseConfig(t *testing.T) {
 		})},
 		{Name: "slowStart window zero", JSON: `{"slowStart": {"window": "0s"}}`, WantErr: `pickwise_p2c: slowStart.window "0s": must be > 0`},
 		{Name: "slowStart window negative", JSON: `{"slowStart": {"window": "-1s"}}`, WantErr: `pickwise_p2c: slowStart.window "-1s": must be > 0`},
-		{Name: "slowStart window not a duration", JSON: `{"slowStart": {"window": "soon"}}`, WantErr: `pickwise_p2c: slowStart: invalid duration "soon"`},
-		{Name: "slowStart window number", JSON: `{"slowStart": {"window": 30}}`, WantErr: `pickwise_p2c: slowStart: duration must be a string`},
+		{Name: "slowStart window not a duration", JSON: `{"slowStart": {"window": "soon"}}`, WantErr: `pickwise_p2c: slowStart: field "window": cannot use JSON "soon": not a duration such as "30s"`},
+		{Name: "slowStart window number", JSON: `{"slowStart": {"window": 30}}`, WantErr: `pickwise_p2c: slowStart: field "window": cannot use JSON 30: a duration must be a string`},
 		{Name: "slowStart aggression zero", JSON: `{"slowStart": {"aggression": 0}}`, WantErr: "pickwise_p2c: slowStart.aggression 0: must be > 0 and finite"},
 		{Name: "slowStart minWeightPercent zero", JSON: `{"slowStart": {"minWeightPercent": 0}}`, WantErr: "pickwise_p2c: slowStart.minWeightPercent 0: must be in (0, 100]"},
 		{Name: "slowStart minWeightPercent 101", JSON: `{"slowStart": {"minWeightPercent": 101}}`, WantErr: "pickwise_p2c: slowStart.minWeightPercent 101: must be in (0, 100]"},
@@ -59,7 +59,7 @@ func TestParseConfig(t *testing.T) {
 		{Name: "failurePenalty maxMultiplier below 1", JSON: `{"failurePenalty": {"maxMultiplier": 0.5}}`, WantErr: "pickwise_p2c: failurePenalty.maxMultiplier 0.5: must be in [1, 1e6]"},
 		{Name: "failurePenalty halfLife too short", JSON: `{"failurePenalty": {"halfLife": "10ms"}}`, WantErr: `pickwise_p2c: failurePenalty.halfLife "10ms": must be in [100ms, 1h0m0s]`},
 		{Name: "failurePenalty halfLife too long", JSON: `{"failurePenalty": {"halfLife": "2h"}}`, WantErr: `pickwise_p2c: failurePenalty.halfLife "2h0m0s": must be in [100ms, 1h0m0s]`},
-		{Name: "failurePenalty halfLife not a duration", JSON: `{"failurePenalty": {"halfLife": 5}}`, WantErr: `pickwise_p2c: failurePenalty: duration must be a string`},
+		{Name: "failurePenalty halfLife not a duration", JSON: `{"failurePenalty": {"halfLife": 5}}`, WantErr: `pickwise_p2c: failurePenalty: field "halfLife": cannot use JSON 5: a duration must be a string`},
 		{Name: "failurePenalty unknown field", JSON: `{"failurePenalty": {"probePercent": 1}}`, WantErr: `pickwise_p2c: failurePenalty: unknown field "probePercent"`},
 		{Name: "failurePenalty off skips checks", JSON: `{"failurePenalty": {"enabled": false, "window": 0}}`, Want: with(func(c *p2c.Config) {
 			c.FailurePenalty.Enabled = false

@@ -96,7 +96,7 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	case "":
 		cfg.Table = TableRing
 	default:
-		return nil, fmt.Errorf("%s: field table %q: must be %q, %q or %q", Name, cfg.Table, TableRing, TableMaglev, TableRendezvous)
+		return nil, fmt.Errorf("%s: table %q: must be %q, %q or %q", Name, cfg.Table, TableRing, TableMaglev, TableRendezvous)
 	}
 	// grpc-go reads 0 as "use the default" for both ring sizes.
 	if cfg.MinRingSize == 0 {
@@ -107,13 +107,13 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	}
 	// grpc-go and Envoy reject ring sizes above 8M entries.
 	if cfg.MinRingSize > maxRingSizeLimit {
-		return nil, fmt.Errorf("%s: field minRingSize %d: must be <= %d", Name, cfg.MinRingSize, maxRingSizeLimit)
+		return nil, fmt.Errorf("%s: minRingSize %d: must be <= %d", Name, cfg.MinRingSize, maxRingSizeLimit)
 	}
 	if cfg.MaxRingSize > maxRingSizeLimit {
-		return nil, fmt.Errorf("%s: field maxRingSize %d: must be <= %d", Name, cfg.MaxRingSize, maxRingSizeLimit)
+		return nil, fmt.Errorf("%s: maxRingSize %d: must be <= %d", Name, cfg.MaxRingSize, maxRingSizeLimit)
 	}
 	if cfg.MinRingSize > cfg.MaxRingSize {
-		return nil, fmt.Errorf("%s: field minRingSize %d: must be <= maxRingSize %d", Name, cfg.MinRingSize, cfg.MaxRingSize)
+		return nil, fmt.Errorf("%s: minRingSize %d: must be <= maxRingSize %d", Name, cfg.MinRingSize, cfg.MaxRingSize)
 	}
 	// Envoy's Maglev table_size: a prime, at most 5000011. Primality is
 	// what makes every endpoint's permutation visit every slot.
@@ -121,24 +121,24 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 		cfg.MaglevTableSize = DefaultMaglevTableSize
 	}
 	if cfg.MaglevTableSize > maxMaglevTableSize || !isPrime(cfg.MaglevTableSize) {
-		return nil, fmt.Errorf("%s: field maglevTableSize %d: must be a prime <= %d", Name, cfg.MaglevTableSize, maxMaglevTableSize)
+		return nil, fmt.Errorf("%s: maglevTableSize %d: must be a prime <= %d", Name, cfg.MaglevTableSize, maxMaglevTableSize)
 	}
 	// gRFC A76 and grpc-go: the header is matched lowercased, must be a
 	// valid metadata key, and must not be binary.
 	if cfg.RequestHashHeader != "" {
 		cfg.RequestHashHeader = strings.ToLower(cfg.RequestHashHeader)
 		if err := validateHeaderKey(cfg.RequestHashHeader); err != nil {
-			return nil, fmt.Errorf("%s: field requestHashHeader %q: %v", Name, cfg.RequestHashHeader, err)
+			return nil, fmt.Errorf("%s: requestHashHeader %q: %v", Name, cfg.RequestHashHeader, err)
 		}
 		if strings.HasSuffix(cfg.RequestHashHeader, "-bin") {
-			return nil, fmt.Errorf("%s: field requestHashHeader %q: must not end with \"-bin\"", Name, cfg.RequestHashHeader)
+			return nil, fmt.Errorf("%s: requestHashHeader %q: must not end with \"-bin\"", Name, cfg.RequestHashHeader)
 		}
 	}
 	// Envoy's hash_balance_factor is at least 100 (a ratio of 1): below it
 	// the caps would sum to less than the load and every endpoint could be
 	// full. 0 is "off".
 	if bf := cfg.BalanceFactor; bf != 0 && (!(bf >= 1) || math.IsInf(bf, 0)) {
-		return nil, fmt.Errorf("%s: field balanceFactor %v: must be 0 (off) or a finite number >= 1", Name, bf)
+		return nil, fmt.Errorf("%s: balanceFactor %v: must be 0 (off) or a finite number >= 1", Name, bf)
 	}
 	if err := cfg.FailurePenalty.Validate(Name); err != nil {
 		return nil, err

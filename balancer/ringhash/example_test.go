@@ -133,8 +133,8 @@ func ExampleParseConfig() {
 	c := cfg.(*ringhash.Config)
 	fmt.Println("table:", c.Table, "header:", c.RequestHashHeader, "balanceFactor:", c.BalanceFactor)
 	// Output:
-	// pickwise_ring_hash: field table "circle": must be "ring", "maglev" or "rendezvous"
-	// pickwise_ring_hash: field balanceFactor 0.5: must be 0 (off) or a finite number >= 1
-	// pickwise_ring_hash: field maglevTableSize 65536: must be a prime <= 5000011
+	// pickwise_ring_hash: table "circle": must be "ring", "maglev" or "rendezvous"
+	// pickwise_ring_hash: balanceFactor 0.5: must be 0 (off) or a finite number >= 1
+	// pickwise_ring_hash: maglevTableSize 65536: must be a prime <= 5000011
 	// table: ring header: x-user-id balanceFactor: 1.25
 }

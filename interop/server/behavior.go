@@ -229,6 +229,10 @@ func patchStruct(v reflect.Value, data []byte, prefix string) error {
 			continue
 		}
 		if err := json.Unmarshal(val, f.Addr().Interface()); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				return fmt.Errorf("%s: cannot use JSON %s", path, typeErr.Value)
+			}
 			return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "json: "))
 		}
 	}

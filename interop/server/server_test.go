@@ -149,11 +149,11 @@ func TestSetBehaviorRejectsInvalid(t *testing.T) {
 		want  string // a substring of the status message
 	}{
 		{`{"latency":"-5ms"}`, `latency "-5ms": must be >= 0`},
-		{`{"latency":"fast"}`, `latency: invalid duration "fast"`},
-		{`{"latency":20}`, `latency: duration must be a string`},
+		{`{"latency":"fast"}`, `latency: cannot use JSON "fast": not a duration`},
+		{`{"latency":20}`, `latency: cannot use JSON 20: a duration must be a string`},
 		{`{"latencySpread":-1}`, `latencySpread -1`},
 		{`{"capacity":-1}`, `capacity -1: must be >= 0`},
-		{`{"capacity":"two"}`, `capacity: cannot unmarshal string`},
+		{`{"capacity":"two"}`, `capacity: cannot use JSON string`},
 		{`{"errorRate":1.5}`, `errorRate 1.5: must be in [0, 1]`},
 		{`{"errorCode":"TEAPOT"}`, `errorCode "TEAPOT": unknown gRPC code name`},
 		{`{"errorCode":"OK"}`, `errorCode "OK": must be a failure code`},
