@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pickwise/pickwise/interop/server"
@@ -41,17 +42,29 @@ func startFleet(n int) (*labFleet, error) {
 	return f, f.connectAdmin()
 }
 
-// targetFleet uses the servers at a comma-separated address list.
-func targetFleet(list string) (*labFleet, error) {
-	f := &labFleet{}
+// parseTargets splits -target's comma-separated address list.
+func parseTargets(list string) ([]string, error) {
+	var addrs []string
 	for _, a := range strings.Split(list, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			f.addrs = append(f.addrs, a)
+		if a = strings.TrimSpace(a); a == "" {
+			continue
 		}
+		// The lab tells backends apart by the calls each answers: one
+		// server listed twice would count as two.
+		if slices.Contains(addrs, a) {
+			return nil, fmt.Errorf("-target: %s is listed twice", a)
+		}
+		addrs = append(addrs, a)
 	}
-	if len(f.addrs) == 0 {
+	if len(addrs) == 0 {
 		return nil, fmt.Errorf("-target: no addresses in %q", list)
 	}
+	return addrs, nil
+}
+
+// targetFleet uses the servers at addrs.
+func targetFleet(addrs []string) (*labFleet, error) {
+	f := &labFleet{addrs: addrs}
 	return f, f.connectAdmin()
 }
 
@@ -71,6 +84,11 @@ func (f *labFleet) connectAdmin() error {
 		if err != nil {
 			f.close()
 			return fmt.Errorf("backend %s: admin RPC: %w (is it a pickwise-backend server?)", f.addrs[i], err)
+		}
+		// Calls are counted by the name a backend answers with.
+		if j := slices.Index(f.names, st.Name); j >= 0 {
+			f.close()
+			return fmt.Errorf("backends %s and %s both answer as %q: give each its own -name, or list a server once", f.addrs[j], f.addrs[i], st.Name)
 		}
 		f.names = append(f.names, st.Name)
 	}

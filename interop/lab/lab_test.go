@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"io"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,13 +162,280 @@ func TestLabScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := buf.String()
-	for _, want := range []string{"<svg", "latency CDF", "share of calls per backend", "black-hole", "remap-storm"} {
+	for _, want := range []string{"<svg", "Latency of successful calls", "Share of calls per backend", "Calls that failed", "Keys that moved", "black-hole", "remap-storm"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if strings.Contains(html, "<script") || strings.Contains(html, "http://") || strings.Contains(html, "https://") {
+	checkReport(t, html, sections)
+}
+
+// syntheticSections are report sections shaped like the lab's, with the
+// longest policy names it uses, no fleet needed.
+func syntheticSections() []section {
+	lat := func(base time.Duration, tail float64) []time.Duration {
+		out := make([]time.Duration, 2000)
+		for i := range out {
+			q := float64(i) / float64(len(out))
+			out[i] = base + time.Duration(float64(base)*tail*q*q*q)
+		}
+		return out
+	}
+	backends := make([]string, 10)
+	for i := range backends {
+		backends[i] = fmt.Sprint("backend-", i)
+	}
+	even := func(broken float64) []float64 {
+		sh := make([]float64, len(backends))
+		sh[0] = broken
+		for i := 1; i < len(sh); i++ {
+			sh[i] = (1 - broken) / float64(len(sh)-1)
+		}
+		return sh
+	}
+	loadAware := []string{"round_robin", "least_request", "pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "weighted_round_robin"}
+	table := func(title string, cols []string) *sim.Table {
+		t := &sim.Table{Title: title, Columns: cols}
+		cells := make([]string, len(cols))
+		for i := range cells {
+			cells[i] = fmt.Sprintf("%d.%d%%", i, i)
+		}
+		t.AddRow("share to the broken backend (fair: 10%)", cells...)
+		t.AddRow("a row label long enough to need wrapping in a narrow table cell", cells...)
+		t.AddNote("a note")
+		return t
+	}
+	bh := section{Name: "black-hole", Order: loadAware, Table: table("Black hole", loadAware)}
+	bhShares := chart{Kind: backendShares, Title: "Share of calls per backend", Reading: "backend-0 should get almost nothing",
+		Shares: map[string][]float64{}, Backends: backends, Target: []float64{0.111}, TargetLabel: "goal"}
+	bhErrors := chart{Kind: policyValues, Title: "Calls that failed", Reading: "shorter is better", Values: map[string]float64{}, Percent: true}
+	for i, p := range loadAware {
+		bhShares.Shares[p] = even(0.1 / float64(i+1))
+		bhErrors.Values[p] = 0.1 / float64(i+1)
+	}
+	bh.Charts = []chart{bhShares, bhErrors}
+
+	hwOrder := append(slices.Clone(loadAware), "pickwise_p2c (weights)")
+	hw := section{Name: "hardware-generations", Order: hwOrder, Table: table("Hardware", hwOrder)}
+	hwCDF := chart{Kind: latencyCDF, Title: "Latency of successful calls", Reading: "further left is faster", Latencies: map[string][]time.Duration{}}
+	hwShares := chart{Kind: backendShares, Title: "Share of calls per backend", Reading: "best at the dashed marks",
+		Shares: map[string][]float64{}, Backends: backends, Target: even(0.05), TargetLabel: "share by capacity"}
+	for i, p := range hw.Order {
+		hwCDF.Latencies[p] = lat(time.Duration(10+i)*time.Millisecond, float64(5*i+1))
+		hwShares.Shares[p] = even(0.1 - 0.01*float64(i))
+	}
+	hw.Charts = []chart{hwShares, hwCDF}
+
+	hashPolicies := []string{"round_robin", "ring_hash", "pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"}
+	hk := section{Name: "hot-key", Order: hashPolicies, Table: table("Hot key", hashPolicies)}
+	hkShares := chart{Kind: backendShares, Title: "Share of calls per backend", Reading: "closer to the even share is better",
+		Shares: map[string][]float64{}, Backends: backends, Target: []float64{0.1}, TargetLabel: "even share, 10.0%"}
+	for i, p := range hashPolicies {
+		hkShares.Shares[p] = even(0.3 / float64(i+1))
+	}
+	hk.Charts = []chart{hkShares}
+
+	rm := section{Name: "remap-storm", Order: hashPolicies[1:], Table: table("Remap storm", hashPolicies[1:])}
+	rm.Charts = []chart{{Kind: policyValues, Title: "Keys that moved", Reading: "shorter is better",
+		Values: map[string]float64{"ring_hash": 0.16, "pickwise_ring_hash": 0.09, "pickwise_ring_hash (maglev, bounded 1.25)": 0.091}, Percent: true,
+		Target: []float64{1.0 / 11}, TargetLabel: "ideal: 1/11"}}
+
+	// A simulated scenario's table: many columns, no charts.
+	var wide []string
+	for i := range 12 {
+		wide = append(wide, fmt.Sprintf("pickwise_orca_wrr (raw, reports only, variant %d)", i))
+	}
+	simSec := section{Name: "sim-wide", Table: table("Many columns", wide)}
+	return []section{bh, hw, hk, rm, simSec}
+}
+
+// TestReportStructure checks a report built from synthetic sections: see
+// checkReport.
+func TestReportStructure(t *testing.T) {
+	sections := syntheticSections()
+	var buf bytes.Buffer
+	if err := writeReport(&buf, "test", sections); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	if n := strings.Count(html, "<svg"); n != 6 {
+		t.Errorf("%d charts, want 6", n)
+	}
+	checkReport(t, html, sections)
+}
+
+var (
+	svgRE      = regexp.MustCompile(`(?s)<svg width="([0-9.]+)" height="([0-9.]+)".*?</svg>`)
+	titleRE    = regexp.MustCompile(`<text class="chart-title"[^>]*>([^<]+)</text>`)
+	readingRE  = regexp.MustCompile(`<text class="reading"[^>]*>([^<]+)</text>`)
+	legendRE   = regexp.MustCompile(`<g class="legend-entry" data-policy="([^"]*)" data-colour="([^"]*)">(<line[^>]*stroke-dasharray|<rect[^>]*fill-opacity="0\.[0-8][0-9]"|)[^>]*>(?:<[^t][^>]*>)*<text x="([0-9.]+)" y="([0-9.]+)"[^>]*>([^<]*)</text></g>`)
+	barLabelRE = regexp.MustCompile(`<g class="bar-label" data-policy="([^"]*)" data-colour="([^"]*)"><text x="([0-9.]+)"[^>]*text-anchor="end">([^<]*)</text></g>`)
+	svgTextRE  = regexp.MustCompile(`<text x="([0-9.]+)"[^>]*>([^<]*)</text>`)
+)
+
+// checkReport checks the report's structure: every chart has a visible
+// title and a reading line that fit its width; every policy has one colour
+// on every chart, and no two policies share one; grpc-go's policies are
+// dashed or light, ours solid; no legend entry or bar label runs past its
+// chart's edge; every table is an HTML table with all its cells; and the
+// page is self-contained.
+func checkReport(t *testing.T, page string, sections []section) {
+	t.Helper()
+	if strings.Contains(page, "<script") || strings.Contains(page, "http://") || strings.Contains(page, "https://") {
 		t.Error("report is not self-contained")
+	}
+	if strings.Contains(page, "<pre") {
+		t.Error("report has a <pre> block; tables are HTML tables")
+	}
+	colourOf := map[string]string{}
+	policyOf := map[string]string{}
+	see := func(svgIndex int, policy, colour string) {
+		if colour == targetColour {
+			return
+		}
+		if c, ok := colourOf[policy]; ok && c != colour {
+			t.Errorf("chart %d: %s drawn in %s, elsewhere in %s", svgIndex, policy, colour, c)
+		}
+		colourOf[policy] = colour
+		if p, ok := policyOf[colour]; ok && p != policy {
+			t.Errorf("chart %d: %s and %s share the colour %s", svgIndex, policy, p, colour)
+		}
+		policyOf[colour] = policy
+	}
+	svgs := svgRE.FindAllStringSubmatch(page, -1)
+	if len(svgs) == 0 {
+		t.Fatal("no charts")
+	}
+	for i, m := range svgs {
+		svg := m[0]
+		width, _ := strconv.ParseFloat(m[1], 64)
+		titles, readings := titleRE.FindAllStringSubmatch(svg, -1), readingRE.FindAllStringSubmatch(svg, -1)
+		if len(titles) == 0 || strings.TrimSpace(titles[0][1]) == "" {
+			t.Errorf("chart %d has no visible title", i)
+		}
+		if len(readings) == 0 || strings.TrimSpace(readings[0][1]) == "" {
+			t.Errorf("chart %d (%v) has no reading line", i, titles)
+		}
+		for _, l := range titles {
+			if w := 12 + textWidth(html.UnescapeString(l[1]), titleSize, true); w > width {
+				t.Errorf("chart %d: title line %q is about %.0f px wide, the chart %.0f", i, l[1], w, width)
+			}
+		}
+		for _, l := range readings {
+			if w := 12 + textWidth(html.UnescapeString(l[1]), readingSize, false); w > width {
+				t.Errorf("chart %d: reading line %q is about %.0f px wide, the chart %.0f", i, l[1], w, width)
+			}
+		}
+		type span struct{ from, to float64 } // a legend entry's swatch and text
+		rows := map[string][]span{}
+		for _, e := range legendRE.FindAllStringSubmatch(svg, -1) {
+			name := html.UnescapeString(e[1])
+			see(i, name, e[2])
+			if e[2] != targetColour {
+				if light := e[3] != ""; light != builtin(name) {
+					t.Errorf("chart %d: %s drawn dashed or light: %v, want %v", i, name, light, builtin(name))
+				}
+			}
+			x, _ := strconv.ParseFloat(e[4], 64)
+			end := x + textWidth(html.UnescapeString(e[6]), textSize, false)
+			if end > width {
+				t.Errorf("chart %d: legend entry %q ends at about %.0f px, past the chart's %.0f", i, name, end, width)
+			}
+			rows[e[5]] = append(rows[e[5]], span{x - swatchW, end})
+		}
+		for _, row := range rows {
+			slices.SortFunc(row, func(a, b span) int { return int(a.from - b.from) })
+			for j := 1; j < len(row); j++ {
+				if row[j-1].to > row[j].from {
+					t.Errorf("chart %d: legend entries overlap: one ends at about %.0f px, the next starts at %.0f", i, row[j-1].to, row[j].from)
+				}
+			}
+		}
+		if !strings.Contains(svg, "legend-entry") && !strings.Contains(svg, "bar-label") {
+			t.Errorf("chart %d (%v) names no policy", i, titles)
+		}
+		for _, e := range barLabelRE.FindAllStringSubmatch(svg, -1) {
+			see(i, html.UnescapeString(e[1]), e[2])
+			x, _ := strconv.ParseFloat(e[3], 64)
+			if start := x - textWidth(html.UnescapeString(e[4]), textSize, false); start < 0 {
+				t.Errorf("chart %d: bar label %q starts at about %.0f px, before the chart's edge", i, e[4], start)
+			}
+		}
+		// Any other text that starts inside the chart and runs past it.
+		for _, e := range svgTextRE.FindAllStringSubmatch(svg, -1) {
+			x, _ := strconv.ParseFloat(e[1], 64)
+			if strings.Contains(e[0], `text-anchor`) {
+				continue
+			}
+			if end := x + textWidth(html.UnescapeString(e[2]), textSize, false); end > width {
+				t.Errorf("chart %d: text %q ends at about %.0f px, past the chart's %.0f", i, e[2], end, width)
+			}
+		}
+	}
+	// Every charted policy was seen with its colour.
+	for _, s := range sections {
+		for _, c := range s.Charts {
+			for _, p := range c.policies(s.Order) {
+				if _, ok := colourOf[p]; !ok {
+					t.Errorf("%s: %q is on a chart but in no legend or bar label", s.Name, p)
+				}
+			}
+		}
+	}
+	tables := 0
+	for _, s := range sections {
+		if s.Table == nil {
+			continue
+		}
+		tables += len(tableGroups(s.Table))
+		for _, r := range s.Table.Rows {
+			for _, c := range r.Cells {
+				if !strings.Contains(page, "<td>"+html.EscapeString(c)+"</td>") {
+					t.Errorf("%s: cell %q is not in a <td>", s.Name, c)
+				}
+			}
+		}
+	}
+	if n := strings.Count(page, "<table>"); n != tables {
+		t.Errorf("%d HTML tables, want %d", n, tables)
+	}
+}
+
+// TestTableGroups checks that a table too wide for a 1000 px window is
+// split into column groups that each fit, and one that fits is not.
+func TestTableGroups(t *testing.T) {
+	for _, s := range syntheticSections() {
+		tb := s.Table
+		gs := tableGroups(tb)
+		next := 0
+		for _, g := range gs {
+			if g[0] != next || g[1] <= g[0] && len(tb.Columns) > 0 {
+				t.Fatalf("%s: groups %v do not cover the columns in order", s.Name, gs)
+			}
+			next = g[1]
+			w := labelMin
+			for i := g[0]; i < g[1]; i++ {
+				var cells []string
+				for _, r := range tb.Rows {
+					if i < len(r.Cells) {
+						cells = append(cells, r.Cells[i])
+					}
+				}
+				w += minColumnWidth(tb.Columns[i], cells)
+			}
+			if w > tableBudget && g[1]-g[0] > 1 {
+				t.Errorf("%s: columns %v need about %.0f px, more than %d", s.Name, g, w, tableBudget)
+			}
+		}
+		if next != len(tb.Columns) {
+			t.Errorf("%s: groups %v miss columns", s.Name, gs)
+		}
+		if s.Name == "sim-wide" && len(gs) < 2 {
+			t.Errorf("%s: %d columns in one group", s.Name, len(tb.Columns))
+		}
+		if s.Name == "black-hole" && len(gs) != 1 {
+			t.Errorf("%s: split into %v", s.Name, gs)
+		}
 	}
 }
 
@@ -177,17 +447,95 @@ func TestSimSections(t *testing.T) {
 	if len(secs) != 1 || secs[0].Table == nil || len(secs[0].Table.Rows) == 0 {
 		t.Fatalf("runSim(black-hole) = %+v", secs)
 	}
-	if _, err := runSim("no-such-scenario"); err == nil {
-		t.Error("runSim accepted an unknown scenario")
-	}
 }
 
 func TestRunLabRejectsUnknownScenario(t *testing.T) {
-	if _, err := runLab(context.Background(), "no-such", "", 1); err == nil {
-		t.Error("runLab accepted an unknown scenario")
+	_, err := runLab(context.Background(), "no-such", "", 1)
+	if err == nil {
+		t.Fatal("runLab accepted an unknown scenario")
+	}
+	// The error lists every scenario, the simulated-only ones too.
+	for _, s := range sim.Scenarios() {
+		if !strings.Contains(err.Error(), s.Name) {
+			t.Errorf("runLab(no-such) = %v, does not name %s", err, s.Name)
+		}
 	}
 	if _, err := runLab(context.Background(), "cold-start", "", 1); err == nil || !strings.Contains(err.Error(), "-sim") {
 		t.Errorf("runLab(cold-start) = %v, want a pointer to -sim", err)
+	}
+	_, err = runSim("no-such")
+	if err == nil {
+		t.Fatal("runSim accepted an unknown scenario")
+	}
+	for _, s := range sim.Scenarios() {
+		if !strings.Contains(err.Error(), s.Name) {
+			t.Errorf("runSim(no-such) = %v, does not name %s", err, s.Name)
+		}
+	}
+}
+
+// TestScenarioHelp checks that -scenario's and -target's usage are built
+// from the scenario lists.
+func TestScenarioHelp(t *testing.T) {
+	help := scenarioHelp()
+	for _, s := range sim.Scenarios() {
+		if !strings.Contains(help, s.Name) {
+			t.Errorf("scenario help %q lacks %s", help, s.Name)
+		}
+	}
+	if slices.Contains(simOnly(), "black-hole") || !slices.Contains(simOnly(), "cold-start") {
+		t.Errorf("simOnly() = %q", simOnly())
+	}
+	target := targetHelp()
+	for _, s := range labScenarios {
+		if want := fmt.Sprintf("%s %d", s.name, s.backends); !strings.Contains(target, want) {
+			t.Errorf("target help %q lacks %q", target, want)
+		}
+	}
+	if !strings.Contains(target, fmt.Sprint(backendsNeeded(labScenarios))) {
+		t.Errorf("target help %q does not say how many servers all scenarios need", target)
+	}
+}
+
+// TestTargetTooSmall: -target with fewer servers than any scenario needs
+// fails before it dials them; with enough for some, the rest are skipped.
+func TestTargetTooSmall(t *testing.T) {
+	few := "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
+	if _, err := runLab(context.Background(), "", few, 1); err == nil || !strings.Contains(err.Error(), "too few for any scenario") {
+		t.Errorf("runLab with 3 servers = %v, want too few for any scenario", err)
+	}
+	if _, err := runLab(context.Background(), "black-hole", few, 1); err == nil || !strings.Contains(err.Error(), "black-hole needs 10") {
+		t.Errorf("runLab(black-hole) with 3 servers = %v, want black-hole needs 10", err)
+	}
+	if _, err := runLab(context.Background(), "", "127.0.0.1:1,127.0.0.1:1", 1); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("runLab with a server listed twice = %v", err)
+	}
+	got, err := runnable(labScenarios, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range labScenarios {
+		if ran := slices.ContainsFunc(got, func(g labScenario) bool { return g.name == s.name }); ran != (s.backends <= 10) {
+			t.Errorf("with 10 servers, %s (needs %d) runs: %v", s.name, s.backends, ran)
+		}
+	}
+}
+
+func TestCheckFlags(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		scale float64
+		ok    bool
+	}{
+		{nil, 1, true},
+		{nil, 0.25, true},
+		{nil, 0, false},
+		{nil, -1, false},
+		{[]string{"black-hole"}, 1, false},
+	} {
+		if err := checkFlags(c.args, false, c.scale); (err == nil) != c.ok {
+			t.Errorf("checkFlags(%q, scale %v) = %v, want ok: %v", c.args, c.scale, err, c.ok)
+		}
 	}
 }
 

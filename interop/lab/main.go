@@ -2,21 +2,30 @@
 //
 // By default it starts its own fleet of pickwise-backend servers on
 // 127.0.0.1 and runs small, real-gRPC versions of the scenarios (a black
-// hole, one slow backend, two hardware generations, a hot key, a remap
-// storm) through grpc-go's round_robin, least_request_experimental and, where
-// backends report their load over ORCA, weighted_round_robin, and through
-// pickwise's policies, then prints one table per scenario. The whole run
-// takes a little over a minute.
+// hole, one transient failure, a flapping backend, a retry storm, one slow
+// backend, two hardware generations, a hot key, a hash black hole, a remap
+// storm) through grpc-go's round_robin, least_request_experimental,
+// ring_hash_experimental and, where backends report their load over ORCA,
+// weighted_round_robin, and through pickwise's policies, then prints one
+// table per scenario. The whole run takes three to four minutes on a
+// two-core machine, much of it in scenarios that run for a fixed time;
+// -scale 0.5 takes a little over two. -sim runs the simulated scenarios instead
+// (these and those that need more scale than a loopback fleet gives), at
+// full scale, in about a minute.
 //
 //	go run ./interop/lab                       # the real-gRPC lab
-//	go run ./interop/lab -report report.html   # plus an HTML page with plots
-//	go run ./interop/lab -scenario black-hole  # one scenario
+//	go run ./interop/lab -report report.html   # plus an HTML page with tables and charts
+//	go run ./interop/lab -scenario black-hole  # one scenario (-h lists them)
+//	go run ./interop/lab -scale 0.5            # half the calls (and time) per scenario
 //	go run ./interop/lab -sim                  # the simulated scenarios, full scale
 //	go run ./interop/lab -target h1:8080,h2:8080,...  # your own pickwise-backend fleet
 //
 // With -target, the addresses must be pickwise-backend servers (see
-// interop/server/cmd/pickwise-backend): the lab changes their behavior over
-// their admin RPC, so point it only at a fleet set aside for the test.
+// interop/server/cmd/pickwise-backend), each answering with its own name:
+// the lab changes their behavior over their admin RPC, so point it only at
+// a fleet set aside for the test. -h says how many servers each scenario
+// needs; those that need more than -target gives are skipped, and the lab
+// fails if none can run.
 package main
 
 import (
@@ -24,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -37,13 +47,22 @@ const defaultAdminTimeout = 10 * time.Second
 
 func main() {
 	var (
-		scenario = flag.String("scenario", "", "run only this scenario (default: all)")
+		scenario = flag.String("scenario", "", "run only this scenario (default: all): "+scenarioHelp())
 		report   = flag.String("report", "", "also write a self-contained HTML report to this file")
 		simulate = flag.Bool("sim", false, "run the simulated scenarios at full scale instead of the real-gRPC lab")
-		target   = flag.String("target", "", "comma-separated pickwise-backend addresses to use instead of a loopback fleet")
+		target   = flag.String("target", "", "comma-separated pickwise-backend addresses to use instead of a loopback fleet. "+targetHelp())
 		scale    = flag.Float64("scale", 1, "multiply the number of calls per scenario (the real-gRPC lab only)")
 	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./interop/lab [flags]\n\n"+
+			"Runs pickwise's scenarios against every policy, side by side, and prints one table per scenario.\n\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	if err := checkFlags(flag.Args(), *simulate, *scale); err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
@@ -67,6 +86,72 @@ func main() {
 	}
 }
 
+// checkFlags rejects what the flags cannot mean: arguments besides flags,
+// real-gRPC flags with -sim, a scale that sends no calls.
+func checkFlags(args []string, simulate bool, scale float64) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected argument %q (to run one scenario: -scenario %s)", args[0], args[0])
+	}
+	var err error
+	flag.Visit(func(f *flag.Flag) {
+		if simulate && (f.Name == "target" || f.Name == "scale") {
+			err = fmt.Errorf("-%s is for the real-gRPC lab; -sim runs the simulator at full scale", f.Name)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !(scale > 0) || math.IsInf(scale, 0) {
+		return fmt.Errorf("-scale %v: must be a positive number", scale)
+	}
+	return nil
+}
+
+// labNames are the real-gRPC scenarios' names, in the order they run.
+func labNames() []string {
+	out := make([]string, len(labScenarios))
+	for i, s := range labScenarios {
+		out[i] = s.name
+	}
+	return out
+}
+
+// simOnly are the simulated scenarios with no real-gRPC form: they need
+// scale or long-lived streams a loopback lab cannot give; -sim runs them.
+func simOnly() []string {
+	var out []string
+	for _, s := range sim.Scenarios() {
+		if !slices.Contains(labNames(), s.Name) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// scenarioHelp lists the scenario names for -scenario's usage and errors.
+func scenarioHelp() string {
+	return fmt.Sprintf("the real-gRPC lab runs %s; -sim also runs %s", strings.Join(labNames(), ", "), strings.Join(simOnly(), ", "))
+}
+
+// backendsNeeded is how many backends the scenarios in list need between
+// them: the most any one of them uses.
+func backendsNeeded(list []labScenario) int {
+	need := 0
+	for _, s := range list {
+		need = max(need, s.backends)
+	}
+	return need
+}
+
+// targetHelp says how many servers -target needs, for -target's usage.
+func targetHelp() string {
+	var each []string
+	for _, s := range labScenarios {
+		each = append(each, fmt.Sprintf("%s %d", s.name, s.backends))
+	}
+	return fmt.Sprintf("All scenarios need %d servers between them (%s)", backendsNeeded(labScenarios), strings.Join(each, ", "))
+}
+
 func writeReportFile(path string, simulated bool, sections []section) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -87,11 +172,15 @@ func writeReportFile(path string, simulated bool, sections []section) error {
 func runSim(only string) ([]section, error) {
 	var list []sim.Scenario
 	if only != "" {
-		s, err := sim.Lookup(only)
-		if err != nil {
-			return nil, err
+		i := slices.IndexFunc(sim.Scenarios(), func(s sim.Scenario) bool { return s.Name == only })
+		if i < 0 {
+			var names []string
+			for _, s := range sim.Scenarios() {
+				names = append(names, s.Name)
+			}
+			return nil, fmt.Errorf("no simulated scenario %q; -sim runs: %s", only, strings.Join(names, ", "))
 		}
-		list = []sim.Scenario{s}
+		list = []sim.Scenario{sim.Scenarios()[i]}
 	} else {
 		list = sim.Scenarios()
 	}
@@ -125,37 +214,36 @@ func runLab(ctx context.Context, only, target string, scale float64) ([]section,
 	if only != "" {
 		i := slices.IndexFunc(list, func(s labScenario) bool { return s.name == only })
 		if i < 0 {
-			if slices.Contains(simOnly, only) {
+			if slices.Contains(simOnly(), only) {
 				return nil, fmt.Errorf("scenario %q needs scale or long-lived streams a loopback lab cannot give: run it with -sim", only)
 			}
-			return nil, fmt.Errorf("no scenario %q", only)
+			return nil, fmt.Errorf("no scenario %q: %s", only, scenarioHelp())
 		}
 		list = list[i : i+1]
 	}
-	need := 0
-	for _, s := range list {
-		need = max(need, s.backends)
-	}
+	need := backendsNeeded(list)
 	var (
 		fleet *labFleet
 		err   error
 	)
 	if target != "" {
-		fleet, err = targetFleet(target)
-	} else {
-		fleet, err = startFleet(need)
-	}
-	if err != nil {
+		addrs, err := parseTargets(target)
+		if err != nil {
+			return nil, err
+		}
+		if list, err = runnable(list, len(addrs), only); err != nil {
+			return nil, err
+		}
+		if fleet, err = targetFleet(addrs); err != nil {
+			return nil, err
+		}
+	} else if fleet, err = startFleet(need); err != nil {
 		return nil, err
 	}
 	defer fleet.close()
 	l := &lab{fleet: fleet, progress: newProgress(os.Stderr), scale: scale}
 	var out []section
 	for _, s := range list {
-		if len(fleet.names) < s.backends {
-			fmt.Fprintf(os.Stderr, "skipping %s: it needs %d backends, the fleet has %d\n", s.name, s.backends, len(fleet.names))
-			continue
-		}
 		sec, err := s.run(ctx, l)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
@@ -164,7 +252,41 @@ func runLab(ctx context.Context, only, target string, scale float64) ([]section,
 		out = append(out, sec)
 	}
 	if only == "" {
-		fmt.Printf("Simulated only (go run ./interop/lab -sim): %s.\n", strings.Join(simOnly, ", "))
+		fmt.Printf("Simulated only (go run ./interop/lab -sim):\n  %s.\n", strings.Join(simOnly(), ", "))
+	}
+	return out, nil
+}
+
+// runnable says up front how many servers the scenarios of list need, and
+// returns those that servers given servers can run, or an error if none.
+func runnable(list []labScenario, servers int, only string) ([]labScenario, error) {
+	need := backendsNeeded(list)
+	if only != "" {
+		fmt.Fprintf(os.Stderr, "-target: %d servers given; %s needs %d\n", servers, only, need)
+		if servers < need {
+			return nil, fmt.Errorf("-target gives %d servers; %s needs %d", servers, only, need)
+		}
+		return list, nil
+	}
+	fmt.Fprintf(os.Stderr, "-target: %d servers given; all scenarios need %d between them\n", servers, need)
+	var out []labScenario
+	fewest := list[0]
+	for _, s := range list {
+		if s.backends < fewest.backends {
+			fewest = s
+		}
+		if s.backends <= servers {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-target gives %d servers, too few for any scenario: the smallest, %s, needs %d; all of them need %d",
+			servers, fewest.name, fewest.backends, need)
+	}
+	for _, s := range list {
+		if s.backends > servers {
+			fmt.Fprintf(os.Stderr, "skipping %s: it needs %d servers, -target gives %d\n", s.name, s.backends, servers)
+		}
 	}
 	return out, nil
 }

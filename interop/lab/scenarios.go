@@ -98,10 +98,6 @@ var labScenarios = []labScenario{
 	{name: "remap-storm", backends: 11, run: remapStorm},
 }
 
-// simOnly are scenarios that need scale or long-lived streams a loopback lab
-// cannot give; -sim runs them.
-var simOnly = []string{"balls-into-bins", "cold-start", "noisy-reports", "subsetting"}
-
 // result is one policy's run of a scenario.
 type result struct {
 	policy string
@@ -178,24 +174,62 @@ func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies 
 	return out, nil
 }
 
-// section builds the report section shared by the load-aware scenarios.
-func (l *lab) section(name string, t *sim.Table, rs []result) section {
-	s := section{Name: name, Table: t, Latencies: map[string][]time.Duration{}, Shares: map[string][]float64{}}
-	used := 0 // backends past the last one any policy used are not plotted
+// newSection is a scenario's report section: its table, with the policies
+// in column order and no charts yet.
+func newSection(name string, t *sim.Table, rs []result) section {
+	return section{Name: name, Table: t, Order: names(rs)}
+}
+
+// latencyChart is the distribution of rs' successful calls' latencies.
+func latencyChart(rs []result) chart {
+	c := chart{Kind: latencyCDF, Title: "Latency of successful calls",
+		Reading:   "further left is faster; the top of the plot is the tail (p99, p99.9)",
+		Latencies: map[string][]time.Duration{}}
 	for _, r := range rs {
-		s.Order = append(s.Order, r.policy)
-		s.Latencies[r.policy] = r.out.latencies
+		c.Latencies[r.policy] = r.out.latencies
+	}
+	return c
+}
+
+// sharesChart is each policy's share of calls per backend, over the
+// backends up to the last one any policy used. target is the good share:
+// one for every backend, or one per backend of the fleet.
+func (l *lab) sharesChart(rs []result, reading string, target []float64, targetLabel string) chart {
+	c := chart{Kind: backendShares, Title: "Share of calls per backend", Reading: reading,
+		Shares: map[string][]float64{}, Target: target, TargetLabel: targetLabel}
+	used := 0
+	for _, r := range rs {
 		sh := r.out.shares(l.fleet)
-		s.Shares[r.policy] = sh
+		c.Shares[r.policy] = sh
 		for i, v := range sh {
 			if v > 0 {
 				used = max(used, i+1)
 			}
 		}
 	}
-	s.Backends = l.fleet.names[:used]
-	return s
+	if len(target) > 1 {
+		used = max(used, min(len(target), len(l.fleet.names)))
+		c.Target = target[:used]
+	}
+	c.Backends = l.fleet.names[:used]
+	for p, sh := range c.Shares {
+		c.Shares[p] = sh[:used]
+	}
+	return c
 }
+
+// errorsChart is each policy's share of calls that failed.
+func errorsChart(rs []result, reading string) chart {
+	c := chart{Kind: policyValues, Title: "Calls that failed", Reading: reading,
+		Values: map[string]float64{}, Percent: true, Axis: "failed calls, share of all calls"}
+	for _, r := range rs {
+		c.Values[r.policy] = float64(r.out.failed) / float64(max(r.out.total, 1))
+	}
+	return c
+}
+
+// evenShare is a backend's share of calls when n share them equally.
+func evenShare(n int) float64 { return 1 / float64(n) }
 
 func names(rs []result) []string {
 	out := make([]string, len(rs))
@@ -247,7 +281,19 @@ func blackHole(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
 	t.AddNote("every backend reports ORCA per call: utilization = calls answered per second / 100, and errors per second; the broken backend's failures count as calls answered, so its reports carry its error rate rather than a utilization of 0, which both ORCA policies would discard")
 	t.AddNote(orcaNote)
-	return l.section("black-hole", t, rs), nil
+	// The failing backend's share is the result; the latency of the calls
+	// that succeed is the same 20 ms under every policy.
+	sec := newSection("black-hole", t, rs)
+	goal := make([]float64, n)
+	for i := 1; i < n; i++ {
+		goal[i] = evenShare(n - 1)
+	}
+	sec.Charts = []chart{
+		l.sharesChart(rs, fmt.Sprintf("the failing %s should get almost nothing, the %d others %s each", broken, n-1, sim.Pct(evenShare(n-1))),
+			goal, fmt.Sprintf("goal: none to %s, an even split of the rest", broken)),
+		errorsChart(rs, fmt.Sprintf("shorter is better: the calls that fail are those sent to %s", broken)),
+	}
+	return sec, nil
 }
 
 // slowBackend: one backend of ten takes 20x longer; calls have a deadline.
@@ -268,7 +314,13 @@ func slowBackend(ctx context.Context, l *lab) (section, error) {
 		t.AddRow(fmt.Sprintf("p%g of successful calls", 100*q), row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, q)) })...)
 	}
 	t.AddRow("success within the deadline", row(rs, func(o outcome) string { return sim.Pct(1 - float64(o.failed)/float64(max(o.total, 1))) })...)
-	return l.section("slow-backend", t, rs), nil
+	sec := newSection("slow-backend", t, rs)
+	sec.Charts = []chart{
+		latencyChart(rs),
+		l.sharesChart(rs, fmt.Sprintf("%s is 20x slower: the less it gets the better; the rest share evenly", slow),
+			[]float64{evenShare(n)}, fmt.Sprintf("even share, %s", sim.Pct(evenShare(n)))),
+	}
+	return sec, nil
 }
 
 // hardwareGenerations: 9 backends serve 100 calls/s, 3 older ones 60;
@@ -317,7 +369,26 @@ func hardwareGenerations(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
 	t.AddNote("every backend reports ORCA per call: utilization = calls served per second / its capacity (100 or 60), the busy fraction of its one slot")
 	t.AddNote(orcaNote)
-	return l.section("hardware-generations", t, rs), nil
+	// A backend's fair share is its part of the fleet's capacity.
+	capacity := make([]float64, n)
+	sum := 0.0
+	for i := range capacity {
+		capacity[i] = 1 / newLatency.Seconds()
+		if _, old := patches[i]; old {
+			capacity[i] = 1 / oldLatency.Seconds()
+		}
+		sum += capacity[i]
+	}
+	for i := range capacity {
+		capacity[i] /= sum
+	}
+	sec := newSection("hardware-generations", t, rs)
+	sec.Charts = []chart{
+		l.sharesChart(rs, fmt.Sprintf("best at the dashed marks, shares by capacity: %s for 0-8, %s for 9-11", sim.Pct(capacity[0]), sim.Pct(capacity[n-1])),
+			capacity, fmt.Sprintf("share by capacity (an even split: %s)", sim.Pct(evenShare(n)))),
+		latencyChart(rs),
+	}
+	return sec, nil
 }
 
 // zipfKeys returns a seeded Zipf key sequence over nKeys keys.
@@ -351,7 +422,12 @@ func hotKey(ctx context.Context, l *lab) (section, error) {
 		return sim.Pct(1 - float64(len(o.keySplit))/float64(max(len(o.keyBackend), 1)))
 	})...)
 	t.AddNote("pickwise_ring_hash (bounded 1.25): a backend is skipped while its in-flight calls would exceed ceil(1.25 x (in flight + 1) / 10); with 16 calls in flight the cap is 2, so a popular key's calls spill to the next backends and fewer keys stay on one")
-	return l.section("hot-key", t, rs), nil
+	sec := newSection("hot-key", t, rs)
+	sec.Charts = []chart{
+		l.sharesChart(rs, fmt.Sprintf("closer to the dashed even share (%s) is better: a hot key's backend peaks", sim.Pct(evenShare(n))),
+			[]float64{evenShare(n)}, fmt.Sprintf("even share, %s", sim.Pct(evenShare(n)))),
+	}
+	return sec, nil
 }
 
 // remapStorm: add an 11th backend behind a key-affine policy and count keys
@@ -369,6 +445,7 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 	}
 	after := append(append([]int(nil), before...), 10)
 	var moved []string
+	movedShare := map[string]float64{}
 	policies := []labPolicy{ringHash, pwRingHash, pwRingHashBounded}
 	for _, p := range policies {
 		if err := l.fleet.configure(ctx, nil, `{"latency":"1ms"}`); err != nil {
@@ -409,7 +486,8 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 				n++
 			}
 		}
-		moved = append(moved, sim.Pct(float64(n)/float64(max(len(o1.keyBackend), 1))))
+		movedShare[p.name] = float64(n) / float64(max(len(o1.keyBackend), 1))
+		moved = append(moved, sim.Pct(movedShare[p.name]))
 	}
 	t := &sim.Table{Title: fmt.Sprintf("Remap storm (real gRPC): %d keys, 10 -> 11 backends", nKeys), Columns: nil}
 	for _, p := range policies {
@@ -418,5 +496,13 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("keys moved (ideal: 1/11 = 9.1%; modulo hashing: 90.9%)", moved...)
 	t.AddNote("ring_hash: its ring keeps about minRingSize (1024) entries, so the newcomer takes entries from every old backend; pickwise_ring_hash gives each endpoint at least 128 entries, so it moves only the newcomer's keys")
 	t.AddNote("pickwise_ring_hash (bounded 1.25): its keys are sent one call at a time, so none spills: it moves what its table moves")
-	return section{Name: "remap-storm", Table: t}, nil
+	sec := section{Name: "remap-storm", Table: t, Order: t.Columns}
+	ideal := 1 / float64(len(after))
+	sec.Charts = []chart{{
+		Kind: policyValues, Title: fmt.Sprintf("Keys that moved, %d -> %d backends", len(before), len(after)),
+		Reading: fmt.Sprintf("shorter is better, down to the ideal %s: the newcomer's keys (modulo: %s)", sim.Pct(ideal), sim.Pct(1-ideal)),
+		Values:  movedShare, Percent: true, Axis: "keys whose backend changed",
+		Target: []float64{ideal}, TargetLabel: fmt.Sprintf("ideal: the newcomer's 1/%d of the keys", len(after)),
+	}}
+	return sec, nil
 }
