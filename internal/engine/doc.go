@@ -20,4 +20,33 @@
 //
 // Time and randomness are injected through Clock and Rand so that unit tests
 // and the simulator run in virtual time with fixed seeds.
+//
+// # Reading order
+//
+// The files read in one direction, each using only what it and the files
+// before it declare (TestFilesReadInOneDirection checks it):
+//
+//   - clock.go, duration.go, sampler.go, config.go, errors.go, reasons.go:
+//     injected time and randomness, the sampler's draws, config helpers,
+//     the pickers that explain an error, why a pick was made;
+//   - slowstart.go, failure.go, latency.go, ejector.go, donework.go: what
+//     an endpoint accumulates (slow start, failure evidence, its latency
+//     average, its ejection state) and the work its Done hands to the
+//     balancer;
+//   - endpoint.go, attempts.go, ready.go, timed.go, probe.go: the endpoint,
+//     a call's attempts, the immutable Snapshot pickers read, timed picks
+//     and probe picks;
+//   - scheduler.go, leastloaded.go, weighted.go: the pickers;
+//   - metrics.go, policy.go, static.go, weightkeeper.go: what a policy
+//     supplies (its metrics, its Policy and Settings), pickers built without
+//     a balancer, and the owner of backend-reported weights;
+//   - balancer.go, ejection.go, recording.go, weights.go, lazy.go: the
+//     balancer, one type whose methods are split by job (wiring and
+//     publishing; assessing and ejecting; recording metrics; weight
+//     updates; on-demand connections);
+//   - registry.go: registering a policy with grpc.
+//
+// Two kinds of reference run the other way, each for a reason: balancer.go
+// calls its own methods in the files after it, and doneWork's owner
+// interface names the Endpoint a probe readmits.
 package engine

@@ -145,3 +145,9 @@ func (t *task) stop() {
 		t.timer = nil
 	}
 }
+
+// metricsFlushPeriod bounds how long a pick count waits to be recorded
+// when the sink does not collect through reportMetrics: grpc's
+// OpenTelemetry plugin calls it only if one of the policy's gauges is
+// enabled, and a user may enable the picks counter alone.
+const metricsFlushPeriod = time.Second

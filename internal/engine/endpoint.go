@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -214,3 +215,25 @@ type doneShared struct {
 
 // fleetRate is the fleet's failure rate as of the last health tick.
 func (d *doneShared) fleetRate() float64 { return math.Float64frombits(d.fleetBits.Load()) }
+
+// endpointWeight is one endpoint's part of the weight keeping, in its
+// Endpoint. Guarded by the balancer's mu (the tracker synchronizes itself).
+type endpointWeight struct {
+	tracker *orcaweight.Tracker     // nil while weights are off
+	done    func(balancer.DoneInfo) // finish, then the tracker's per-call report hook
+	weight  float64                 // at the last weight update
+	status  orcaweight.Status       // at the last weight update
+	// sc is the READY connection that carries the OOB stream. It is
+	// followed even while weights are off, so that turning them on finds
+	// it.
+	sc      balancer.SubConn
+	stopOOB func() // stops the OOB stream, if one is open
+}
+
+// closeOOB closes the endpoint's ORCA stream, if any.
+func (w *endpointWeight) closeOOB() {
+	if w.stopOOB != nil {
+		w.stopOOB()
+		w.stopOOB = nil
+	}
+}

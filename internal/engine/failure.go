@@ -1,9 +1,10 @@
 package engine
 
 import (
-	"github.com/pickwise/pickwise/lbconfig"
 	"math"
 	"time"
+
+	"github.com/pickwise/pickwise/lbconfig"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"

@@ -5,9 +5,7 @@ import (
 	"sync"
 
 	"strings"
-	"time"
 
-	"google.golang.org/grpc/connectivity"
 	estats "google.golang.org/grpc/experimental/stats"
 )
 
@@ -24,48 +22,6 @@ const (
 	localityLabel = "grpc.lb.locality"
 	reasonLabel   = "pickwise.reason"
 )
-
-// MaxPickReasons is how many distinct reasons a policy's pickers can give
-// for their picks (PickReason). A power of two: a pick masks the reason
-// with MaxPickReasons-1 instead of checking its bounds.
-const MaxPickReasons = 4
-
-// PickReason says why a picker chose an endpoint. It indexes the reason
-// names of the policy's MetricsSpec; every pick counts one, on the
-// endpoint's own cache line, and the counts reach the picks metric when
-// metrics are collected.
-type PickReason uint8
-
-// Why the engine's d-choice picker (LeastLoaded) chose an endpoint; the
-// names are LeastLoadedReasons.
-const (
-	// ReasonLeastLoaded: the candidates' costs differed and the cheapest
-	// won.
-	ReasonLeastLoaded PickReason = iota
-	// ReasonTie: every candidate cost the same; the first sampled won.
-	ReasonTie
-	// ReasonOnlyReady: one endpoint was READY, so there was no choice.
-	ReasonOnlyReady
-	// ReasonAvoidedFailing: a candidate that lost was being penalized for
-	// recent server-side failures.
-	ReasonAvoidedFailing
-)
-
-// LeastLoadedReasons names LeastLoaded's PickReasons, for MetricsSpec.
-var LeastLoadedReasons = []string{"least_loaded", "tie", "only_ready", "avoided_failing"}
-
-// Why the engine's WeightedRR picker chose an endpoint; the names are
-// WeightedReasons.
-const (
-	// ReasonWeighted: the schedule follows the endpoints' weights.
-	ReasonWeighted PickReason = iota
-	// ReasonRoundRobinFallback: fewer than two READY endpoints had a usable
-	// backend-reported weight, so every endpoint got an equal share.
-	ReasonRoundRobinFallback
-)
-
-// WeightedReasons names WeightedRR's PickReasons, for MetricsSpec.
-var WeightedReasons = []string{"weighted", "round_robin_fallback"}
 
 // MetricsSpec describes the metrics of one policy.
 type MetricsSpec struct {
@@ -265,117 +221,24 @@ func RegisterMetricName(d estats.MetricDescriptor) estats.MetricDescriptor {
 	return d
 }
 
-// reportMetrics is the balancer's async reporter: grpc calls it whenever
-// the metrics sink collects (grpc's OpenTelemetry plugin: at each export or
-// scrape). Besides the gauges, it flushes the pick counts the endpoints
-// have gathered since the last flush and samples the endpoints' costs, so
-// that the gauges, the costs and the counts a scrape returns are of one
-// moment. The counts are also flushed once a second while calls flow
-// (flushTick), for sinks that never call this.
-func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
-	}
-	m := b.policyMetrics
-	now := b.clock.Nanotime()
-	var ready, ramping, ejected int64
-	for _, e := range b.order {
-		b.flushPicksLocked(e)
-		if e.gen != b.gen || e.state != connectivity.Ready {
-			continue
-		}
-		ready++
-		if b.rampEndLocked(e, now) != 0 {
-			ramping++
-		}
-		if e.ejection.ejected {
-			ejected++
-		}
-	}
-	b.flushOutcomesLocked()
-	m.ready.Record(r, ready, b.target, b.locality)
-	m.ramping.Record(r, ramping, b.target, b.locality)
-	m.ejected.Record(r, ejected, b.target, b.locality)
-	if cr, ok := b.picker.(CostReporter); ok && m.cost != nil {
-		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.target, b.locality) })
-	}
-	return nil
-}
-
-// metricsFlushPeriod bounds how long a pick count waits to be recorded
-// when the sink does not collect through reportMetrics: grpc's
-// OpenTelemetry plugin calls it only if one of the policy's gauges is
-// enabled, and a user may enable the picks counter alone.
-const metricsFlushPeriod = time.Second
-
-// flushTick records the pick counts. It does not rearm itself: the next
-// Done does (doneWork.armFlush), so an idle balancer has no timer.
-func (b *engineBalancer) flushTick() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	for _, e := range b.order {
-		b.flushPicksLocked(e)
-	}
-	b.flushOutcomesLocked()
-}
-
-// flushOutcomesLocked records the ejections, readmissions, probes and
-// retries placed elsewhere since the last flush.
-func (b *engineBalancer) flushOutcomesLocked() {
-	m := b.policyMetrics
-	if m == nil {
-		return
-	}
-	record := func(h *estats.Int64CountHandle, n uint64) {
-		if n != 0 {
-			h.Record(b.metrics, int64(n), b.target, b.locality)
-		}
-	}
-	record(m.ejections, b.ejections)
-	record(m.readmissions, b.readmissions)
-	b.ejections, b.readmissions = 0, 0
-	if n := b.shared.probes.Swap(0); n != 0 {
-		m.probes.Record(b.metrics, int64(n), b.target, b.locality)
-		m.picks.Record(b.metrics, int64(n), b.target, "probe", b.locality)
-	}
-	record(m.elsewhere, b.shared.avoidedRetry.Swap(0))
-}
-
-// flushPicksLocked records the picks counted on e since its last flush.
-// The per-endpoint counters are 32 bits wide and wrap; a difference of
-// two readings is right as long as fewer than 2^32 picks of one endpoint
-// fall between collections.
-func (b *engineBalancer) flushPicksLocked(e *Endpoint) {
-	m := b.policyMetrics
-	if m == nil {
-		return
-	}
-	for i := range e.picks {
-		n := e.picks[i].Load()
-		if d := n - e.flushedPicks[i]; d != 0 {
-			e.flushedPicks[i] = n
-			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
-		}
-	}
-}
-
 // noMetrics is the recorder of a balancer built without one (tests, the
 // simulator): it drops everything. Embedding the interface is what grpc
 // asks of recorders, so that it can add methods; the ones it has are
 // overridden here.
 type noMetrics struct{ estats.MetricsRecorder }
 
-func (noMetrics) RecordInt64Count(*estats.Int64CountHandle, int64, ...string)             {}
-func (noMetrics) RecordFloat64Count(*estats.Float64CountHandle, float64, ...string)       {}
-func (noMetrics) RecordInt64Histo(*estats.Int64HistoHandle, int64, ...string)             {}
-func (noMetrics) RecordFloat64Histo(*estats.Float64HistoHandle, float64, ...string)       {}
-func (noMetrics) RecordInt64Gauge(*estats.Int64GaugeHandle, int64, ...string)             {}
+func (noMetrics) RecordInt64Count(*estats.Int64CountHandle, int64, ...string) {}
+
+func (noMetrics) RecordFloat64Count(*estats.Float64CountHandle, float64, ...string) {}
+
+func (noMetrics) RecordInt64Histo(*estats.Int64HistoHandle, int64, ...string) {}
+
+func (noMetrics) RecordFloat64Histo(*estats.Float64HistoHandle, float64, ...string) {}
+
+func (noMetrics) RecordInt64Gauge(*estats.Int64GaugeHandle, int64, ...string) {}
+
 func (noMetrics) RecordInt64UpDownCount(*estats.Int64UpDownCountHandle, int64, ...string) {}
+
 func (noMetrics) RegisterAsyncReporter(estats.AsyncMetricReporter, ...estats.AsyncMetric) func() {
 	return func() {}
 }

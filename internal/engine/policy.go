@@ -2,8 +2,9 @@ package engine
 
 import (
 	"encoding/json"
-	"sync"
+	"time"
 
+	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/serviceconfig"
 )
@@ -63,110 +64,18 @@ type Options struct {
 	Rand  Rand
 }
 
-var (
-	registryMu sync.Mutex
-	registry   = map[string]Spec{}
-)
-
-// Register makes spec available to grpc's balancer registry, so that service
-// configs can name it, and to Lookup, so that tests and the simulator can
-// build it with a virtual clock. Call it from the policy package's init.
-func Register(spec Spec) {
-	registryMu.Lock()
-	registry[spec.Name] = spec
-	registryMu.Unlock()
-	balancer.Register(builder{spec: spec})
+// WeightsConfig makes the engine keep a backend-reported (ORCA) weight per
+// endpoint and hand the weights to pickers (Snapshot.Weights). It must be
+// validated by the policy's ParseConfig.
+type WeightsConfig struct {
+	// ORCA is how reports become weights (orcaweight.Config).
+	ORCA orcaweight.Config
+	// OutOfBand takes reports from an ORCA stream per connection, every
+	// OOBPeriod, instead of from each call's trailer. With it on, calls
+	// carry no report hook, as in gRFC A58.
+	OutOfBand bool
+	OOBPeriod time.Duration
+	// UpdatePeriod is how often reports are folded into weights and a new
+	// picker published.
+	UpdatePeriod time.Duration
 }
-
-// Lookup returns the Spec registered under name.
-func Lookup(name string) (Spec, bool) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	s, ok := registry[name]
-	return s, ok
-}
-
-// Build builds a balancer for spec with the given dependencies.
-func (s Spec) Build(cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) balancer.Balancer {
-	if opts.Clock == nil {
-		opts.Clock = SystemClock{}
-	}
-	if opts.Rand == nil {
-		opts.Rand = SystemRand{}
-	}
-	return newBalancer(s, cc, bOpts, opts)
-}
-
-// builder adapts a Spec to grpc's balancer.Builder and ConfigParser.
-type builder struct{ spec Spec }
-
-func (b builder) Name() string { return b.spec.Name }
-
-func (b builder) Build(cc balancer.ClientConn, bOpts balancer.BuildOptions) balancer.Balancer {
-	return b.spec.Build(cc, bOpts, Options{})
-}
-
-func (b builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
-	return b.spec.ParseConfig(js)
-}
-
-// LeastLoadedSpec describes a policy that is the engine's d-choice picker
-// over a load metric: a config type and how to read it. Everything else,
-// from connections to slow start, is the engine's.
-type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
-	Name        string
-	ParseConfig func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error)
-	// Defaults is the config of a policy built without one.
-	Defaults func() C
-	// Settings are the engine settings a config asks for.
-	Settings func(C) Settings
-	// Choices is the config's choiceCount.
-	Choices func(C) int
-	// Metric is the load metric pickers over snap compare.
-	Metric func(cfg C, snap *Snapshot) LoadMetric
-	// Metrics are the policy's metrics (RegisterMetrics with
-	// LeastLoadedReasons); nil records none.
-	Metrics *Metrics
-}
-
-// RegisterLeastLoaded registers a d-choice policy (see Register).
-func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot) balancer.Picker {
-		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap))
-	})
-}
-
-// registerTyped registers a policy whose config is a C: the engine's
-// policies differ only in their settings and in the picker they build.
-func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),
-	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot) balancer.Picker) {
-	Register(Spec{
-		Name:        name,
-		ParseConfig: parse,
-		Metrics:     metrics,
-		NewPolicy: func() Policy {
-			return &typedPolicy[C]{name: name, defaults: defaults, settings: settings, newPicker: newPicker, cfg: defaults()}
-		},
-	})
-}
-
-// typedPolicy is the Policy of a registerTyped policy. cfg is guarded by
-// the engine's lock, like every Policy's state; the rest is immutable.
-type typedPolicy[C serviceconfig.LoadBalancingConfig] struct {
-	name      string
-	defaults  func() C
-	settings  func(C) Settings
-	newPicker func(C, *Snapshot) balancer.Picker
-	cfg       C
-}
-
-func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
-	cfg, err := ConfigAs(p.name, c, p.defaults)
-	if err != nil {
-		return Settings{}, err
-	}
-	p.cfg = cfg
-	return p.settings(cfg), nil
-}
-
-func (p *typedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker { return p.newPicker(p.cfg, snap) }

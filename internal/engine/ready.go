@@ -2,6 +2,8 @@ package engine
 
 import (
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
 )
 
 // Ready is one READY endpoint in a picker's snapshot. A picker holds a slice
@@ -143,4 +145,29 @@ func withDone(res balancer.PickResult, ours func(balancer.DoneInfo)) balancer.Pi
 		childDone(di)
 	}
 	return res
+}
+
+// Member is one endpoint of a lazy policy's snapshot, in any connectivity
+// state.
+type Member struct {
+	// Conn is how a picker reaches the endpoint: its child picker and
+	// long-lived state. Pick through it with PickEndpoint or
+	// PickEndpointDone once State is READY; before that, its child picker
+	// queues the call and makes it connect, as pickfirst's does. Slow start
+	// does not apply to lazy policies: Conn.RampEnd is always 0.
+	Conn Ready
+	// State is the endpoint's connectivity state as of the snapshot.
+	State connectivity.State
+	// Endpoint is the endpoint as the resolver gave it, attributes
+	// included (the A76 hash key, the weight).
+	Endpoint resolver.Endpoint
+	// Weight is the endpoint's static weight, at least 1.
+	Weight uint32
+	// Ejected says the endpoint is locally ejected (EjectionConfig): a
+	// key's walk passes it unless its probe is due (Snapshot.ProbeDue).
+	Ejected bool
+	// ExitIdle asks the endpoint's child to connect. It returns at once
+	// (the work happens on a goroutine of endpointsharding's), so a picker
+	// may call it.
+	ExitIdle func()
 }

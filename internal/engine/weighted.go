@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"encoding/json"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/serviceconfig"
 )
 
 // WeightedRR is the engine's smooth weighted round-robin picker: every
@@ -93,26 +91,4 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return a.Record(r.Stats, res, err)
 	}
 	return res, err
-}
-
-// WeightedSpec describes a policy that is the engine's smooth weighted
-// round robin over weights the engine keeps (Settings.Weights) or static
-// ones.
-type WeightedSpec[C serviceconfig.LoadBalancingConfig] struct {
-	Name        string
-	ParseConfig func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error)
-	// Defaults is the config of a policy built without one.
-	Defaults func() C
-	// Settings are the engine settings a config asks for.
-	Settings func(C) Settings
-	// Metrics are the policy's metrics (RegisterMetrics with
-	// WeightedReasons); nil records none.
-	Metrics *Metrics
-}
-
-// RegisterWeighted registers a weighted round-robin policy (see Register).
-func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(_ C, snap *Snapshot) balancer.Picker {
-		return NewWeightedRR(snap)
-	})
 }

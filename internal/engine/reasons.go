@@ -1,0 +1,46 @@
+package engine
+
+// This file names why a picker chose an endpoint: pickers count one
+// reason per pick, and metrics.go turns the counts into the picks metric.
+
+// MaxPickReasons is how many distinct reasons a policy's pickers can give
+// for their picks (PickReason). A power of two: a pick masks the reason
+// with MaxPickReasons-1 instead of checking its bounds.
+const MaxPickReasons = 4
+
+// PickReason says why a picker chose an endpoint. It indexes the reason
+// names of the policy's MetricsSpec; every pick counts one, on the
+// endpoint's own cache line, and the counts reach the picks metric when
+// metrics are collected.
+type PickReason uint8
+
+// Why the engine's d-choice picker (LeastLoaded) chose an endpoint; the
+// names are LeastLoadedReasons.
+const (
+	// ReasonLeastLoaded: the candidates' costs differed and the cheapest
+	// won.
+	ReasonLeastLoaded PickReason = iota
+	// ReasonTie: every candidate cost the same; the first sampled won.
+	ReasonTie
+	// ReasonOnlyReady: one endpoint was READY, so there was no choice.
+	ReasonOnlyReady
+	// ReasonAvoidedFailing: a candidate that lost was being penalized for
+	// recent server-side failures.
+	ReasonAvoidedFailing
+)
+
+// LeastLoadedReasons names LeastLoaded's PickReasons, for MetricsSpec.
+var LeastLoadedReasons = []string{"least_loaded", "tie", "only_ready", "avoided_failing"}
+
+// Why the engine's WeightedRR picker chose an endpoint; the names are
+// WeightedReasons.
+const (
+	// ReasonWeighted: the schedule follows the endpoints' weights.
+	ReasonWeighted PickReason = iota
+	// ReasonRoundRobinFallback: fewer than two READY endpoints had a usable
+	// backend-reported weight, so every endpoint got an equal share.
+	ReasonRoundRobinFallback
+)
+
+// WeightedReasons names WeightedRR's PickReasons, for MetricsSpec.
+var WeightedReasons = []string{"weighted", "round_robin_fallback"}

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"google.golang.org/grpc/connectivity"
+	estats "google.golang.org/grpc/experimental/stats"
+)
+
+// This file is the balancer's side of metrics: the async reporter grpc
+// calls when the sink collects, and the flush of the pick counts and
+// rare-event counters. metrics.go defines and registers the metrics.
+
+// reportMetrics is the balancer's async reporter: grpc calls it whenever
+// the metrics sink collects (grpc's OpenTelemetry plugin: at each export or
+// scrape). Besides the gauges, it flushes the pick counts the endpoints
+// have gathered since the last flush and samples the endpoints' costs, so
+// that the gauges, the costs and the counts a scrape returns are of one
+// moment. The counts are also flushed once a second while calls flow
+// (flushTick), for sinks that never call this.
+func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	m := b.policyMetrics
+	now := b.clock.Nanotime()
+	var ready, ramping, ejected int64
+	for _, e := range b.order {
+		b.flushPicksLocked(e)
+		if e.gen != b.gen || e.state != connectivity.Ready {
+			continue
+		}
+		ready++
+		if b.rampEndLocked(e, now) != 0 {
+			ramping++
+		}
+		if e.ejection.ejected {
+			ejected++
+		}
+	}
+	b.flushOutcomesLocked()
+	m.ready.Record(r, ready, b.target, b.locality)
+	m.ramping.Record(r, ramping, b.target, b.locality)
+	m.ejected.Record(r, ejected, b.target, b.locality)
+	if cr, ok := b.picker.(CostReporter); ok && m.cost != nil {
+		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.target, b.locality) })
+	}
+	return nil
+}
+
+// flushTick records the pick counts. It does not rearm itself: the next
+// Done does (doneWork.armFlush), so an idle balancer has no timer.
+func (b *engineBalancer) flushTick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	for _, e := range b.order {
+		b.flushPicksLocked(e)
+	}
+	b.flushOutcomesLocked()
+}
+
+// flushOutcomesLocked records the ejections, readmissions, probes and
+// retries placed elsewhere since the last flush.
+func (b *engineBalancer) flushOutcomesLocked() {
+	m := b.policyMetrics
+	if m == nil {
+		return
+	}
+	record := func(h *estats.Int64CountHandle, n uint64) {
+		if n != 0 {
+			h.Record(b.metrics, int64(n), b.target, b.locality)
+		}
+	}
+	record(m.ejections, b.ejections)
+	record(m.readmissions, b.readmissions)
+	b.ejections, b.readmissions = 0, 0
+	if n := b.shared.probes.Swap(0); n != 0 {
+		m.probes.Record(b.metrics, int64(n), b.target, b.locality)
+		m.picks.Record(b.metrics, int64(n), b.target, "probe", b.locality)
+	}
+	record(m.elsewhere, b.shared.avoidedRetry.Swap(0))
+}
+
+// flushPicksLocked records the picks counted on e since its last flush.
+// The per-endpoint counters are 32 bits wide and wrap; a difference of
+// two readings is right as long as fewer than 2^32 picks of one endpoint
+// fall between collections.
+func (b *engineBalancer) flushPicksLocked(e *Endpoint) {
+	m := b.policyMetrics
+	if m == nil {
+		return
+	}
+	for i := range e.picks {
+		n := e.picks[i].Load()
+		if d := n - e.flushedPicks[i]; d != 0 {
+			e.flushedPicks[i] = n
+			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+)
+
+// This file is latency's pick side: which calls are timed, the peak-EWMA
+// cost pickers compare, and the pooled Done that times a call and folds
+// its latency into the endpoint's average. latency.go holds the average
+// itself and its settings.
+
+// wantsSample reports whether a call placed on e at now should be timed.
+func (e *Endpoint) wantsSample(now int64, l *latency) bool {
+	return now-e.rtt.lastTimed.Load() >= l.sampleEvery || e.rtt.bits.Load() == 0
+}
+
+// staleAfter is the gap between samples, in decay times, after which a
+// sample starts from the decayed average rather than the stored one. Under
+// load samples are microseconds apart and the plain moving average applies;
+// it is only after a real gap that the two differ.
+const staleAfter = 1.0 / 8
+
+// pendingPenalty is the cost of an endpoint that has calls in flight but no
+// latency sample yet (Finagle's rule): until its first answer, a new
+// endpoint gets one call at a time rather than a flood. With nothing in
+// flight, such an endpoint costs zero, so it gets that call at once: pricing
+// it at DefaultRTT instead would starve it whenever the fleet answers
+// faster than DefaultRTT and calls go out one at a time.
+const pendingPenalty = 1e15
+
+// PeakLoad is an endpoint's Peak EWMA load at now: its latency average,
+// decayed towards zero by the time since its last sample, times
+// (in-flight + 1).
+func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
+	load, _ := e.peakLoad(now, l)
+	return load
+}
+
+// peakLoad is PeakLoad, and whether the endpoint has calls in flight.
+func (e *Endpoint) peakLoad(now int64, l *latency) (load float64, busy bool) {
+	n := e.inflight.Load()
+	pending := float64(n)
+	avg := math.Float64frombits(e.rtt.bits.Load())
+	if avg == 0 {
+		if pending > 0 {
+			return pendingPenalty + pending, true
+		}
+		return 0, false
+	}
+	if idle := now - e.rtt.stamp.Load(); idle > 0 {
+		avg *= decay(float64(idle) / l.tau)
+	}
+	return avg * (pending + 1), n > 0
+}
+
+// PeakEWMA is the load metric of latency-aware policies: an endpoint's
+// latency average, decayed by idle time, times (in-flight + 1). A
+// LeastLoaded picker given it reads the clock once per pick, reads each
+// candidate's average directly, and times the call it places, so that its
+// Done feeds the average.
+type PeakEWMA struct{ snap *Snapshot }
+
+// NewPeakEWMA returns the Peak EWMA metric over snap's endpoints. snap must
+// come from a policy whose Settings set Latency.
+func NewPeakEWMA(snap *Snapshot) PeakEWMA { return PeakEWMA{snap: snap} }
+
+// Load reads the clock itself; LeastLoaded instead reads it once per pick
+// and calls Endpoint.PeakLoad.
+func (m PeakEWMA) Load(r *Ready) float64 {
+	return r.Stats.PeakLoad(m.snap.Clock.Nanotime(), m.snap.latency)
+}
+
+// LatencyAverage is the endpoint's latency average as last updated (no idle
+// decay), and whether it has one.
+func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
+	avg := math.Float64frombits(e.rtt.bits.Load())
+	return time.Duration(avg), avg != 0
+}
+
+// observe folds one call's outcome into the latency average. A success is a
+// sample of its latency. A server-side failure is evidence about health,
+// which the failure counts weigh (FailurePenaltyConfig), and only weak
+// evidence about latency: it enters the average only when it was timed,
+// as max(its latency, the average), and not before the first success, so
+// a slow timeout raises the average and a fast failure never lowers it. It
+// used to be priced as a sample twice the average, and one failure then
+// lost every comparison against idle peers for seconds: a step, not
+// evidence. A call that never reached the server, or ended by a client-side
+// error or a caller's cancellation, says nothing and is ignored.
+func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
+	sample := float64(took)
+	if info.Err != nil {
+		if !serverFailed(info) || took == 0 {
+			return
+		}
+		cur := math.Float64frombits(e.rtt.bits.Load())
+		if cur == 0 {
+			// Before any answer, a failure would have to set the average
+			// from nothing: fast, it would make a black hole look fast;
+			// priced high, it would keep an endpoint that failed once from
+			// ever being tried again. The failure counts judge it instead.
+			return
+		}
+		sample = math.Max(sample, cur)
+	}
+	sample = math.Max(sample, 1) // a zero would read as "no sample"
+	for {
+		old := e.rtt.bits.Load()
+		avg := math.Float64frombits(old)
+		idle := float64(max(now-e.rtt.stamp.Load(), 0))
+		w := decay(idle / l.tau)
+		if idle > l.tau*staleAfter {
+			// After a gap the stored average is stale: pickers have watched
+			// it decay, and this sample is judged against what they saw.
+			// Without this, a backend that recovered would come back from
+			// its old peak at the decay rate after it is tried again.
+			avg *= w
+		}
+		switch {
+		case avg == 0, sample > avg:
+			// The peak: a slower sample replaces the average at once.
+			avg = sample
+		default:
+			avg = avg*w + sample*(1-w)
+		}
+		if e.rtt.bits.CompareAndSwap(old, math.Float64bits(avg)) {
+			// Two Dones racing here may store their stamps in either order;
+			// the later stamp wins within microseconds, which only shifts
+			// one decay weight slightly.
+			e.rtt.stamp.Store(now)
+			return
+		}
+	}
+}
+
+// call carries one timed call's start from Pick to Done. Calls are pooled
+// and their Done is bound once per pooled object, so timing a call
+// allocates nothing.
+type call struct {
+	e     *Endpoint
+	start int64
+	clock Clock
+	lat   *latency
+	done  func(balancer.DoneInfo)
+}
+
+var callPool sync.Pool
+
+func init() {
+	// Set here rather than in the declaration: finish refers to callPool.
+	callPool.New = func() any {
+		c := &call{}
+		c.done = c.finish
+		return c
+	}
+}
+
+func (c *call) finish(info balancer.DoneInfo) {
+	e, start, clock, lat := c.e, c.start, c.clock, c.lat
+	*c = call{done: c.done}
+	callPool.Put(c)
+	now := clock.Nanotime()
+	e.settle(info)
+	e.observe(info, now-start, now, lat)
+}
+
+// pickTimed is PickEndpoint for a call whose latency is to be sampled.
+func pickTimed(r *Ready, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
+	res, err := r.Picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	r.Stats.started(why)
+	r.Stats.rtt.lastTimed.Store(now)
+	c := callPool.Get().(*call)
+	c.e, c.start, c.clock, c.lat = r.Stats, now, clock, lat
+	return withDone(res, c.done), nil
+}

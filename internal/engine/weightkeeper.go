@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/pickwise/pickwise/orcaweight"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	grpcorca "google.golang.org/grpc/orca"
+)
+
+// weightKeeper owns everything about backend-reported weights: the Group
+// every tracker follows, one tracker per endpoint (endpointWeight), the
+// OOB streams and the update timer. The balancer tells it which endpoints
+// and connections exist and when the update timer fires; a picker being
+// published only reads the weights and hooks it last made, so publishing
+// creates and changes nothing here. Guarded by the balancer's mu, except
+// what the orcaweight package synchronizes itself.
+type weightKeeper struct {
+	cfg   WeightsConfig
+	group *orcaweight.Group
+	timer Timer
+	bad   uint64 // group.BadReports() at the last update, for the metric's delta
+}
+
+// newWeightKeeper starts keeping weights for every endpoint in all.
+func newWeightKeeper(cfg WeightsConfig, all []*Endpoint) *weightKeeper {
+	k := &weightKeeper{cfg: cfg, group: orcaweight.NewGroup(cfg.ORCA)}
+	for _, e := range all {
+		k.add(e)
+	}
+	return k
+}
+
+// add gives e a fresh tracker, and its stream if the config asks for one.
+func (k *weightKeeper) add(e *Endpoint) {
+	w := &e.weights
+	w.tracker = k.group.NewTracker()
+	report := w.tracker.Done()
+	w.done = func(info balancer.DoneInfo) {
+		e.finish(info)
+		report(info)
+	}
+	w.weight, w.status = 0, orcaweight.NoReports
+	k.restartOOB(e)
+}
+
+// reconfigure applies a changed config to every endpoint in all. It
+// reports whether the update period changed, so that the caller rearms the
+// timer.
+func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodChanged bool) {
+	old := k.cfg
+	k.cfg = cfg
+	k.group.SetConfig(cfg.ORCA)
+	if old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod {
+		for _, e := range all {
+			k.restartOOB(e)
+		}
+	}
+	return old.UpdatePeriod != cfg.UpdatePeriod
+}
+
+// connectionReady follows e's new READY connection. A new connection means
+// a new backend process, or at least a new view of it: its weight starts
+// over, blackout included.
+func (k *weightKeeper) connectionReady(e *Endpoint) {
+	e.weights.tracker.Reset()
+	k.restartOOB(e)
+}
+
+// restartOOB (re)opens e's ORCA stream if the config asks for one and e
+// has a READY connection.
+func (k *weightKeeper) restartOOB(e *Endpoint) {
+	e.weights.closeOOB()
+	if !k.cfg.OutOfBand || e.weights.sc == nil {
+		return
+	}
+	e.weights.stopOOB = grpcorca.RegisterOOBListener(e.weights.sc, e.weights.tracker, grpcorca.OOBListenerOptions{
+		ReportInterval: k.cfg.OOBPeriod,
+	})
+}
+
+// stop stops the update timer and the streams of every endpoint in all,
+// and forgets their trackers.
+func (k *weightKeeper) stop(all []*Endpoint) {
+	if k.timer != nil {
+		k.timer.Stop()
+		k.timer = nil
+	}
+	for _, e := range all {
+		e.weights.closeOOB()
+		e.weights.tracker, e.weights.done = nil, nil
+	}
+}
+
+// weightUpdate is what one update found, for the metrics.
+type weightUpdate struct {
+	notYet, stale int64     // READY endpoints without a usable weight, by reason
+	bad           int64     // reports rejected since the previous update
+	usable        []float64 // the usable weights, when asked for
+}
+
+// update folds the reports received since the last update into the
+// weight of every READY endpoint in order. collect asks for the usable
+// weights, which only the metrics need.
+func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) weightUpdate {
+	var u weightUpdate
+	for _, e := range order {
+		if e.state != connectivity.Ready {
+			continue
+		}
+		w := &e.weights
+		w.weight, w.status = w.tracker.Update(now)
+		switch w.status {
+		case orcaweight.NoReports, orcaweight.Blackout:
+			u.notYet++
+		case orcaweight.Stale:
+			u.stale++
+		case orcaweight.Usable:
+			if collect {
+				u.usable = append(u.usable, w.weight)
+			}
+		}
+	}
+	bad := k.group.BadReports()
+	u.bad, k.bad = int64(bad-k.bad), bad
+	return u
+}
+
+// forPicker returns the weights of the READY endpoints in ready, with the
+// median standing in for those without a usable weight, and whether fewer
+// than two have one (round-robin fallback). With per-call reports it also
+// gives each entry of ready the Done that reads them.
+func (k *weightKeeper) forPicker(ready []Ready) (ws []float64, fallback bool) {
+	ws = make([]float64, len(ready))
+	usable := make([]bool, len(ready))
+	for i := range ready {
+		w := &ready[i].Stats.weights
+		ws[i] = w.weight
+		usable[i] = w.status == orcaweight.Usable
+		if !k.cfg.OutOfBand {
+			ready[i].ReportDone = w.done
+		}
+	}
+	return ws, orcaweight.FillMedian(ws, usable) < 2
+}
