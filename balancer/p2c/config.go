@@ -57,6 +57,10 @@ func DefaultConfig() *Config {
 // ParseConfig reads a pickwise_p2c config: defaults first, then the user's
 // fields over them, then the rules below. Unknown fields are rejected.
 func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	// Every policy's ParseConfig has this shape (decode over the
+	// defaults, the policy's own rules, then the shared parts' Validate),
+	// so that each policy's config reads on its own; the shared parts'
+	// rules are written once, in lbconfig.
 	cfg := DefaultConfig()
 	if err := engine.DecodeConfig(Name, js, cfg); err != nil {
 		return nil, err

@@ -6,6 +6,10 @@ import (
 	"github.com/pickwise/pickwise/internal/engine"
 )
 
+// A policy's balancer.go is only this: its name, its metrics and its
+// registration with the engine, which does the rest. The d-choice policies'
+// files therefore look alike, and differ in their load metric.
+
 // Name is the policy's name in service configs.
 const Name = "pickwise_peak_ewma"
 

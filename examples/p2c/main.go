@@ -54,6 +54,10 @@ const p2cServiceConfig = `{"loadBalancingConfig": [{"pickwise_p2c": {}}]}`
 // roundRobinServiceConfig selects grpc-go's round_robin, for comparison.
 const roundRobinServiceConfig = `{"loadBalancingConfig": [{"round_robin": {}}]}`
 
+// Each example lists its policies and backends in full, so that it reads
+// as one self-contained program; the examples look alike by design, and
+// what they share runs in examples/internal/compare.
+
 // policies are compared in this order, which is also the column order.
 var policies = []compare.Policy{
 	{Name: "round_robin", ServiceConfig: roundRobinServiceConfig},

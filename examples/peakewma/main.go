@@ -45,6 +45,10 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 )
 
+// Each example lists its policies and backends in full, so that it reads
+// as one self-contained program; the examples look alike by design, and
+// what they share runs in examples/internal/compare.
+
 // policies are compared in this order, which is also the column order.
 // Every field of pickwise_peak_ewma's config is optional: {} is a 10 s
 // decay time and the failure penalty on.
