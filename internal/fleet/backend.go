@@ -1,39 +1,29 @@
 package fleet
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/pickwise/pickwise/internal/pause"
-	"google.golang.org/grpc"
+	"github.com/pickwise/pickwise/interop/server"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// rebindTimeout bounds how long Restart keeps trying to listen on the old
-// port. The port is normally free the moment Stop returns, but another socket
-// may grab it briefly, and callers prefer a slow Restart to a flaky one.
-const rebindTimeout = 2 * time.Second
-
-// Behavior is how a backend answers. Load-balancing policies are judged by
-// how they react to slow and failing servers, so tests need to turn a healthy
-// backend into a slow one or a black hole without restarting it. The zero
-// value answers every call at once and never fails.
+// Behavior is how a backend answers: the part of the server's behavior
+// model (server.Behavior) that most end-to-end tests need, in Go's types
+// (time.Duration, codes.Code) rather than the JSON-friendly ones the lab's
+// patches use. Load-balancing policies are judged by how they react to slow and
+// failing servers, so tests need to turn a healthy backend into a slow one
+// or a black hole without restarting it. The zero value answers every call
+// at once and never fails.
 type Behavior struct {
 	// Latency is how long a successful call takes, to model slow servers.
+	// Negative values count as 0.
 	Latency time.Duration
 	// ErrorRate is the fraction of calls, in [0,1], that fail with ErrorCode;
-	// 1 fails every call. Values at or below 0 never fail.
+	// 1 (or more) fails every call. Values at or below 0 never fail.
 	ErrorRate float64
 	// ErrorCode is the status of injected failures. codes.OK would not be a
-	// failure, so it stands for codes.Unavailable when ErrorRate > 0.
+	// failure, so it stands for codes.Unavailable.
 	ErrorCode codes.Code
 	// ErrorLatency is how long a failing call takes before it returns. It is
 	// separate from Latency because a broken server usually fails fast (a
@@ -41,175 +31,131 @@ type Behavior struct {
 	ErrorLatency time.Duration
 }
 
-// code returns the status code injected failures carry.
-func (bh Behavior) code() codes.Code {
-	if bh.ErrorCode == codes.OK {
-		return codes.Unavailable
+// toServer is where a fleet Behavior becomes the server's. Out-of-range
+// values are clamped to the nearest the server accepts rather than
+// rejected, because Backend.SetBehavior has no error to return and a test
+// computing a latency or a rate should not have to guard against, say, a
+// negative one.
+func (bh Behavior) toServer() server.Behavior {
+	rate := bh.ErrorRate
+	if !(rate > 0) { // NaN too
+		rate = 0
 	}
-	return bh.ErrorCode
+	code := bh.ErrorCode
+	if code == codes.OK {
+		code = codes.Unavailable
+	}
+	name := server.CodeName(code)
+	if name == "" {
+		// A number outside gRPC's codes has no name; Unknown is what a
+		// client makes of one.
+		name = server.CodeName(codes.Unknown)
+	}
+	return server.Behavior{
+		Latency:      server.Duration(max(bh.Latency, 0)),
+		ErrorRate:    min(rate, 1),
+		ErrorCode:    name,
+		ErrorLatency: server.Duration(max(bh.ErrorLatency, 0)),
+	}
 }
 
-// Backend is one real gRPC server on a loopback port. Its address survives
-// Stop and Restart so that a client holding the address sees the same
-// endpoint go away and come back, as it would with a rebooted server.
+// fromServer reads back the fields of sb that Behavior models, with the
+// server's defaults filled in.
+func fromServer(sb server.Behavior) Behavior {
+	return Behavior{
+		Latency:      time.Duration(sb.Latency),
+		ErrorRate:    sb.ErrorRate,
+		ErrorCode:    sb.Code(),
+		ErrorLatency: time.Duration(sb.ErrorLatency),
+	}
+}
+
+// Backend is one loopback backend: an interop/server Server (package
+// github.com/pickwise/pickwise/interop/server), the backend the lab and
+// pickwise-backend run, so tests exercise the same server. Its address
+// survives Stop and Restart so that a client holding the address sees the
+// same endpoint go away and come back, as it would with a rebooted server.
 type Backend struct {
-	name string
-	addr string
-
-	// behavior and served are touched by every call, so they are atomic
-	// rather than guarded by mu, which only serializes Stop and Restart.
-	behavior atomic.Pointer[Behavior]
-	served   atomic.Int64
-	accepted atomic.Int64 // TCP connections accepted, across restarts
-	failNext atomic.Int64 // calls still to fail with Unavailable (FailNext)
-
-	mu   sync.Mutex
-	srv  *grpc.Server  // nil while stopped
-	done chan struct{} // closed when the current Serve goroutine returns
+	srv *server.Server // immutable after Start
 }
 
-// newBackend listens on an ephemeral loopback port and starts serving.
+// newBackend starts a server named name on an ephemeral loopback port.
 func newBackend(name string) (*Backend, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := server.New(name, server.Behavior{})
 	if err != nil {
-		return nil, fmt.Errorf("fleet: %s: listen: %w", name, err)
+		return nil, err
 	}
-	b := &Backend{name: name, addr: ln.Addr().String()}
-	b.behavior.Store(&Behavior{})
-	b.serveLocked(ln)
-	return b, nil
+	if _, err := srv.Start("127.0.0.1:0"); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	return &Backend{srv: srv}, nil
 }
 
 // Name identifies the backend in replies, trailers and counts; it is
 // "backend-<index>" so results read naturally in test failures.
-func (b *Backend) Name() string { return b.name }
+func (b *Backend) Name() string { return b.srv.Name() }
 
 // Addr is the "127.0.0.1:port" the backend listens on. It stays the same
 // across Restart so resolver state built from it remains valid.
-func (b *Backend) Addr() string { return b.addr }
+func (b *Backend) Addr() string { return b.srv.Addr() }
 
 // SetBehavior swaps how the backend answers. It is safe while calls are in
 // flight: each call reads the behavior once when it arrives.
-func (b *Backend) SetBehavior(bh Behavior) { b.behavior.Store(&bh) }
+func (b *Backend) SetBehavior(bh Behavior) {
+	if err := b.srv.SetBehavior(bh.toServer()); err != nil {
+		// toServer clamps every field into the server's bounds, so this is
+		// a bug in toServer, not in the caller.
+		panic(fmt.Sprintf("fleet: %s: %v", b.Name(), err))
+	}
+}
 
-// Behavior reports the current behavior, so tests can tweak one field.
-func (b *Backend) Behavior() Behavior { return *b.behavior.Load() }
+// Behavior reports the current behavior, with the server's defaults filled
+// in (an ErrorCode of codes.OK reads as codes.Unavailable), so tests can
+// tweak one field.
+func (b *Backend) Behavior() Behavior { return fromServer(b.srv.Behavior()) }
 
-// Served counts calls that reached the handler, successful or injected
-// failures. It is the server's own view, which tests compare with what the
-// client believes happened.
-func (b *Backend) Served() int64 { return b.served.Load() }
+// Served counts calls that reached the backend, successful or injected
+// failures, counted on arrival (server.Stats.Received). It is the server's
+// own view, which tests compare with what the client believes happened.
+func (b *Backend) Served() int64 { return b.srv.Stats().Received }
 
 // Accepted counts the TCP connections the backend has accepted since it
 // started, across restarts: the server's view of which clients connect to
 // it, for tests of policies that choose which backends to connect to.
-func (b *Backend) Accepted() int64 { return b.accepted.Load() }
+func (b *Backend) Accepted() int64 { return b.srv.Stats().Connections }
 
-// FailNext makes the next n calls fail at once with Unavailable, whatever
-// the behavior: a transient blip, exactly n failures.
-func (b *Backend) FailNext(n int) { b.failNext.Store(int64(n)) }
+// FailNext makes the next n calls fail at once with the behavior's
+// ErrorCode (Unavailable unless set), whatever its ErrorRate: a transient
+// blip, exactly n failures. n <= 0 does nothing.
+func (b *Backend) FailNext(n int) {
+	if n <= 0 {
+		return
+	}
+	// Read, modify, write: fleet tests change a backend from one goroutine,
+	// so nothing else writes in between.
+	sb := b.srv.Behavior()
+	sb.FailNext = n
+	if err := b.srv.SetBehavior(sb); err != nil {
+		panic(fmt.Sprintf("fleet: %s: %v", b.Name(), err))
+	}
+}
 
 // ResetCounts zeroes Served, so a test can measure one phase (for example
-// after a warm-up) on its own.
-func (b *Backend) ResetCounts() { b.served.Store(0) }
+// after a warm-up) on its own. Accepted is kept: connections outlive the
+// phase.
+func (b *Backend) ResetCounts() { b.srv.Reset(false) }
 
 // Running reports whether the backend is serving, i.e. not stopped.
-func (b *Backend) Running() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.srv != nil
-}
+func (b *Backend) Running() bool { return b.srv.Running() }
 
 // Stop kills the server abruptly: the listener and every connection close
 // and in-flight calls fail, which is how a crashed server looks to a client.
 // It returns once all handlers have finished. Stopping a stopped backend
 // does nothing.
-func (b *Backend) Stop() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.srv == nil {
-		return
-	}
-	b.srv.Stop()
-	<-b.done
-	b.srv, b.done = nil, nil
-}
+func (b *Backend) Stop() { b.srv.Stop() }
 
-// Restart serves again on the same address after Stop, so a client can
-// reconnect without any resolver change. Restarting a running backend does
-// nothing.
-func (b *Backend) Restart() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.srv != nil {
-		return nil
-	}
-	deadline := time.Now().Add(rebindTimeout)
-	for {
-		ln, err := net.Listen("tcp", b.addr)
-		if err == nil {
-			b.serveLocked(ln)
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("fleet: %s: relisten on %s: %w", b.name, b.addr, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
-// serveLocked starts a fresh grpc.Server on ln; a stopped grpc.Server cannot
-// be reused. The caller holds b.mu or owns b exclusively.
-func (b *Backend) serveLocked(ln net.Listener) {
-	// WaitForHandlers makes Stop wait for handlers to return, so no handler
-	// goroutine outlives Stop (goleak checks this in tests).
-	srv := grpc.NewServer(grpc.WaitForHandlers(true))
-	srv.RegisterService(&ServiceDesc, handler{b})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(countingListener{ln, &b.accepted}) // returns when srv.Stop is called
-	}()
-	b.srv, b.done = srv, done
-}
-
-// handler adapts a Backend to BackendServer without adding a Call method to
-// Backend's public API.
-type handler struct{ b *Backend }
-
-func (h handler) Call(ctx context.Context, _ *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-	b := h.b
-	b.served.Add(1)
-	// Set on success and failure alike: a status error carries no reply, and
-	// the trailer is how clients attribute the failure to this backend.
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerBackend, b.name))
-
-	if b.failNext.Load() > 0 && b.failNext.Add(-1) >= 0 {
-		return nil, status.Errorf(codes.Unavailable, "fleet: %s: injected one-off failure", b.name)
-	}
-	bh := b.Behavior()
-	if bh.ErrorRate > 0 && rand.Float64() < bh.ErrorRate {
-		if err := pause.For(ctx, bh.ErrorLatency); err != nil {
-			return nil, err
-		}
-		return nil, status.Errorf(bh.code(), "fleet: %s: injected failure", b.name)
-	}
-	if err := pause.For(ctx, bh.Latency); err != nil {
-		return nil, err
-	}
-	return wrapperspb.String(b.name), nil
-}
-
-// countingListener counts the connections it accepts.
-type countingListener struct {
-	net.Listener
-	n *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
-	}
-	return c, err
-}
+// Restart serves again on the same address after Stop, with the same
+// behavior, so a client can reconnect without any resolver change.
+// Restarting a running backend does nothing.
+func (b *Backend) Restart() error { return b.srv.Restart() }

@@ -7,12 +7,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pickwise/pickwise/interop/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// The names of the traffic RPC, from the server the backends run, for
+// callers that build method configs or invoke the method themselves.
+const (
+	// ServiceName is the fully qualified name of the service backends
+	// answer traffic on, for example in a method config's retry policy.
+	ServiceName = server.BackendService
+	// CallMethod is the full method name of the traffic RPC, for callers
+	// that invoke it through grpc.ClientConn.Invoke: request and reply are
+	// *wrapperspb.StringValue, the reply holding the backend's name.
+	CallMethod = server.CallMethod
+	// TrailerBackend is the trailer key every backend sets to its own name.
+	// A failed RPC has no reply message, so the trailer is the only way a
+	// client can tell which backend a failure came from.
+	TrailerBackend = server.TrailerBackend
 )
 
 // schemeSeq makes every client's resolver scheme unique. Each manual resolver
@@ -85,21 +100,10 @@ func (c *Client) SetAddrs(addrs []string) {
 // Call makes one RPC and reports which backend answered. On failure it still
 // names the backend when the server set the x-backend trailer, and returns ""
 // when the call never reached a handler (for example no connection or a
-// deadline that expired in the client).
+// deadline that expired in the client). It is server.Call without a request
+// key, so tests attribute calls exactly as the lab does.
 func (c *Client) Call(ctx context.Context, opts ...grpc.CallOption) (backend string, err error) {
-	var trailer metadata.MD
-	// The full slice expression forces a copy, so concurrent callers sharing
-	// one opts slice (as Load's workers do) never write to the same array.
-	opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
-	reply := new(wrapperspb.StringValue)
-	err = c.Conn.Invoke(ctx, CallMethod, new(wrapperspb.StringValue), reply, opts...)
-	if err != nil {
-		if v := trailer.Get(TrailerBackend); len(v) > 0 {
-			return v[0], err
-		}
-		return "", err
-	}
-	return reply.GetValue(), nil
+	return server.Call(ctx, c.Conn, "", opts...)
 }
 
 // Close tears down the channel and its connections.

@@ -1,3 +1,10 @@
+// Package fleet runs loopback backends for end-to-end tests and examples,
+// and dials balanced channels to them. Each backend is an interop/server
+// Server (package github.com/pickwise/pickwise/interop/server), the same
+// backend the lab and pickwise-backend run, so there is one server and one
+// behavior model; fleet adds what tests want on top: numbered backends,
+// Go-typed behaviors, a client whose address list the test controls, and
+// helpers that fail the test instead of returning errors.
 package fleet
 
 import (
@@ -5,8 +12,8 @@ import (
 	"fmt"
 )
 
-// Fleet is a set of loopback backends that end-to-end tests, examples and the
-// lab balance across. Using real servers and sockets exercises the whole
+// Fleet is a set of loopback backends that end-to-end tests and examples
+// balance across. Using real servers and sockets exercises the whole
 // client stack (resolver, balancer, subchannels, transport) rather than a
 // fake picker.
 type Fleet struct {

@@ -2,9 +2,12 @@ package fleet
 
 import (
 	"context"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -26,21 +29,13 @@ func TestMain(m *testing.M) {
 // closed when the test ends, client first so no RPC sees a dying server.
 func setup(t *testing.T, n int) (*Fleet, *Client) {
 	t.Helper()
-	f, err := Start(n)
-	if err != nil {
-		t.Fatalf("Start(%d): %v", n, err)
-	}
-	t.Cleanup(f.Close)
+	f := StartT(t, n)
 	// Short reconnect backoff so a restarted backend is picked up quickly;
 	// the default starts at one second.
-	c, err := Dial(f.Addrs(), roundRobin, grpc.WithConnectParams(grpc.ConnectParams{
+	c := DialT(t, f.Addrs(), roundRobin, grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond},
 		MinConnectTimeout: time.Second,
 	}))
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
 	return f, c
 }
 
@@ -151,6 +146,57 @@ func TestErrorCodeDefaultsToUnavailable(t *testing.T) {
 	}
 }
 
+func TestFailNextFailsExactlyN(t *testing.T) {
+	f, c := setup(t, 1)
+	waitHit(t, c, names(f)...)
+	b := f.Backends[0]
+	b.FailNext(2)
+	var got []codes.Code
+	for range 4 {
+		_, err := c.Call(ctx(t), grpc.WaitForReady(true))
+		got = append(got, status.Code(err))
+	}
+	if want := []codes.Code{codes.Unavailable, codes.Unavailable, codes.OK, codes.OK}; !slices.Equal(got, want) {
+		t.Errorf("codes after FailNext(2) = %v, want %v", got, want)
+	}
+	// The one-off failures leave the behavior as it was.
+	if diff := cmp.Diff(Behavior{ErrorCode: codes.Unavailable}, b.Behavior()); diff != "" {
+		t.Errorf("Behavior after FailNext (-want +got):\n%s", diff)
+	}
+}
+
+// TestBehaviorTranslation checks the one place a fleet Behavior becomes
+// the server's: values the server would reject are clamped, and what the
+// backend reports back is what it does.
+func TestBehaviorTranslation(t *testing.T) {
+	f, err := Start(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := f.Backends[0]
+	for _, tc := range []struct {
+		set, want Behavior
+	}{
+		{Behavior{}, Behavior{ErrorCode: codes.Unavailable}},
+		{
+			Behavior{Latency: 5 * time.Millisecond, ErrorRate: 0.5, ErrorCode: codes.ResourceExhausted, ErrorLatency: time.Millisecond},
+			Behavior{Latency: 5 * time.Millisecond, ErrorRate: 0.5, ErrorCode: codes.ResourceExhausted, ErrorLatency: time.Millisecond},
+		},
+		{
+			Behavior{Latency: -time.Second, ErrorRate: 3, ErrorLatency: -1},
+			Behavior{ErrorRate: 1, ErrorCode: codes.Unavailable},
+		},
+		{Behavior{ErrorRate: math.NaN()}, Behavior{ErrorCode: codes.Unavailable}},
+		{Behavior{ErrorRate: -1, ErrorCode: codes.Code(99)}, Behavior{ErrorCode: codes.Unknown}},
+	} {
+		b.SetBehavior(tc.set)
+		if diff := cmp.Diff(tc.want, b.Behavior()); diff != "" {
+			t.Errorf("SetBehavior(%+v): Behavior() (-want +got):\n%s", tc.set, diff)
+		}
+	}
+}
+
 func TestLatencyHonoursDeadline(t *testing.T) {
 	f, c := setup(t, 1)
 	waitHit(t, c, names(f)...)
@@ -189,6 +235,10 @@ func TestStopRestartSameAddress(t *testing.T) {
 		t.Fatalf("after Restart: Running=%v Addr=%s, want true %s", down.Running(), down.Addr(), addr)
 	}
 	waitHit(t, c, down.Name())
+	// One connection before the crash and one after, counted across it.
+	if n := down.Accepted(); n != 2 {
+		t.Errorf("Accepted = %d across a restart, want 2", n)
+	}
 }
 
 func TestSetAddrsMovesTraffic(t *testing.T) {
@@ -232,6 +282,12 @@ func TestFleetHelpers(t *testing.T) {
 	}
 	if _, err := Start(0); err == nil {
 		t.Error("Start(0) succeeded")
+	}
+	// Accepted is the server's count of client connections: none yet.
+	for _, b := range f.Backends {
+		if n := b.Accepted(); n != 0 {
+			t.Errorf("%s accepted %d connections before any client", b.Name(), n)
+		}
 	}
 	f.Close()
 	f.Close() // idempotent

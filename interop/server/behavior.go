@@ -360,12 +360,24 @@ func parseCode(name string) (codes.Code, error) {
 	return codes.Code(i), nil
 }
 
-// code is the status code of injected failures. b has been normalized, so
-// the name is valid and the fallback never happens.
-func (b *Behavior) code() codes.Code {
+// Code is the status code of injected failures, ErrorCode decoded. An
+// empty or invalid ErrorCode stands for the default, codes.Unavailable, as
+// it would after New or SetBehavior filled and checked it.
+func (b Behavior) Code() codes.Code {
 	c, err := parseCode(b.ErrorCode)
 	if err != nil {
 		return codes.Unavailable
 	}
 	return c
+}
+
+// CodeName is how ErrorCode spells c, for example "RESOURCE_EXHAUSTED" for
+// codes.ResourceExhausted, so Go callers holding a codes.Code need not
+// know the spelling; it is not c.String() ("ResourceExhausted"). It
+// returns "" for a number outside gRPC's codes.
+func CodeName(c codes.Code) string {
+	if int(c) >= len(codeNames) {
+		return ""
+	}
+	return codeNames[c]
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
 )
 
 // defaults is the zero Behavior after normalization.
@@ -135,6 +136,32 @@ func FuzzPatch(f *testing.F) {
 			t.Fatalf("round trip of %q (-want +got):\n%s", patch, diff)
 		}
 	})
+}
+
+func TestCodeNames(t *testing.T) {
+	// Every name CodeName gives is one ErrorCode accepts and Code decodes
+	// back, OK aside: it is not a failure.
+	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
+		name := CodeName(c)
+		b, err := Behavior{ErrorRate: 1, ErrorCode: name}.Patch("")
+		if err != nil {
+			t.Errorf("CodeName(%v) = %q, which ErrorCode rejects: %v", c, name, err)
+			continue
+		}
+		if got := b.Code(); got != c {
+			t.Errorf("Code() of ErrorCode %q = %v, want %v", name, got, c)
+		}
+	}
+	if got := CodeName(codes.ResourceExhausted); got != "RESOURCE_EXHAUSTED" {
+		t.Errorf("CodeName(ResourceExhausted) = %q, want the spec's spelling", got)
+	}
+	if got := CodeName(codes.Code(99)); got != "" {
+		t.Errorf("CodeName(99) = %q, want empty", got)
+	}
+	// Unset means the default, as after normalization.
+	if got := (Behavior{}).Code(); got != codes.Unavailable {
+		t.Errorf("Code() of the zero Behavior = %v, want Unavailable", got)
+	}
 }
 
 func TestColdFactor(t *testing.T) {

@@ -16,6 +16,11 @@
 //   - xds.service.orca.v3.OpenRcaService, grpc's own out-of-band ORCA
 //     service (gRFC A51), fed by a recorder this server refreshes.
 //
+// Stop kills a Server as a crash would, and Restart serves it again on the
+// same address with the same behavior and counters, as a rebooted server
+// comes back: clients holding the address lose the endpoint and regain it
+// without any resolver change.
+//
 // A behavior change is a JSON patch; omitted fields keep their values:
 //
 //	{"latency": "50ms", "latencySpread": 0.2, "capacity": 2,

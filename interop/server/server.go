@@ -35,12 +35,22 @@ const orcaMinReportingInterval = 30 * time.Second
 // past time.Duration's range; a day is longer than any lab run.
 const maxPause = 24 * time.Hour
 
+// rebindTimeout bounds how long Restart keeps trying to listen on the old
+// address. The port is normally free the moment Stop returns, but another
+// socket may hold it briefly, and a slow Restart is better than a flaky one.
+const rebindTimeout = 2 * time.Second
+
 // Stats is the server's own view of its traffic, as returned by
 // Server.Stats and the Admin/Stats RPC. Counters start at zero when the
-// server is created and again at every Reset.
+// server is created and, Connections aside, again at every Reset.
 type Stats struct {
 	// Name is the server's name, as in replies and the x-backend trailer.
 	Name string `json:"name"`
+	// Received counts calls that reached the server, counted on arrival
+	// whatever their outcome, so a test can see a call land while it is
+	// still in service. Once every call has ended it is Served + Failed +
+	// Canceled.
+	Received int64 `json:"received"`
 	// Served counts calls answered successfully.
 	Served int64 `json:"served"`
 	// Failed counts injected failures (see Behavior.ErrorRate).
@@ -64,8 +74,15 @@ type Stats struct {
 	QPS float64 `json:"qps"`
 	// EPS is injected failures per second over the last second.
 	EPS float64 `json:"eps"`
-	// UptimeSeconds is the time since the server began serving; 0 before.
+	// UptimeSeconds is the time since the server began serving, or since
+	// its last Restart; 0 before.
 	UptimeSeconds float64 `json:"uptimeSeconds"`
+	// Connections counts the TCP connections the server has accepted since
+	// New, across restarts: the server's view of which clients connect to
+	// it, for policies that choose which backends to connect to. Reset
+	// leaves it alone, because connections outlive the traffic phase a
+	// Reset starts: a client connected before it is still connected after.
+	Connections int64 `json:"connections"`
 }
 
 // Option configures a Server beyond its Behavior.
@@ -80,15 +97,14 @@ func WithLogger(l *log.Logger) Option { return func(s *Server) { s.logger = l } 
 // serves BackendService (the traffic), AdminService (run-time control) and
 // grpc's ORCA OpenRcaService (out-of-band load reports) on one listener.
 //
-// A Server serves one listener, once: start it with Start or Serve, end it
-// with Stop. A stopped Server cannot be restarted; create a new one.
+// Start it with Start or Serve and end it with Stop. Restart then serves
+// again on the same address, with the same behavior and counters, which is
+// how a crashed and rebooted server looks to its clients.
 type Server struct {
 	// Immutable after New.
 	name   string
-	srv    *grpc.Server
 	oob    orca.ServerMetricsRecorder // read by grpc's ORCA service
 	logger *log.Logger                // nil: no logging
-	quit   chan struct{}              // closed by Stop
 	kick   chan struct{}              // cap 1: wakes the ORCA refresher
 
 	// behavior is read once per call without a lock. Writers hold setMu,
@@ -102,19 +118,23 @@ type Server struct {
 	rates *rates
 
 	// Atomic: touched by every call.
-	served, failed, canceled atomic.Int64
-	failing                  atomic.Int64 // injected failures in ErrorLatency
-	failNext                 atomic.Int64 // calls still to fail (Behavior.FailNext)
-	coldSince                atomic.Int64 // UnixNano of the cold-start origin
-	startedAt                atomic.Int64 // UnixNano serving began; 0 before
+	received, served, failed, canceled atomic.Int64
+	failing                            atomic.Int64 // injected failures in ErrorLatency
+	failNext                           atomic.Int64 // calls still to fail (Behavior.FailNext)
+	coldSince                          atomic.Int64 // UnixNano of the cold-start origin
+	startedAt                          atomic.Int64 // UnixNano serving (re)began; 0 before
+	connections                        atomic.Int64 // accepted, across restarts
 
-	// Guarded by mu: the serving lifecycle.
+	// Guarded by mu: the serving lifecycle. A run is one period of
+	// serving, from Start, Serve or Restart to Stop; each has its own
+	// grpc.Server, because a stopped one cannot serve again.
 	mu      sync.Mutex
-	lis     net.Listener // nil until Serve or Start
-	stopped bool
-	bg      sync.WaitGroup // ORCA refresher and, after Start, the Serve loop
-
-	stopOnce sync.Once
+	srv     *grpc.Server   // of the current run, or of the next one
+	lis     net.Listener   // of the current or last run; nil before any
+	serving bool           // a run is in progress
+	stopped bool           // Stop was called: Start and Serve refuse, Restart may serve
+	quit    chan struct{}  // of the current run; closed by Stop
+	bg      sync.WaitGroup // the run's ORCA refresher and, unless Serve runs it, its Serve loop
 }
 
 // New creates a Server named name (used in replies, the x-backend trailer
@@ -137,7 +157,6 @@ func New(name string, b Behavior, opts ...Option) (*Server, error) {
 	s := &Server{
 		name:  name,
 		oob:   orca.NewServerMetricsRecorder(),
-		quit:  make(chan struct{}),
 		kick:  make(chan struct{}, 1),
 		gate:  newGate(b.Capacity),
 		rates: newRates(now),
@@ -147,22 +166,34 @@ func New(name string, b Behavior, opts ...Option) (*Server, error) {
 	}
 	s.behavior.Store(&b)
 	s.coldSince.Store(now.UnixNano())
+	// Built now rather than when serving starts, so that a registration
+	// error surfaces from New.
+	srv, err := s.newGRPCServer()
+	if err != nil {
+		return nil, err
+	}
+	s.srv = srv
+	return s, nil
+}
 
+// newGRPCServer builds the grpc.Server of one run, serving all three
+// services.
+func (s *Server) newGRPCServer() (*grpc.Server, error) {
 	// The per-call ORCA option must come first (its documentation asks
 	// for that) so its interceptor wraps every handler. nil: per-call
 	// reports carry only what the handler records, not the OOB numbers.
 	// WaitForHandlers makes Stop return only after every handler has, so
 	// no handler goroutine outlives Stop.
-	s.srv = grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.WaitForHandlers(true))
-	s.srv.RegisterService(&backendDesc, s)
-	s.srv.RegisterService(&adminDesc, s)
-	if err := orca.Register(s.srv, orca.ServiceOptions{
+	srv := grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.WaitForHandlers(true))
+	srv.RegisterService(&backendDesc, s)
+	srv.RegisterService(&adminDesc, s)
+	if err := orca.Register(srv, orca.ServiceOptions{
 		ServerMetricsProvider: s.oob,
 		MinReportingInterval:  orcaMinReportingInterval,
 	}); err != nil {
 		return nil, fmt.Errorf("%sregister ORCA service: %w", errPrefix, err)
 	}
-	return s, nil
+	return srv, nil
 }
 
 // Name returns the server's name.
@@ -175,7 +206,7 @@ func (s *Server) Start(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s%s: listen on %s: %w", errPrefix, s.name, addr, err)
 	}
-	if err := s.begin(lis, true); err != nil {
+	if _, err := s.begin(lis, true); err != nil {
 		return "", err
 	}
 	return lis.Addr().String(), nil
@@ -187,10 +218,11 @@ func (s *Server) Start(addr string) (string, error) {
 // when it returns, and fails at once if the Server was started already or
 // stopped.
 func (s *Server) Serve(lis net.Listener) error {
-	if err := s.begin(lis, false); err != nil {
+	srv, err := s.begin(lis, false)
+	if err != nil {
 		return err
 	}
-	err := s.srv.Serve(lis)
+	err = srv.Serve(countingListener{lis, &s.connections})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		// Stop won the race with the line above; that is a normal end.
 		return nil
@@ -198,39 +230,50 @@ func (s *Server) Serve(lis net.Listener) error {
 	return err
 }
 
-// begin records lis and starts the background goroutines. Registering them
-// under mu, and only while not stopped, guarantees that Stop's Wait sees
-// every goroutine that will ever be started.
-func (s *Server) begin(lis net.Listener, async bool) error {
+// begin starts the first run on lis, for Start and Serve. It returns the
+// run's grpc.Server, which Serve must use rather than s.srv: once mu is
+// released, a Stop and Restart may replace s.srv.
+func (s *Server) begin(lis net.Listener, async bool) (*grpc.Server, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.serving:
+		lis.Close()
+		return nil, fmt.Errorf("%s%s: already serving on %s", errPrefix, s.name, s.lis.Addr())
 	case s.stopped:
 		lis.Close()
-		return fmt.Errorf("%s%s: %w", errPrefix, s.name, grpc.ErrServerStopped)
-	case s.lis != nil:
-		lis.Close()
-		return fmt.Errorf("%s%s: already serving on %s", errPrefix, s.name, s.lis.Addr())
+		return nil, fmt.Errorf("%s%s: %w", errPrefix, s.name, grpc.ErrServerStopped)
 	}
-	s.lis = lis
+	s.runLocked(lis, async)
+	return s.srv, nil
+}
+
+// runLocked starts a run of s.srv on lis: the refresher and, if async, the
+// Serve loop. Starting them under mu, and only while no run is in progress,
+// guarantees that Stop's Wait sees every goroutine the run will start.
+func (s *Server) runLocked(lis net.Listener, async bool) {
+	s.lis, s.serving = lis, true
+	s.quit = make(chan struct{})
 	now := time.Now()
 	// Warm-up starts when traffic can arrive, not when the struct was
-	// built, so a server created early still begins cold.
+	// built, so a server created early, or restarted, begins cold.
 	s.startedAt.Store(now.UnixNano())
 	s.coldSince.Store(now.UnixNano())
-	s.bg.Go(s.refreshLoop)
+	quit := s.quit
+	s.bg.Go(func() { s.refreshLoop(quit) })
 	if async {
+		srv := s.srv
 		s.bg.Go(func() {
-			if err := s.srv.Serve(lis); err != nil && s.logger != nil {
+			if err := srv.Serve(countingListener{lis, &s.connections}); err != nil && s.logger != nil {
 				s.logger.Printf("%s: serve: %v", s.name, err)
 			}
 		})
 	}
-	return nil
 }
 
 // Addr is the address being served ("127.0.0.1:port"), or "" before Start
-// or Serve.
+// or Serve. It keeps its value through Stop, because Restart serves on it
+// again.
 func (s *Server) Addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,18 +286,70 @@ func (s *Server) Addr() string {
 // Stop kills the server abruptly, as a crash would look to clients: the
 // listener and every connection close, in-flight and queued calls fail,
 // ORCA streams end. It returns once every handler and background goroutine
-// has returned. Calling it again does nothing.
+// has returned. Stopping a stopped server does nothing; Restart serves
+// again.
 func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		s.stopped = true
-		s.mu.Unlock()
-		// Closing the transports cancels every call's context, which is
-		// what wakes handlers sleeping or queued in the gate.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if !s.serving {
+		// Nothing runs, but a grpc.Server that never served still holds
+		// its registration with grpc's channelz until stopped; stopping
+		// one twice does nothing.
 		s.srv.Stop()
-		close(s.quit)
-		s.bg.Wait()
-	})
+		return
+	}
+	s.serving = false
+	// Closing the transports cancels every call's context, which is what
+	// wakes handlers sleeping or queued in the gate. Handlers never take
+	// mu, so holding it here cannot deadlock.
+	s.srv.Stop()
+	close(s.quit)
+	s.bg.Wait()
+}
+
+// Restart serves again after Stop, on the TCP address the server last
+// listened on, in the background as Start does. Clients that hold the
+// address reconnect without any resolver change, as they would to a
+// rebooted server. Behavior and counters carry over; uptime and the
+// cold-start clock begin again, as in a new process. Restarting a running
+// server does nothing, and a server that never served has no address to
+// restart on.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.serving:
+		return nil
+	case s.lis == nil:
+		return fmt.Errorf("%s%s: restart: never served, so there is no address to serve again", errPrefix, s.name)
+	}
+	srv, err := s.newGRPCServer()
+	if err != nil {
+		return err
+	}
+	addr := s.lis.Addr().String()
+	deadline := time.Now().Add(rebindTimeout)
+	for {
+		lis, err := net.Listen("tcp", addr)
+		if err == nil {
+			s.srv = srv
+			s.runLocked(lis, true)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s%s: restart: listen on %s: %w", errPrefix, s.name, addr, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// Running reports whether the server is serving: started, and not stopped
+// since, or restarted.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving
 }
 
 // Behavior returns the behavior in effect, with defaults filled in.
@@ -309,11 +404,13 @@ func (s *Server) applyLocked(b Behavior) {
 	}
 }
 
-// Reset zeroes the counters and rates in Stats. With coldRestart it also
-// restarts the cold-start clock, as if the process had just restarted but
-// without dropping connections, so the lab can replay a warm-up at will.
+// Reset zeroes the counters and rates in Stats, Connections aside. With
+// coldRestart it also restarts the cold-start clock, as if the process had
+// just restarted but without dropping connections, so the lab can replay a
+// warm-up at will.
 func (s *Server) Reset(coldRestart bool) {
 	now := time.Now()
+	s.received.Store(0)
 	s.served.Store(0)
 	s.failed.Store(0)
 	s.canceled.Store(0)
@@ -333,6 +430,7 @@ func (s *Server) Stats() Stats {
 	qps, eps := s.rates.rate(now)
 	st := Stats{
 		Name:        s.name,
+		Received:    s.received.Load(),
 		Served:      s.served.Load(),
 		Failed:      s.failed.Load(),
 		Canceled:    s.canceled.Load(),
@@ -341,6 +439,7 @@ func (s *Server) Stats() Stats {
 		Utilization: computedUtilization(active, capacity),
 		QPS:         qps,
 		EPS:         eps,
+		Connections: s.connections.Load(),
 	}
 	if t := s.startedAt.Load(); t != 0 {
 		st.UptimeSeconds = now.Sub(time.Unix(0, t)).Seconds()
@@ -393,8 +492,9 @@ func (s *Server) refreshOOBLocked() {
 
 // refreshLoop refreshes the out-of-band recorder every ORCA.Interval while
 // out-of-band reporting is on, and sleeps until the next behavior change
-// while it is off. It ends when Stop closes quit.
-func (s *Server) refreshLoop() {
+// while it is off. It ends when Stop closes quit, the channel of the run
+// it belongs to.
+func (s *Server) refreshLoop(quit <-chan struct{}) {
 	for {
 		s.setMu.Lock()
 		s.refreshOOBLocked()
@@ -408,7 +508,7 @@ func (s *Server) refreshLoop() {
 			tick = t.C
 		}
 		select {
-		case <-s.quit:
+		case <-quit:
 		case <-s.kick:
 		case <-tick:
 		}
@@ -416,7 +516,7 @@ func (s *Server) refreshLoop() {
 			t.Stop()
 		}
 		select {
-		case <-s.quit:
+		case <-quit:
 			return
 		default:
 		}
@@ -433,6 +533,7 @@ const (
 )
 
 func (s *Server) rpcCall(ctx context.Context, req *wrapperspb.StringValue) (proto.Message, error) {
+	s.received.Add(1)
 	// Set first so that it is sent on every path, failures included.
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerBackend, s.name))
 	start := time.Now()
@@ -451,7 +552,7 @@ func (s *Server) rpcCall(ctx context.Context, req *wrapperspb.StringValue) (prot
 func (s *Server) handle(ctx context.Context, b *Behavior) error {
 	if s.failNext.Load() > 0 && s.failNext.Add(-1) >= 0 {
 		s.finish(ctx, b, failed)
-		return status.Errorf(b.code(), "%s%s: injected one-off failure", errPrefix, s.name)
+		return status.Errorf(b.Code(), "%s%s: injected one-off failure", errPrefix, s.name)
 	}
 	if b.ErrorRate > 0 && rand.Float64() < b.ErrorRate {
 		// Decided before the queue: a server that sheds or drops work
@@ -464,7 +565,7 @@ func (s *Server) handle(ctx context.Context, b *Behavior) error {
 			return err
 		}
 		s.finish(ctx, b, failed)
-		return status.Errorf(b.code(), "%s%s: injected failure", errPrefix, s.name)
+		return status.Errorf(b.Code(), "%s%s: injected failure", errPrefix, s.name)
 	}
 	if err := s.gate.acquire(ctx); err != nil {
 		s.finish(ctx, b, canceled)
@@ -572,4 +673,19 @@ func jsonReply(v any) (proto.Message, error) {
 		return nil, status.Errorf(codes.Internal, "%sencode reply: %v", errPrefix, err)
 	}
 	return wrapperspb.String(string(js)), nil
+}
+
+// countingListener counts the connections it accepts, for
+// Stats.Connections.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }

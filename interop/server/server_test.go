@@ -514,6 +514,72 @@ func TestStopEndsSlowCalls(t *testing.T) {
 	}
 }
 
+func TestRestartSameAddress(t *testing.T) {
+	s, conn := start(t, Behavior{Latency: Duration(time.Millisecond)})
+	ctx := testCtx(t)
+	addr := s.Addr()
+	for range 3 {
+		if _, err := Call(ctx, conn, "k", grpc.WaitForReady(true)); err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+	}
+	if err := s.Restart(); err != nil || !s.Running() {
+		t.Fatalf("Restart while running = %v, Running %v; want a no-op", err, s.Running())
+	}
+
+	s.Stop()
+	if s.Running() || s.Addr() != addr {
+		t.Fatalf("after Stop: Running %v, Addr %q; want false, %q", s.Running(), s.Addr(), addr)
+	}
+	if _, err := s.Start("127.0.0.1:0"); !errors.Is(err, grpc.ErrServerStopped) {
+		t.Errorf("Start after Stop = %v, want ErrServerStopped: only Restart serves again", err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if !s.Running() || s.Addr() != addr {
+		t.Fatalf("after Restart: Running %v, Addr %q; want true, %q", s.Running(), s.Addr(), addr)
+	}
+	// The same channel reconnects to the same address. A call may still
+	// be sent on the connection the crash closed before the client notices,
+	// and fail, so retry until one succeeds; WaitForReady rides out the
+	// reconnect backoff.
+	waitFor(t, ctx, "a call to succeed after Restart", func() bool {
+		_, err := Call(ctx, conn, "k", grpc.WaitForReady(true))
+		return err == nil
+	})
+	st := s.Stats()
+	if st.Served != 4 || s.Behavior().Latency != Duration(time.Millisecond) {
+		t.Errorf("after Restart: Stats %+v, Behavior %+v; want counters and behavior kept (4 served)", st, s.Behavior())
+	}
+	// One connection before the crash, one after: counted across runs.
+	if st.Connections != 2 {
+		t.Errorf("Connections = %d, want 2", st.Connections)
+	}
+	s.Stop()
+	s.Stop() // idempotent after a restart too
+}
+
+func TestReceivedCountsOnArrival(t *testing.T) {
+	s, conn := start(t, Behavior{Latency: Duration(time.Hour)})
+	ctx := testCtx(t)
+	callCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = Call(callCtx, conn, "k") }()
+	waitFor(t, ctx, "the call to arrive", func() bool { return s.Stats().Received == 1 })
+	if st := s.Stats(); st.Served+st.Failed+st.Canceled != 0 || st.InFlight != 1 {
+		t.Errorf("Stats with one call in service = %+v, want it received and in flight only", st)
+	}
+	cancel()
+	<-done
+	waitFor(t, ctx, "the call to be counted as canceled", func() bool { return s.Stats().Canceled == 1 })
+	// Reset zeroes the call counters but not the connection count.
+	s.Reset(false)
+	if st := s.Stats(); st.Received != 0 || st.Canceled != 0 || st.Connections != 1 {
+		t.Errorf("Stats after Reset = %+v, want received 0, canceled 0, connections 1", st)
+	}
+}
+
 func TestServeLifecycle(t *testing.T) {
 	s, err := New("b1", Behavior{})
 	if err != nil {
@@ -537,10 +603,14 @@ func TestServeLifecycle(t *testing.T) {
 		t.Errorf("Serve after Stop = %v, want nil", err)
 	}
 
-	// Stop without ever serving must not hang or leak.
+	// Stop without ever serving must not hang or leak, and leaves no
+	// address to restart on.
 	s2, err := New("b2", Behavior{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := s2.Restart(); err == nil || !strings.Contains(err.Error(), "never served") {
+		t.Errorf("Restart before serving = %v, want an error", err)
 	}
 	s2.Stop()
 }
