@@ -27,11 +27,10 @@ var (
 )
 
 // notMetrics are names of the pickwise.<x>.<y> shape that are not metrics:
-// the test servers' gRPC services, and a prefix a test uses on purpose.
+// the test server's gRPC services.
 var notMetrics = map[string]bool{
 	"pickwise.interop.Backend": true,
 	"pickwise.interop.Admin":   true,
-	"pickwise.fleet.Backend":   true,
 }
 
 // TestDocumentedNamesExist fails when the README, a package doc or a

@@ -38,12 +38,11 @@ import (
 type Backend struct {
 	About    string
 	Behavior fleet.Behavior
-	// Server, when set, runs this backend as an interop/server (package
-	// github.com/pickwise/pickwise/interop/server) with this behavior
-	// instead of as a fleet backend with Behavior, for examples that need
-	// what only that server models: a capacity limit and ORCA load
-	// reports. Either every backend of a comparison sets it or none does,
-	// because the two kinds serve different services.
+	// Server, when set, gives this backend the full behavior of
+	// github.com/pickwise/pickwise/interop/server (the server every
+	// backend runs) instead of fleet's Behavior, for examples that need
+	// what only the full behavior sets: a capacity limit and ORCA load
+	// reports. Either every backend of a comparison sets it or none does.
 	Server *server.Behavior
 }
 
