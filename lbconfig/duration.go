@@ -23,17 +23,27 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	// field's path, and the message names the field the user typed.
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%s: a duration must be a string such as \"30s\"", b), Type: durationType}
+		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%s: a duration must be a string such as \"30s\"", shorten(string(b))), Type: durationType}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%q: not a duration such as \"30s\"", s), Type: durationType}
+		return &json.UnmarshalTypeError{Value: fmt.Sprintf("%q: not a duration such as \"30s\"", shorten(s)), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
 
 var durationType = reflect.TypeFor[Duration]()
+
+// shorten keeps an error message about user input readable when the
+// input is long: its first 40 bytes and an ellipsis.
+func shorten(s string) string {
+	const keep = 40
+	if len(s) <= keep {
+		return s
+	}
+	return s[:keep] + "…"
+}
 
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) {

@@ -224,7 +224,8 @@ func (b *engineBalancer) UpdateSubConnState(sc balancer.SubConn, _ balancer.SubC
 // ExitIdle wakes the children, as the connectMode says.
 func (b *engineBalancer) ExitIdle() { b.mode.exitIdle(b.child) }
 
-// Close shuts the children down and stops the slow-start timer.
+// Close shuts the children down and stops every timer: slow start, the
+// work Dones asked for, and weight updates.
 func (b *engineBalancer) Close() {
 	b.mu.Lock()
 	b.closed = true

@@ -12,6 +12,8 @@ import (
 // due (a failure that starts the health ticks, evidence that is complete,
 // pick counts waiting to be recorded) and asks for it here. The work runs
 // later on a timer, once however many Dones asked, with the balancer's lock.
+// The one exception is readmission: it happens once per ejection, so the
+// probe's Done that completes the evidence does it itself (readmit).
 //
 // The requests flow one way: Done -> doneWork -> doneWorkOwner. The owner
 // is the balancer, the only one that can do the work; doneWork owns the

@@ -27,7 +27,8 @@ func (onDemand) children(pf childBuilder) (childBuilder, endpointsharding.Option
 
 // exitIdle wakes nobody: picks decide which endpoints connect, and waking
 // all of them would open a connection to every backend of a large fleet
-// for nothing. publishLazyLocked keeps one connecting while none is READY.
+// for nothing. While the aggregate is CONNECTING or TRANSIENT_FAILURE and
+// nothing is connecting, publishLazyLocked wakes one IDLE endpoint.
 func (onDemand) exitIdle(balancer.Balancer) {}
 
 func (onDemand) publishLocked(b *engineBalancer, now int64) { b.publishLazyLocked(now) }

@@ -57,7 +57,7 @@ type Metrics struct {
 }
 
 // weightMetrics follow backend-reported weights, as grpc's
-// weighted_round_robin metrics do, plus the reports the orca package
+// weighted_round_robin metrics do, plus the reports the orcaweight package
 // rejected.
 type weightMetrics struct {
 	rrFallback   *estats.Int64CountHandle

@@ -34,8 +34,8 @@ type Snapshot struct {
 	// are published in every state.
 	Endpoints []Ready
 	// Ejected are the READY endpoints that are locally ejected, reached
-	// only by probes (Probe) and, under a lazy policy, by keys whose walk
-	// finds them due for one (ProbeDue).
+	// by probes (Probe) and, under a lazy policy, by keys whose walk finds
+	// them due for one (ProbeDue), or that find no better candidate.
 	Ejected []Ready
 	// Members, under a lazy policy only, are all the endpoints in resolver
 	// order, whatever their state; never empty. Nil otherwise.

@@ -28,8 +28,8 @@ const staleAfter = 1.0 / 8
 // latency sample yet (Finagle's rule): until its first answer, a new
 // endpoint gets one call at a time rather than a flood. With nothing in
 // flight, such an endpoint costs zero, so it gets that call at once: pricing
-// it at DefaultRTT instead would starve it whenever the fleet answers
-// faster than DefaultRTT and calls go out one at a time.
+// it at a fixed guess instead would starve it whenever the fleet answers
+// faster than the guess and calls go out one at a time.
 const pendingPenalty = 1e15
 
 // PeakLoad is an endpoint's Peak EWMA load at now: its latency average,

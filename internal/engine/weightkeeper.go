@@ -21,6 +21,9 @@ type weightKeeper struct {
 	group *orcaweight.Group
 	timer Timer
 	bad   uint64 // group.BadReports() at the last update, for the metric's delta
+	// usable is the buffer update fills for the metrics, reused so that an
+	// update of a large fleet does not allocate one each time.
+	usable []float64
 }
 
 // newWeightKeeper starts keeping weights for every endpoint in all.
@@ -97,14 +100,14 @@ func (k *weightKeeper) stop(all []*Endpoint) {
 type weightUpdate struct {
 	notYet, stale int64     // READY endpoints without a usable weight, by reason
 	bad           int64     // reports rejected since the previous update
-	usable        []float64 // the usable weights, when asked for
+	usable        []float64 // the usable weights, when asked for; valid until the next update
 }
 
 // update folds the reports received since the last update into the
 // weight of every READY endpoint in order. collect asks for the usable
 // weights, which only the metrics need.
 func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) weightUpdate {
-	var u weightUpdate
+	u := weightUpdate{usable: k.usable[:0]}
 	for _, e := range order {
 		if e.state != connectivity.Ready {
 			continue
@@ -124,6 +127,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 	}
 	bad := k.group.BadReports()
 	u.bad, k.bad = int64(bad-k.bad), bad
+	k.usable = u.usable
 	return u
 }
 
