@@ -118,9 +118,6 @@ func TestTableGroups(t *testing.T) {
 // TestScenarioTablesFit renders the real scenarios' tables, at CI's reduced
 // scale, and checks every line fits.
 func TestScenarioTablesFit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs every scenario")
-	}
 	for _, s := range Scenarios() {
 		tb, err := s.Run(Reduced)
 		if err != nil {

@@ -11,19 +11,38 @@ package orcawrr_test
 //
 // Tolerances are wide enough for a loaded two-core machine under -race;
 // nothing asserts how fast a call is.
+//
+// Under -short the periods that only set how long the test waits (the
+// blackout, the expiration) are shorter, and the out-of-band test uses
+// e2eFastOOBBackends; every share and tolerance is the same.
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	v3orcaservicepb "github.com/cncf/xds/go/xds/service/orca/v3"
 	"github.com/pickwise/pickwise/balancer/orcawrr"
 	"github.com/pickwise/pickwise/internal/fleet"
+	"github.com/pickwise/pickwise/internal/pause"
 	"github.com/pickwise/pickwise/interop/server"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
+
+// e2eScale is a test's setting: full in the full run, short under -short.
+func e2eScale[T any](full, short T) T {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
 
 // e2eBackends starts one backend per rating, answering in 1ms and
 // reporting per call or out of band.
@@ -47,6 +66,112 @@ func e2eBackends(t *testing.T, ratings []float64, outOfBand bool) ([]*server.Ser
 		addrs = append(addrs, addr)
 	}
 	return ss, addrs
+}
+
+// e2eOOBBackends starts one backend per rating that reports out of band
+// only, through interop/server and so through grpc-go's ORCA service.
+func e2eOOBBackends(t *testing.T, ratings []float64) []string {
+	_, addrs := e2eBackends(t, ratings, true)
+	return addrs
+}
+
+// e2eFastOOBBackends starts one e2eFastOOB backend per rating.
+//
+// grpc-go's ORCA service sends a report when a stream opens and then at
+// most every 30s; only a grpc-internal hook lowers that floor, so
+// interop/server, which uses it, cannot report faster. These backends
+// serve the same Call, answering in 1ms like e2eBackends', and their own
+// OpenRcaService, which sends at the interval the client asks for: the
+// client's side of the out-of-band path (stream, listener, weights,
+// scheduler) runs as with any server, in seconds rather than 30.
+func e2eFastOOBBackends(t *testing.T, ratings []float64) []string {
+	t.Helper()
+	var addrs []string
+	for i, r := range ratings {
+		b := &e2eFastOOB{name: fmt.Sprintf("backend-%d", i), rated: r}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer(grpc.WaitForHandlers(true))
+		srv.RegisterService(&e2eFastOOBCallDesc, b)
+		v3orcaservicepb.RegisterOpenRcaServiceServer(srv, b)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = srv.Serve(ln)
+		}()
+		t.Cleanup(func() {
+			srv.Stop()
+			<-done
+		})
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
+}
+
+// e2eFastOOB is one backend of e2eFastOOBBackends. Its reports carry what
+// interop/server's "rate" utilization reports: the calls completed per
+// second, here since the stream's previous report, and that rate over the
+// rated qps, so that qps / utilization is the rating.
+type e2eFastOOB struct {
+	v3orcaservicepb.UnimplementedOpenRcaServiceServer
+	name  string
+	rated float64
+	done  atomic.Int64 // calls completed
+}
+
+// e2eFastOOBCallDesc serves interop/server's Call method, so that
+// server.Call reaches an e2eFastOOB as it reaches a server.Server.
+var e2eFastOOBCallDesc = grpc.ServiceDesc{
+	ServiceName: server.BackendService,
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Call",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			if err := dec(new(wrapperspb.StringValue)); err != nil {
+				return nil, err
+			}
+			return srv.(*e2eFastOOB).call(ctx)
+		},
+	}},
+}
+
+func (b *e2eFastOOB) call(ctx context.Context) (*wrapperspb.StringValue, error) {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(server.TrailerBackend, b.name))
+	if err := pause.For(ctx, time.Millisecond); err != nil {
+		return nil, err
+	}
+	b.done.Add(1)
+	return wrapperspb.String(b.name), nil
+}
+
+// StreamCoreMetrics sends a report at once, as grpc-go's service does,
+// and then one every interval the request asks for (1s if it asks for
+// none, never under 10ms). The first report has no rate to tell of.
+func (b *e2eFastOOB) StreamCoreMetrics(req *v3orcaservicepb.OrcaLoadReportRequest, stream grpc.ServerStreamingServer[v3orcapb.OrcaLoadReport]) error {
+	every := time.Second
+	if req.GetReportInterval() != nil {
+		every = max(req.GetReportInterval().AsDuration(), 10*time.Millisecond)
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	lastN, lastT := b.done.Load(), time.Now()
+	for first := true; ; first = false {
+		var qps float64
+		if n, now := b.done.Load(), time.Now(); !first {
+			qps = float64(n-lastN) / now.Sub(lastT).Seconds()
+			lastN, lastT = n, now
+		}
+		if err := stream.Send(&v3orcapb.OrcaLoadReport{CpuUtilization: qps / b.rated, RpsFractional: qps}); err != nil {
+			return err
+		}
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // e2eDial opens a pickwise_orca_wrr channel to addrs with config.
@@ -151,10 +276,11 @@ func TestEndToEndPerCallSharesFollowCapacity(t *testing.T) {
 func TestEndToEndOutOfBandSharesFollowCapacity(t *testing.T) {
 	t.Parallel()
 	// grpc-go's ORCA service sends a report when the stream opens and then
-	// at most every 30s, so this test takes about that long: the first
-	// report, sent before any traffic, has no load to tell of.
+	// at most every 30s, so the full run takes about that long: the first
+	// report, sent before any traffic, has no load to tell of. The short
+	// run's backends send one every oobReportingPeriod.
 	ratings := []float64{1000, 600}
-	_, addrs := e2eBackends(t, ratings, true)
+	addrs := e2eScale(e2eOOBBackends, e2eFastOOBBackends)(t, ratings)
 	conn := e2eDial(t, addrs, `{"enableOobLoadReport": true, "oobReportingPeriod": "1s", "blackoutPeriod": "0s", "weightUpdatePeriod": "100ms"}`)
 	ctx := fleet.Context(t, 120*time.Second)
 	e2eSettle(t, ctx, conn, 800, capacityShares(ratings), 0.05, "out-of-band reports")
@@ -171,12 +297,17 @@ func TestEndToEndSilentThenReporting(t *testing.T) {
 	if err := ss[2].SetBehavior(silent); err != nil {
 		t.Fatal(err)
 	}
-	conn := e2eDial(t, addrs, `{"blackoutPeriod": "5s", "weightExpirationPeriod": "2s", "weightUpdatePeriod": "100ms", "weightHalfLife": "0s"}`)
+	// How long the two periods are sets only how long the test waits for
+	// them: the short run's 2s blackout and 1s expiration are still ten
+	// weight updates and more.
+	blackout := e2eScale(5*time.Second, 2*time.Second)
+	expiration := e2eScale(2*time.Second, time.Second)
+	conn := e2eDial(t, addrs, fmt.Sprintf(`{"blackoutPeriod": %q, "weightExpirationPeriod": %q, "weightUpdatePeriod": "100ms", "weightHalfLife": "0s"}`, blackout, expiration))
 	ctx := fleet.Context(t, 90*time.Second)
 	median := []float64{1000.0 / 2400, 600.0 / 2400, 800.0 / 2400}
 	e2eSettle(t, ctx, conn, 600, median, 0.05, "silent backend at the median")
 
-	// It starts reporting: for the 5s blackout it stays at the median. A
+	// It starts reporting: for the blackout it stays at the median. A
 	// batch of 300 calls of 1ms on 4 callers takes well under a second;
 	// one that outlasted the blackout would say nothing, so that is a
 	// failure of the test's premise, reported as such.
@@ -186,7 +317,7 @@ func TestEndToEndSilentThenReporting(t *testing.T) {
 	}
 	start := time.Now()
 	got := e2eShares(e2eCalls(t, ctx, conn, 300), 3)
-	if took := time.Since(start); took > 4*time.Second {
+	if took := time.Since(start); took > blackout*4/5 {
 		t.Fatalf("a batch of 300 calls took %v, longer than the blackout it was to observe", took)
 	}
 	if !e2eWithin(got, median, 0.05) {
@@ -195,7 +326,7 @@ func TestEndToEndSilentThenReporting(t *testing.T) {
 	t.Logf("during the blackout: shares %.3f (median %.3f)", got, median)
 	e2eSettle(t, ctx, conn, 600, capacityShares(ratings), 0.05, "after the blackout")
 
-	// Its reports stop: after the 2s expiration it is back at the median.
+	// Its reports stop: after the expiration it is back at the median.
 	silent.ORCA.PerCall = false
 	if err := ss[2].SetBehavior(silent); err != nil {
 		t.Fatal(err)

@@ -53,6 +53,14 @@ const (
 	e2eCallTimeout = 10 * time.Second
 )
 
+// e2eScale is a test's setting: full in the full run, short under -short.
+func e2eScale[T any](full, short T) T {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
 // e2eSpread gives the backends of bs fixed latencies evenly spaced over
 // [median-2ms, median+2ms], in fleet order. fleet.Behavior has no jitter;
 // distinct latencies keep the healthy backends from being exact copies of
@@ -231,9 +239,9 @@ const (
 	// e2eSlowDecay is pickwise_peak_ewma's decayTime for the test: short,
 	// so that recovery fits in a few seconds.
 	e2eSlowDecay = time.Second
-	// e2eSlowPhase is each third of the run: healthy, slow, recovered. The
-	// last third must cover the three decay times recovery may take.
-	e2eSlowPhase = 3 * e2eSlowDecay
+	// e2eSlowRecovered is the last phase of the run, after the slow one:
+	// it must cover the three decay times recovery may take.
+	e2eSlowRecovered = 3 * e2eSlowDecay
 	// e2eSlowWindow and e2eSlowStep are the sliding window the recovered
 	// backend's share is measured over, and how far it slides each step.
 	// 500ms holds a few hundred calls, enough for the share to mean
@@ -242,8 +250,19 @@ const (
 	e2eSlowStep   = 50 * time.Millisecond
 )
 
+// e2eSlowPhases are the lengths of the first two phases of the run,
+// healthy and slow. The full run gives each three decay times, as the
+// last. The short run keeps one decay time of health, which takes the
+// latency averages most of the way from their first samples to the
+// steady state, and 1.5s of slowness, over a thousand calls: the slow
+// backend's calls are the few placed before its first slow answer and a
+// probe every decay time or so, well under the 2% bound at either length.
+func e2eSlowPhases() (healthy, slow time.Duration) {
+	return e2eScale(3*e2eSlowDecay, e2eSlowDecay), e2eScale(3*e2eSlowDecay, 1500*time.Millisecond)
+}
+
 // TestEndToEndSlowPhase is Linkerd's Peak EWMA experiment on loopback: 11
-// backends answer in 18-22ms, and for the middle third of the run one of
+// backends answer in 18-22ms, and for the middle phase of the run one of
 // them takes 250ms. pickwise_p2c and round_robin run the same schedule for
 // comparison. pickwise_peak_ewma must stop using the slow backend once its
 // first slow answers arrive, and use it again once it is healthy: its
@@ -315,14 +334,15 @@ func e2eSlowPhaseRun(t *testing.T, serviceConfig string) e2eSlowRun {
 	e2eWarmUp(t, ctx, d, f.Backends...)
 
 	r := e2eSlowRun{slow: victim.Name()}
+	healthyFor, slowFor := e2eSlowPhases()
 	begin := d.now()
-	e2eSleep(ctx, e2eSlowPhase)
+	e2eSleep(ctx, healthyFor)
 	r.from = d.now()
 	victim.SetBehavior(fleet.Behavior{Latency: e2eSlowLatency})
-	e2eSleep(ctx, e2eSlowPhase)
+	e2eSleep(ctx, slowFor)
 	r.to = d.now()
 	victim.SetBehavior(healthy)
-	e2eSleep(ctx, e2eSlowPhase)
+	e2eSleep(ctx, e2eSlowRecovered)
 	r.end = d.now()
 	all := d.Stop()
 	if ctx.Err() != nil {

@@ -20,6 +20,31 @@ import (
 // e2eTimeout bounds every test; the scenarios take seconds.
 const e2eTimeout = 2 * time.Minute
 
+// scale is a test's size: full in the full run, short under -short. A
+// short run checks every property the full one checks, on fewer calls and
+// on shorter phases where the property does not depend on their length.
+func scale[T any](full, short T) T {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+// shortParallel lets a subtest run beside its siblings under -short (two
+// at a time on two cores, -parallel's default). Only subtests whose one
+// caller makes one call at a time, under a policy that does not pick by
+// latency, call it: such a caller waits on its backends nearly all the
+// time, so a sibling takes little CPU from it, and its picks do not
+// depend on how fast the answers are. What such a subtest checks is calls
+// counted; where a slower call rate moves a share (a black hole's, at one
+// caller: the same few calls over fewer), it moves it toward failing, not
+// away. The full run keeps every subtest to itself.
+func shortParallel(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}
+
 // keyHeader carries the hash key of keyed calls.
 const keyHeader = "x-key"
 

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -16,28 +17,44 @@ import (
 var loadAware = []struct {
 	name, config string
 	ours         bool
+	// timed: the policy picks by measured latency. At one caller, with
+	// nothing in flight, its shares of equal backends follow their latency
+	// noise, which a neighbour's load adds to, so its subtests never run
+	// beside another (see shortParallel).
+	timed bool
 }{
-	{"pickwise_p2c", lb("pickwise_p2c", `{}`), true},
-	{"pickwise_peak_ewma", lb("pickwise_peak_ewma", `{}`), true},
-	{"round_robin", lb("round_robin", `{}`), false},
-	{"least_request_experimental", lb("least_request_experimental", `{}`), false},
+	{"pickwise_p2c", lb("pickwise_p2c", `{}`), true, false},
+	{"pickwise_peak_ewma", lb("pickwise_peak_ewma", `{}`), true, true},
+	{"round_robin", lb("round_robin", `{}`), false, false},
+	{"least_request_experimental", lb("least_request_experimental", `{}`), false, false},
 }
 
 // TestOneTransientFailure: four backends at 2 ms, one caller making
 // sequential calls, so that every candidate is idle at each pick. Backend
-// 0 fails exactly one call; it must keep most of its share.
+// 0 fails exactly one call; it must keep most of its share in each second
+// after it. The short run checks the first two seconds, where the failure
+// weighs most: its evidence is gone within a few dozen of the backend's
+// outcomes, and each check's window is still a second, so the bound is
+// the same. The baselines, which only log, get one second.
 func TestOneTransientFailure(t *testing.T) {
 	for _, p := range loadAware {
+		seconds := scale(3, 2)
+		if !p.ours {
+			seconds = scale(3, 1)
+		}
 		t.Run(p.name, func(t *testing.T) {
+			if !p.timed {
+				shortParallel(t)
+			}
 			ctx, f, c := start(t, 4, p.config, nil)
 			drive(ctx, c, 1, time.Second, time.Second, nil)
 			f.Backends[0].FailNext(1)
-			ws := drive(ctx, c, 1, 3*time.Second, time.Second, nil)
+			ws := drive(ctx, c, 1, time.Duration(seconds)*time.Second, time.Second, nil)
 			var shares []string
 			for _, w := range ws {
 				shares = append(shares, fmt.Sprintf("%.1f%%", 100*w.share(f.Backends[0].Name())))
 			}
-			t.Logf("%s: backend-0's share in each of the 3 s after one failure: %s (fair 25%%)", p.name, strings.Join(shares, ", "))
+			t.Logf("%s: backend-0's share in each of the %d s after one failure: %s (fair 25%%)", p.name, seconds, strings.Join(shares, ", "))
 			if !p.ours {
 				return
 			}
@@ -53,32 +70,62 @@ func TestOneTransientFailure(t *testing.T) {
 // TestBlackHoleAndRecovery: ten backends at 2 ms; backend 0 fails every
 // call at once for 5 s, then heals. Its share while broken, and in each
 // of the 2 s after healing, at 1 caller and at 40.
+//
+// What the hole gets while broken is about a fixed number of calls (the
+// failures that eject it) plus a probe every probe interval or so. At one
+// caller, a few hundred calls a second, that is a share that shrinks as
+// the phase grows, so our policies keep the 5 s phase in the short run
+// too. At 40 callers the same dozen calls are under a tenth of the 1%
+// bound after 1.5 s already (of some 15,000 calls; 6,000 under -race), so
+// the short run breaks the hole for that long.
+// Recovery is timed from healing, so the windows up to the asserted one
+// (1.5-2 s) stay. The baselines, which only log, get a second of each.
 func TestBlackHoleAndRecovery(t *testing.T) {
 	for _, callers := range []int{1, 40} {
 		for _, p := range loadAware {
+			brokenFor := scale(5*time.Second, 1500*time.Millisecond)
+			healedFor := scale(2500*time.Millisecond, 2000*time.Millisecond)
+			switch {
+			case !p.ours:
+				brokenFor = scale(5*time.Second, time.Second)
+				healedFor = scale(2500*time.Millisecond, time.Second)
+			case callers == 1:
+				brokenFor = 5 * time.Second
+			}
 			t.Run(fmt.Sprintf("%s/callers=%d", p.name, callers), func(t *testing.T) {
+				if callers == 1 && !p.timed {
+					shortParallel(t)
+				}
 				ctx, f, c := start(t, 10, p.config, nil)
 				hole := f.Backends[0]
 				hole.SetBehavior(fleet.Behavior{Latency: 2 * time.Millisecond, ErrorRate: 1, ErrorCode: codes.Unavailable})
-				broken := merged(drive(ctx, c, callers, 5*time.Second, 5*time.Second, nil))
+				broken := merged(drive(ctx, c, callers, brokenFor, brokenFor, nil))
 				hole.SetBehavior(fleet.Behavior{Latency: 2 * time.Millisecond})
-				after := drive(ctx, c, callers, 2500*time.Millisecond, 500*time.Millisecond, nil)
+				after := drive(ctx, c, callers, healedFor, 500*time.Millisecond, nil)
 				s := broken.share(hole.Name())
 				var healed []string
 				for _, w := range after {
 					healed = append(healed, fmt.Sprintf("%.1f%%", 100*w.share(hole.Name())))
 				}
-				t.Logf("%s, %d callers: black hole's share while broken %.2f%% (%d of %d calls); each half second after healing: %s (fair 10%%)",
-					p.name, callers, 100*s, broken.per[hole.Name()], broken.total, strings.Join(healed, ", "))
+				t.Logf("%s, %d callers: black hole's share while broken %.2f%% (%d of %d calls in %v); each half second after healing: %s (fair 10%%)",
+					p.name, callers, 100*s, broken.per[hole.Name()], broken.total, brokenFor, strings.Join(healed, ", "))
 				if !p.ours {
 					return
 				}
 				if s > 0.01 {
 					t.Errorf("black hole's share %.2f%%, want <= 1%%", 100*s)
 				}
-				// Within 2 s: the half second that ends then.
-				if r := after[3].share(hole.Name()); r < 0.05 {
-					t.Errorf("share 1.5-2 s after healing %.1f%%, want at least half its fair 10%%", 100*r)
+				// Within 2 s: the half second that ends then holds at least
+				// half the fair 10%. At one caller that half second is only
+				// some 180 calls, where a backend at its fair share falls
+				// below 5% by chance now and then (sd 2.2 points), so the
+				// bound is also never above the fair share less three
+				// standard deviations of that many calls.
+				w := after[3]
+				sd := math.Sqrt(0.1 * 0.9 / float64(max(w.total, 1)))
+				want := min(0.05, 0.1-3*sd)
+				if r := w.share(hole.Name()); r < want {
+					t.Errorf("share 1.5-2 s after healing %.1f%% of %d calls, want at least %.1f%% (half its fair 10%%, or 3 sd below it)", 100*r, w.total, 100*want)
 				}
 			})
 		}
@@ -97,8 +144,14 @@ var hashPolicies = []struct {
 // TestHashBlackHole: ten backends, 300 keys by header, 20 callers; one
 // backend fails every call for 5 s, then heals. Client-visible failures
 // once the policy has seen them (after the first second), and how soon
-// the broken backend's keys come back.
+// the broken backend's keys come back. The short run breaks it for 1.5 s
+// and counts failures over the last half second, some 3,000 calls (700
+// under -race). Once the hole is out, what fails is its probes, about one
+// a second, so the rate does not grow as the window shrinks, and the 2%
+// bound is still over ten failures at the smaller count.
 func TestHashBlackHole(t *testing.T) {
+	brokenFor := scale(5*time.Second, 1500*time.Millisecond)
+	every := scale(time.Second, 500*time.Millisecond)
 	for _, p := range hashPolicies {
 		t.Run(p.name, func(t *testing.T) {
 			ctx, f, c := start(t, 10, p.config, keyed300)
@@ -116,8 +169,8 @@ func TestHashBlackHole(t *testing.T) {
 				t.Fatal("no key lives on backend-3")
 			}
 			hole.SetBehavior(fleet.Behavior{Latency: 2 * time.Millisecond, ErrorRate: 1, ErrorCode: codes.Unavailable})
-			ws := drive(ctx, c, 20, 5*time.Second, time.Second, keyOf)
-			seen := merged(ws[1:])
+			ws := drive(ctx, c, 20, brokenFor, every, keyOf)
+			seen := merged(ws[int(time.Second/every):])
 			failRate := float64(seen.failed) / float64(seen.total)
 			hole.SetBehavior(fleet.Behavior{Latency: 2 * time.Millisecond})
 			// Keys back home: each of its keys is called once every 250ms,
@@ -162,7 +215,9 @@ func retryConfig(sc string) string {
 // TestRetryStorm: one black hole among ten backends, keyed calls, grpc's
 // retry policy with three attempts. With the attempts interceptor, a
 // retry goes to the key's next candidate: no call fails. Attempts per
-// successful call count what the black hole costs the fleet.
+// successful call count what the black hole costs the fleet. The short
+// run makes 600 calls, each of the 300 keys twice: the calls before the
+// hole is ejected and a probe or two after.
 func TestRetryStorm(t *testing.T) {
 	type variant struct {
 		name, config string
@@ -179,6 +234,7 @@ func TestRetryStorm(t *testing.T) {
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
+			shortParallel(t)
 			var opts []grpc.DialOption
 			if v.interceptor {
 				opts = append(opts, grpc.WithChainUnaryInterceptor(attempts.UnaryClientInterceptor()))
@@ -190,7 +246,7 @@ func TestRetryStorm(t *testing.T) {
 			for _, b := range f.Backends {
 				b.ResetCounts()
 			}
-			const calls = 3000
+			calls := scale(3000, 600)
 			failed := 0
 			for i := 0; i < calls; i++ {
 				if _, err := c.Call(keyOf(i)); err != nil {
