@@ -24,12 +24,14 @@ import (
 // name in the same cell (`pickwise.orca_wrr.endpoint_weight_not_yet_usable`,
 // `.endpoint_weight_stale`).
 var (
-	fullName   = regexp.MustCompile("pickwise\\.([a-z0-9_]+)\\.([a-z0-9_]+)")
+	fullName   = regexp.MustCompile(`pickwise\.([a-z0-9_]+)\.([a-z0-9_]+)`)
 	tableRow   = regexp.MustCompile("^\\| `pickwise\\.")
 	suffixName = regexp.MustCompile("`\\.([a-z0-9_]+)`")
 	// A package doc lists a policy's metrics after a wildcard:
 	// "pickwise.orca_wrr.*: rr_fallback, endpoint_weight, ...".
-	wildcardList = regexp.MustCompile("pickwise\\.([a-z0-9_]+)\\.\\*:\\s*([a-z0-9_,\\s]+)")
+	// The placeholder form alone: pickwise.<p>.name.
+	placeholderName = regexp.MustCompile(`pickwise\.<p>\.([a-z0-9_]+)`)
+	wildcardList    = regexp.MustCompile(`pickwise\.([a-z0-9_]+)\.\*:\s*([a-z0-9_,\s]+)`)
 )
 
 // notMetricPrefixes are the <x> of pickwise.<x>.<y> names that are not
@@ -130,7 +132,7 @@ func TestReadmeTableListsEveryMetric(t *testing.T) {
 		}
 		if prefix == "" {
 			// Only the placeholder form: pickwise.<p>.name.
-			for _, m := range regexp.MustCompile("pickwise\\.<p>\\.([a-z0-9_]+)").FindAllStringSubmatch(nameCell, -1) {
+			for _, m := range placeholderName.FindAllStringSubmatch(nameCell, -1) {
 				names = append(names, "pickwise.POLICY."+m[1])
 				prefix = "pickwise.POLICY."
 			}
