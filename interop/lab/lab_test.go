@@ -33,6 +33,15 @@ func TestLabScenarios(t *testing.T) {
 	}
 	defer fleet.close()
 	l := &lab{fleet: fleet, progress: &progress{w: io.Discard}, scale: testScale()}
+	if testing.Short() {
+		// The scenarios timed per policy run only the columns checked
+		// below.
+		l.only = map[string][]string{
+			"transient-failure": {"pickwise_p2c", "pickwise_peak_ewma"},
+			"flapping-backend":  {"round_robin", "pickwise_p2c", "pickwise_peak_ewma"},
+			"hash-black-hole":   {"pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"},
+		}
+	}
 	var sections []section
 	for _, s := range labScenarios {
 		sec, err := s.run(ctx, l)

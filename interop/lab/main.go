@@ -204,6 +204,25 @@ type lab struct {
 	fleet    *labFleet
 	progress *progress
 	scale    float64
+	// only, when set for a scenario, names the policies of it to run; the
+	// others are left out. Tests use it to spend their time on the columns
+	// they check. Scenarios whose phases are timed per policy apply it.
+	only map[string][]string
+}
+
+// keep returns the policies of ps that only lets scenario run, in order.
+func (l *lab) keep(scenario string, ps []labPolicy) []labPolicy {
+	names, ok := l.only[scenario]
+	if !ok {
+		return ps
+	}
+	var out []labPolicy
+	for _, p := range ps {
+		if slices.Contains(names, p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // calls scales a scenario's call count.

@@ -37,9 +37,10 @@ func (l *lab) seconds(full, least time.Duration) time.Duration {
 // exactly one call. Its share in each of the next three seconds.
 func transientFailure(ctx context.Context, l *lab) (section, error) {
 	const n = 4
-	t := &sim.Table{Title: "One transient failure (real gRPC): 4 backends at 2 ms, one sequential caller; backend-0 fails exactly one call", Columns: names(policyResults(loadAware))}
+	policies := l.keep("transient-failure", loadAware)
+	t := &sim.Table{Title: "One transient failure (real gRPC): 4 backends at 2 ms, one sequential caller; backend-0 fails exactly one call", Columns: names(policyResults(policies))}
 	rows := make([][]string, 3)
-	for _, p := range loadAware {
+	for _, p := range policies {
 		ch, err := l.open(ctx, "transient-failure", n, p, `{"latency":"2ms"}`, nil, nil)
 		if err != nil {
 			return section{}, err
@@ -82,6 +83,7 @@ func policyResults(ps []labPolicy) []result {
 // the calls clients saw fail.
 func flappingBackend(ctx context.Context, l *lab) (section, error) {
 	const n = 10
+	policies := l.keep("flapping-backend", loadAware)
 	total := l.seconds(20*time.Second, 8*time.Second)
 	period := total / 2
 	down := period / 5
@@ -91,9 +93,9 @@ func flappingBackend(ctx context.Context, l *lab) (section, error) {
 		return in >= period/2 && in < period/2+down
 	}
 	t := &sim.Table{Title: fmt.Sprintf("Flapping backend (real gRPC): 10 backends at 20 ms, 500 calls/s; backend-0 fails every call at once for %v in every %v, for %v", down, period, total),
-		Columns: names(policyResults(loadAware))}
+		Columns: names(policyResults(policies))}
 	var shareDown, shareUp, errs []string
-	for _, p := range loadAware {
+	for _, p := range policies {
 		ch, err := l.open(ctx, "flapping-backend", n, p, `{"latency":"20ms","latencySpread":0.2}`, nil, nil)
 		if err != nil {
 			return section{}, err
@@ -160,7 +162,7 @@ func hashBlackHole(ctx context.Context, l *lab) (section, error) {
 	const n, broken = 10, 3
 	strict := labPolicy{name: "pickwise_ring_hash (strictAffinity)", config: lbConfig("pickwise_ring_hash", `{"requestHashHeader":"`+keyHeader+`","strictAffinity":true}`)}
 	maglev := labPolicy{name: "pickwise_ring_hash (maglev, bounded 1.25)", config: lbConfig("pickwise_ring_hash", `{"requestHashHeader":"`+keyHeader+`","table":"maglev","balanceFactor":1.25}`)}
-	policies := []labPolicy{ringHash, pwRingHash, maglev, strict}
+	policies := l.keep("hash-black-hole", []labPolicy{ringHash, pwRingHash, maglev, strict})
 	keyOf := func(i int) string { return fmt.Sprint("key-", i%300) }
 	failFor := l.seconds(5*time.Second, 2*time.Second)
 	t := &sim.Table{Title: fmt.Sprintf("Hash black hole (real gRPC): 10 backends at 2 ms, 300 keys by header, 16 callers; backend-3 fails every call for %v, then heals", failFor),
