@@ -32,7 +32,7 @@ func (nopPolicy) NewPicker(s *Snapshot) balancer.Picker { return fixedPicker{} }
 // through endpointsharding is a cost of its own, measured elsewhere.
 func healthBalancer(n int) (*engineBalancer, *benchCC) {
 	cc := &benchCC{}
-	b := &engineBalancer{name: "bench", cc: cc, clock: SystemClock{}, rand: SystemRand{}, policy: nopPolicy{}, gen: 1}
+	b := &engineBalancer{name: "bench", mode: eager{}, cc: cc, clock: SystemClock{}, rand: SystemRand{}, policy: nopPolicy{}, gen: 1}
 	b.shared.clock = b.clock
 	pen := newPenalty(DefaultFailurePenalty())
 	b.shared.penalty.Store(pen)
