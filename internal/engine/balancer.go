@@ -2,11 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/balancer/weightedtarget"
 	"google.golang.org/grpc/connectivity"
@@ -18,36 +18,38 @@ import (
 
 var logger = grpclog.Component("pickwise")
 
-// engineBalancer is the balancer.Balancer behind every policy. It owns an
-// endpointsharding child with one pickfirst per endpoint, intercepts the
-// child's aggregated state, keeps the per-endpoint state and hands the
-// policy a Snapshot of READY endpoints whenever something changes.
+// engineBalancer is the balancer.Balancer behind every policy. It owns one
+// child balancer per endpoint (children.go), keeps the per-endpoint state
+// and hands the policy a Snapshot of READY endpoints when something
+// changes, coalescing bursts of changes (coalesce.go).
 type engineBalancer struct {
 	// Immutable after build.
 	name  string
 	mode  connectMode // eager, or onDemand under Spec.Lazy
 	cc    balancer.ClientConn
-	child balancer.Balancer
+	build childBuilder // builds an endpoint's child
+	bOpts balancer.BuildOptions
 	clock Clock
 	rand  Rand
 
 	// Shared with every endpoint's Done callback; atomic inside.
 	shared doneShared
 
-	mu          sync.Mutex // guards everything below
-	policy      Policy
-	closed      bool
-	endpoints   *resolver.EndpointMap[*Endpoint]
-	byAddr      map[string]*Endpoint // single-address endpoints: a lookup without EndpointMap's key allocation
-	byAnyAddr   map[string]*Endpoint // every address of every endpoint, to find a connection's endpoint
-	order       []*Endpoint          // endpoints in resolver order, duplicates removed
+	mu        sync.Mutex // guards everything below
+	policy    Policy
+	closed    bool
+	endpoints *resolver.EndpointMap[*Endpoint]
+	children  map[*Endpoint]*child
+	order     []*Endpoint // endpoints in resolver order, duplicates removed
+	counts    stateCounts // the endpoints in each connectivity state
+	// lastPicker is, for each state, the picker of the child that entered
+	// it last: what a call meets while no endpoint is READY.
+	lastPicker  [connectivity.Shutdown + 1]balancer.Picker
 	ramp        *ramp
 	latency     *latency
-	everReady   bool           // a READY picker has been published
-	gen         uint64         // counts updates from endpointsharding
-	children    int            // endpoints endpointsharding reported last
-	aggregate   balancer.State // endpointsharding's last aggregate
-	resolverErr error          // last resolver error, for messages
+	everReady   bool  // a READY picker has been published
+	resolverErr error // last resolver error, for messages
+	coalesce    coalescer
 	rampTimer   Timer
 	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
 	weights     *weightKeeper   // nil unless the policy asks for Settings.Weights
@@ -89,8 +91,10 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	if s.Lazy {
 		b.mode = onDemand{}
 	}
-	childBuilder, esOpts := b.mode.children(balancer.Get(pickfirst.Name).Build)
-	b.child = endpointsharding.NewBalancer(childCC{ClientConn: cc, b: b}, bOpts, childBuilder, esOpts)
+	b.build = b.mode.children(balancer.Get(pickfirst.Name).Build)
+	b.bOpts = bOpts
+	b.children = map[*Endpoint]*child{}
+	b.coalesce.published = noStateYet
 	return b
 }
 
@@ -101,17 +105,26 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 // pickers over all of them. Everything else in the balancer is the same
 // for both.
 type connectMode interface {
-	// children returns the builder of endpointsharding's children, given
-	// pickfirst's, and endpointsharding's options.
-	children(pickfirst childBuilder) (childBuilder, endpointsharding.Options)
+	// children returns the builder of an endpoint's child, given
+	// pickfirst's.
+	children(pickfirst childBuilder) childBuilder
+	// reconnects says whether a child that falls IDLE is asked to connect
+	// again at once.
+	reconnects() bool
 	// exitIdle is the balancer's ExitIdle.
-	exitIdle(child balancer.Balancer)
+	exitIdle(b *engineBalancer)
+	// aggregate is the state of the channel given how many endpoints are
+	// in each state.
+	aggregate(counts stateCounts, total int) connectivity.State
 	// publishLocked gives the parent a picker for the balancer's current
 	// state.
 	publishLocked(b *engineBalancer, now int64)
+	// readyLocked is told that an endpoint turned READY and the new picker
+	// that shows it is deferred (coalesce.go).
+	readyLocked(b *engineBalancer)
 }
 
-// childBuilder builds one of endpointsharding's children.
+// childBuilder builds an endpoint's child.
 type childBuilder = func(balancer.ClientConn, balancer.BuildOptions) balancer.Balancer
 
 // eager is the connectMode of load-aware policies: every endpoint
@@ -119,23 +132,28 @@ type childBuilder = func(balancer.ClientConn, balancer.BuildOptions) balancer.Ba
 // ones.
 type eager struct{}
 
-func (eager) children(pf childBuilder) (childBuilder, endpointsharding.Options) {
-	return pf, endpointsharding.Options{}
-}
+func (eager) children(pf childBuilder) childBuilder { return pf }
 
-func (eager) exitIdle(child balancer.Balancer) { child.ExitIdle() }
+func (eager) reconnects() bool { return true }
+
+func (eager) exitIdle(b *engineBalancer) { b.exitIdleAll() }
+
+// aggregate is endpointsharding's rule: the best state any endpoint is in,
+// READY over CONNECTING over IDLE over TRANSIENT_FAILURE.
+func (eager) aggregate(counts stateCounts, _ int) connectivity.State {
+	for _, st := range [...]connectivity.State{connectivity.Ready, connectivity.Connecting, connectivity.Idle} {
+		if counts[st] > 0 {
+			return st
+		}
+	}
+	return connectivity.TransientFailure
+}
 
 func (eager) publishLocked(b *engineBalancer, now int64) { b.publishReadyLocked(now) }
 
-// childCC is the ClientConn endpointsharding sees: everything passes
-// through to the real ClientConn except UpdateState, which the engine turns
-// into a policy picker.
-type childCC struct {
-	balancer.ClientConn
-	b *engineBalancer
-}
-
-func (c childCC) UpdateState(s balancer.State) { c.b.updateFromChildren(s) }
+// readyLocked does nothing: an eager policy's calls do not wait for a
+// particular endpoint, and the READY ones already published take them.
+func (eager) readyLocked(*engineBalancer) {}
 
 // UpdateClientConnState applies the config and reconciles the endpoint set.
 func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) error {
@@ -164,9 +182,8 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.locality = weightedtarget.LocalityFromResolverState(ccs.ResolverState)
 
 	next := resolver.NewEndpointMap[*Endpoint]()
-	b.byAddr = make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
-	b.byAnyAddr = make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
+	var added []*child
 	for _, ep := range ccs.ResolverState.Endpoints {
 		if _, dup := next.Get(ep); dup {
 			continue
@@ -179,31 +196,88 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			if b.weights != nil {
 				b.weights.add(e)
 			}
+			c := newChild(b, e)
+			b.children[e] = c
+			added = append(added, c)
+			b.counts.move(noStateYet, e.state)
 		}
+		e.resolved = ep
+		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
 		next.Set(ep, e)
-		if len(ep.Addresses) == 1 {
-			b.byAddr[ep.Addresses[0].Addr] = e
-		}
-		for _, a := range ep.Addresses {
-			b.byAnyAddr[a.Addr] = e
-		}
 		b.order = append(b.order, e)
 	}
+	var removed []*child
 	for ep, e := range b.endpoints.All() {
 		if _, kept := next.Get(ep); !kept {
 			e.weights.closeOOB()
 			b.flushPicksLocked(e)
+			c := b.children[e]
+			c.removed = true
+			delete(b.children, e)
+			removed = append(removed, c)
+			b.counts.move(e.state, noStateYet)
 		}
 	}
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
+	kids := b.childrenInOrderLocked()
+	b.coalesce.hold = true
 	b.mu.Unlock()
 
-	// endpointsharding calls back into updateFromChildren synchronously, so
-	// the lock must not be held here.
-	return b.child.UpdateClientConnState(balancer.ClientConnState{
-		ResolverState: pickfirst.EnableHealthListener(ccs.ResolverState),
-	})
+	// Children report their state synchronously while being built and
+	// updated, so the lock is not held here; hold makes their reports wait
+	// for the one publish below.
+	for _, c := range added {
+		c.build(b.build, b.bOpts)
+	}
+	for _, c := range removed {
+		c.close()
+	}
+	err = b.updateChildren(kids, pickfirst.EnableHealthListener(ccs.ResolverState))
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.coalesce.hold = false
+	if !b.closed {
+		b.publishLocked(b.clock.Nanotime())
+	}
+	if len(b.order) == 0 {
+		return balancer.ErrBadResolverState
+	}
+	return err
+}
+
+// childrenInOrderLocked is every endpoint's child in resolver order,
+// rotated to start at a random endpoint: clients that share a resolver
+// then do not all connect to the same backend first. The draw is not the
+// injected Rand's, whose sequence seeded runs keep for the pickers, and
+// the order it changes is only the order of connection attempts.
+func (b *engineBalancer) childrenInOrderLocked() []*child {
+	kids := make([]*child, len(b.order))
+	if len(kids) == 0 {
+		return kids
+	}
+	start := rand.IntN(len(kids))
+	for i := range kids {
+		kids[i] = b.children[b.order[(start+i)%len(kids)]]
+	}
+	return kids
+}
+
+// updateChildren gives each child its endpoint, and returns the first
+// error a child returned.
+func (b *engineBalancer) updateChildren(kids []*child, rs resolver.State) error {
+	var first error
+	for _, c := range kids {
+		err := c.update(balancer.ClientConnState{ResolverState: resolver.State{
+			Endpoints:  []resolver.Endpoint{c.e.resolved},
+			Attributes: rs.Attributes,
+		}})
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // ResolverError keeps the error for the no-endpoint message and lets the
@@ -211,8 +285,18 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 func (b *engineBalancer) ResolverError(err error) {
 	b.mu.Lock()
 	b.resolverErr = err
+	kids := b.childrenInOrderLocked()
+	b.coalesce.hold = true
 	b.mu.Unlock()
-	b.child.ResolverError(err)
+	for _, c := range kids {
+		c.resolverError(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.coalesce.hold = false
+	if !b.closed {
+		b.publishLocked(b.clock.Nanotime())
+	}
 }
 
 // UpdateSubConnState is never called: every SubConn is created by a
@@ -222,7 +306,24 @@ func (b *engineBalancer) UpdateSubConnState(sc balancer.SubConn, _ balancer.SubC
 }
 
 // ExitIdle wakes the children, as the connectMode says.
-func (b *engineBalancer) ExitIdle() { b.mode.exitIdle(b.child) }
+func (b *engineBalancer) ExitIdle() { b.mode.exitIdle(b) }
+
+// exitIdleAll asks every child to connect, and publishes once after.
+func (b *engineBalancer) exitIdleAll() {
+	b.mu.Lock()
+	kids := b.childrenInOrderLocked()
+	b.coalesce.hold = true
+	b.mu.Unlock()
+	for _, c := range kids {
+		c.exitIdle()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.coalesce.hold = false
+	if !b.closed {
+		b.publishLocked(b.clock.Nanotime())
+	}
+}
 
 // Close shuts the children down and stops every timer: slow start, the
 // work Dones asked for, and weight updates.
@@ -234,6 +335,7 @@ func (b *engineBalancer) Close() {
 		b.rampTimer = nil
 	}
 	b.shared.work.stop()
+	b.coalesce.stop()
 	if b.weights != nil {
 		b.weights.stop(b.order)
 	}
@@ -242,49 +344,15 @@ func (b *engineBalancer) Close() {
 	}
 	b.flushOutcomesLocked()
 	b.picker = nil
+	kids := b.children
+	b.children = map[*Endpoint]*child{}
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while
-	// it calls reportMetrics, which takes ours.
+	// it calls reportMetrics, which takes ours; and children call back.
 	b.unregisterMetrics()
-	b.child.Close()
-}
-
-// updateFromChildren receives endpointsharding's aggregate state.
-func (b *engineBalancer) updateFromChildren(s balancer.State) {
-	children := endpointsharding.ChildStatesFromPicker(s.Picker)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
+	for _, c := range kids {
+		c.close()
 	}
-	now := b.clock.Nanotime()
-	b.gen++
-	for _, c := range children {
-		e := b.lookupLocked(c.Endpoint)
-		if e == nil {
-			continue
-		}
-		b.trackLocked(e, c.State.ConnectivityState, now)
-		e.picker = c.State.Picker
-		e.weight = float64(max(weight.FromEndpoint(c.Endpoint).Weight, 1))
-		e.gen = b.gen
-		e.resolved, e.exitIdle = c.Endpoint, c.ExitIdle
-	}
-	b.children = len(children)
-	b.aggregate = s
-	b.publishLocked(now)
-}
-
-// lookupLocked finds the engine's state for an endpoint endpointsharding
-// reports. Every update reports every endpoint, so this runs n times per
-// update; the address map keeps it free of allocations for the common
-// single-address endpoint.
-func (b *engineBalancer) lookupLocked(ep resolver.Endpoint) *Endpoint {
-	if len(ep.Addresses) == 1 {
-		return b.byAddr[ep.Addresses[0].Addr]
-	}
-	e, _ := b.endpoints.Get(ep)
-	return e
 }
 
 // trackLocked follows one endpoint's connectivity to decide when it starts a
@@ -310,13 +378,13 @@ func (b *engineBalancer) publishLocked(now int64) { b.mode.publishLocked(b, now)
 // publishReadyLocked gives the parent an eager policy's picker: one over
 // the READY endpoints that are not ejected.
 func (b *engineBalancer) publishReadyLocked(now int64) {
-	// Resolver order keeps seeded runs reproducible (endpointsharding
-	// reports children in map order) without sorting on every update.
+	// Resolver order keeps seeded runs reproducible without sorting on
+	// every update.
 	ready := make([]Ready, 0, len(b.order))
 	var ejected []Ready
 	var rampEnd int64 // earliest end of a running ramp
 	for _, e := range b.order {
-		if e.gen != b.gen || e.state != connectivity.Ready {
+		if e.state != connectivity.Ready {
 			continue
 		}
 		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
@@ -375,17 +443,15 @@ func (b *engineBalancer) rampEndLocked(e *Endpoint, now int64) int64 {
 // keeps it for the metrics (CostReporter).
 func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Snapshot) {
 	b.picker = b.policy.NewPicker(snap)
-	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: b.picker})
+	b.updateStateLocked(state, b.picker)
 }
 
 // publishNoneLocked gives the parent a picker that explains why nothing
-// can be picked, in endpointsharding's aggregate state.
+// can be picked, in the connectMode's aggregate state.
 func (b *engineBalancer) publishNoneLocked() {
 	b.picker = nil
-	b.cc.UpdateState(balancer.State{
-		ConnectivityState: b.aggregate.ConnectivityState,
-		Picker:            b.noReadyPickerLocked(),
-	})
+	state := b.mode.aggregate(b.counts, len(b.order))
+	b.updateStateLocked(state, b.noReadyPickerLocked(state))
 }
 
 // scheduleRampEndLocked arranges a republish when the earliest running ramp
@@ -427,16 +493,24 @@ func (b *engineBalancer) snapshotLocked(ready []Ready, now int64) *Snapshot {
 	}
 }
 
-// noReadyPickerLocked explains why nothing can be picked.
-func (b *engineBalancer) noReadyPickerLocked() balancer.Picker {
-	if b.children == 0 {
+// noReadyPickerLocked explains why nothing can be picked, the aggregate
+// being state.
+func (b *engineBalancer) noReadyPickerLocked(state connectivity.State) balancer.Picker {
+	if len(b.order) == 0 {
 		err := fmt.Errorf("%s: no endpoints to pick from", b.name)
 		if b.resolverErr != nil {
 			err = fmt.Errorf("%s: no endpoints to pick from: resolver error: %v", b.name, b.resolverErr)
 		}
 		return errPicker{err: err}
 	}
-	return &noReadyPicker{name: b.name, total: b.children, child: b.aggregate.Picker, state: b.aggregate.ConnectivityState}
+	// The last endpoint to reach the aggregate state speaks for all:
+	// its picker queues a call while it connects, wakes it while IDLE, and
+	// names its connection error once it failed.
+	var child balancer.Picker = queuePicker{}
+	if p := b.lastPicker[state]; p != nil && state != connectivity.Connecting {
+		child = p
+	}
+	return &noReadyPicker{name: b.name, total: len(b.order), child: child, state: state}
 }
 
 // firstAddr names an endpoint by its first address.

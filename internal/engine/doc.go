@@ -6,9 +6,12 @@
 // instead gets lazily connecting endpoints and a snapshot of all of them,
 // in any state (Snapshot.Members). The engine owns everything else:
 //
-//   - the balancer wiring: grpc's endpointsharding with pickfirst children
-//     and the health listener enabled, so client health checking, outlier
-//     detection and multi-address endpoints compose with every policy;
+//   - the balancer wiring: one pickfirst child per endpoint with the health
+//     listener enabled, as grpc's endpointsharding has, so client health
+//     checking, outlier detection and multi-address endpoints compose with
+//     every policy; but each child reports to its own endpoint, and bursts
+//     of changes are coalesced into one picker, so that a fleet's changes
+//     cost O(n) in total where endpointsharding's cost O(n²);
 //   - per-endpoint state (in-flight count, failure EWMA, ready-since time)
 //     that outlives pickers and is written in one place;
 //   - endpoint weights from grpc's experimental/balancer/weight attribute;
@@ -40,10 +43,11 @@
 //   - metrics.go, policy.go, static.go, weightkeeper.go: what a policy
 //     supplies (its metrics, its Policy and Settings), pickers built without
 //     a balancer, and the owner of backend-reported weights;
-//   - balancer.go, ejection.go, recording.go, weights.go, lazy.go: the
-//     balancer, one type whose methods are split by job (wiring and
-//     publishing; assessing and ejecting; recording metrics; weight
-//     updates; on-demand connections);
+//   - balancer.go, coalesce.go, ejection.go, recording.go, weights.go,
+//     lazy.go, children.go: the balancer, one type whose methods are split
+//     by job (wiring and publishing; when a change is published; assessing
+//     and ejecting; recording metrics; weight updates; on-demand
+//     connections; the endpoints' children);
 //   - registry.go: registering a policy with grpc.
 //
 // Two kinds of reference run the other way, each for a reason: balancer.go

@@ -56,7 +56,7 @@ func (b *engineBalancer) assessLocked(decay float32) bool {
 		// An ejected endpoint is out of the fleet whose rate the others
 		// are judged against: one black hole must not make failures look
 		// normal.
-		if e.gen == b.gen && e.state == connectivity.Ready && !e.ejection.ejected {
+		if e.state == connectivity.Ready && !e.ejection.ejected {
 			sumF += float64(o.failures)
 			sumT += float64(o.total)
 		}
@@ -96,7 +96,7 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 				out++
 			}
 		}
-		if e.gen != b.gen || e.state != connectivity.Ready {
+		if e.state != connectivity.Ready {
 			continue
 		}
 		ready++

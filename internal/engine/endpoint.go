@@ -57,14 +57,16 @@ type endpointCold struct {
 	coldReady bool            // its next READY starts a slow-start ramp: it joined late, or its connection failed
 	ramping   bool            // in a slow-start ramp that began at rampStart
 	rampStart int64           // Clock.Nanotime
-	picker    balancer.Picker // the pickfirst child's latest picker
+	picker    balancer.Picker // the child's latest picker; nil until it reports
 	weight    float64         // from the weight attribute, at least 1
-	gen       uint64          // the balancer update that last reported this endpoint
-	// The endpoint as endpointsharding reports it (its attributes carry
-	// the A76 hash key and the weight), and the function that makes its
-	// child connect: what an affinity policy's Members carry.
+	// The endpoint as the resolver gave it (its attributes carry the A76
+	// hash key and the weight), and the function that makes its child
+	// connect: what an affinity policy's Members carry.
 	resolved resolver.Endpoint
 	exitIdle func()
+
+	// live follows the child's picker between snapshots; atomic.
+	live livePicker
 
 	// Backend-reported weight, kept by the balancer's weightKeeper.
 	weights endpointWeight
@@ -236,4 +238,28 @@ func (w *endpointWeight) closeOOB() {
 		w.stopOOB()
 		w.stopOOB = nil
 	}
+}
+
+// livePicker is a picker that follows an endpoint's child: it picks with
+// whatever picker the child reported last. A lazy policy's snapshot gives
+// it for endpoints that are not READY, so that a call whose endpoint
+// turned READY after the snapshot was taken goes out at once instead of
+// waiting for the next snapshot.
+type livePicker struct {
+	p atomic.Pointer[pickerBox]
+}
+
+// pickerBox holds a picker for an atomic pointer: pickers of different
+// types cannot share an atomic.Value.
+type pickerBox struct{ balancer.Picker }
+
+func (l *livePicker) set(p balancer.Picker) { l.p.Store(&pickerBox{p}) }
+
+// Pick picks with the child's latest picker, or queues the call if the
+// child has reported none.
+func (l *livePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	if b := l.p.Load(); b != nil && b.Picker != nil {
+		return b.Pick(info)
+	}
+	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }

@@ -32,14 +32,14 @@ func (nopPolicy) NewPicker(s *Snapshot) balancer.Picker { return fixedPicker{} }
 // through endpointsharding is a cost of its own, measured elsewhere.
 func healthBalancer(n int) (*engineBalancer, *benchCC) {
 	cc := &benchCC{}
-	b := &engineBalancer{name: "bench", mode: eager{}, cc: cc, clock: SystemClock{}, rand: SystemRand{}, policy: nopPolicy{}, gen: 1}
+	b := &engineBalancer{name: "bench", mode: eager{}, cc: cc, clock: SystemClock{}, rand: SystemRand{}, policy: nopPolicy{}}
 	b.shared.clock = b.clock
 	pen := newPenalty(DefaultFailurePenalty())
 	b.shared.penalty.Store(pen)
 	b.shared.ejector.Store(newEjector(DefaultEjection(), pen))
 	for i := 0; i < n; i++ {
 		e := newEndpoint(fmt.Sprint(i), &b.shared, false)
-		e.state, e.gen, e.weight = connectivity.Ready, 1, float64(1+i%1000)
+		e.state, e.weight = connectivity.Ready, float64(1+i%1000)
 		e.picker = fixedPicker{}
 		b.order = append(b.order, e)
 	}

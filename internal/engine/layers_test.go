@@ -36,7 +36,7 @@ var engineFiles = []string{
 	// balancer.
 	"metrics.go", "policy.go", "static.go", "weightkeeper.go",
 	// The balancer: one type whose methods are split by job.
-	"balancer.go", "ejection.go", "recording.go", "weights.go", "lazy.go",
+	"balancer.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "children.go",
 	// Registering a policy with grpc.
 	"registry.go",
 }
@@ -52,6 +52,8 @@ var upwardAllowed = map[string]string{
 	// among them is a call within one type, not a layer reaching up.
 	"balancer.go -> recording.go": "engineBalancer's own methods",
 	"balancer.go -> weights.go":   "engineBalancer's own methods",
+	"balancer.go -> children.go":  "engineBalancer's own methods and its children",
+	"balancer.go -> coalesce.go":  "engineBalancer's own methods and its publishing state",
 	// The connect mode is chosen by the balancer and calls back into its
 	// publishing: a strategy of the one type.
 	"balancer.go -> lazy.go": "the onDemand connectMode",

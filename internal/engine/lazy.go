@@ -2,7 +2,6 @@ package engine
 
 import (
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/lazy"
 	"google.golang.org/grpc/connectivity"
 )
@@ -16,20 +15,36 @@ import (
 type onDemand struct{}
 
 // children wraps each pickfirst in grpc's lazy balancer: a child stays
-// IDLE, without even a pickfirst, until asked to connect. Without
-// auto-reconnect, a child that falls back to IDLE stays there until a pick
-// wants it again.
-func (onDemand) children(pf childBuilder) (childBuilder, endpointsharding.Options) {
+// IDLE, without even a pickfirst, until asked to connect.
+func (onDemand) children(pf childBuilder) childBuilder {
 	return func(cc balancer.ClientConn, o balancer.BuildOptions) balancer.Balancer {
 		return lazy.NewBalancer(cc, o, pf)
-	}, endpointsharding.Options{DisableAutoReconnect: true}
+	}
 }
+
+// reconnects is false: a child that falls back to IDLE stays there until a
+// pick wants it again.
+func (onDemand) reconnects() bool { return false }
 
 // exitIdle wakes nobody: picks decide which endpoints connect, and waking
 // all of them would open a connection to every backend of a large fleet
 // for nothing. While the aggregate is CONNECTING or TRANSIENT_FAILURE and
 // nothing is connecting, publishLazyLocked wakes one IDLE endpoint.
-func (onDemand) exitIdle(balancer.Balancer) {}
+func (onDemand) exitIdle(*engineBalancer) {}
+
+func (onDemand) aggregate(counts stateCounts, total int) connectivity.State {
+	return lazyAggregate(counts, total)
+}
+
+// readyLocked gives the parent the picker it has again: grpc retries the
+// calls it queued, and those waiting for the endpoint that turned READY
+// reach it through its livePicker, before the snapshot that shows it is
+// built.
+func (onDemand) readyLocked(b *engineBalancer) {
+	if b.picker != nil {
+		b.cc.UpdateState(balancer.State{ConnectivityState: b.coalesce.published, Picker: b.picker})
+	}
+}
 
 func (onDemand) publishLocked(b *engineBalancer, now int64) { b.publishLazyLocked(now) }
 
@@ -39,13 +54,18 @@ func (onDemand) publishLocked(b *engineBalancer, now int64) { b.publishLazyLocke
 func (b *engineBalancer) publishLazyLocked(now int64) {
 	members := make([]Member, 0, len(b.order))
 	var ready, ejected []Ready
-	var counts [connectivity.Shutdown + 1]int
+	var counts stateCounts
 	for _, e := range b.order {
-		if e.gen != b.gen {
-			continue
+		if e.picker == nil {
+			continue // its child has not reported yet
 		}
 		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		members = append(members, Member{Conn: r, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle,
+		conn := r
+		if e.state != connectivity.Ready {
+			// Waiting calls follow the child from here on: see readyLocked.
+			conn.Picker = &e.live
+		}
+		members = append(members, Member{Conn: conn, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle,
 			Ejected: e.ejection.ejected && e.state == connectivity.Ready})
 		if e.state <= connectivity.Shutdown {
 			counts[e.state]++
@@ -93,7 +113,7 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 // past them; CONNECTING if one is connecting or, among several endpoints,
 // exactly one failed (a key walks past it); IDLE if one is idle; else
 // TRANSIENT_FAILURE.
-func lazyAggregate(counts [connectivity.Shutdown + 1]int, total int) connectivity.State {
+func lazyAggregate(counts stateCounts, total int) connectivity.State {
 	switch {
 	case counts[connectivity.Ready] > 0:
 		return connectivity.Ready

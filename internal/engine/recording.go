@@ -27,7 +27,7 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	var ready, ramping, ejected int64
 	for _, e := range b.order {
 		b.flushPicksLocked(e)
-		if e.gen != b.gen || e.state != connectivity.Ready {
+		if e.state != connectivity.Ready {
 			continue
 		}
 		ready++

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/resolver"
 )
 
 // This file is the balancer's side of backend-reported weights: turning
@@ -86,42 +84,15 @@ func (b *engineBalancer) recordFallbackLocked() {
 	}
 }
 
-// NewSubConn follows the connections pickfirst children create, so that
-// the connection an endpoint uses can carry its ORCA stream.
-func (c childCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
-	// The SubConn is known only once NewSubConn returns. grpc delivers no
-	// state before that, but a fake ClientConn may (its waiters act the
-	// moment it records the SubConn, and lazy policies create SubConns on
-	// endpointsharding's goroutines), so the listener reads it atomically.
-	var ref atomic.Pointer[balancer.SubConn]
-	listener := opts.StateListener
-	opts.StateListener = func(s balancer.SubConnState) {
-		if p := ref.Load(); p != nil {
-			c.b.subConnStateChanged(*p, addrs, s)
-		}
-		listener(s)
-	}
-	//lint:ignore SA1019 the deprecation is of multi-address SubConns; pickfirst creates one per address through this call, and the engine only passes it on
-	sc, err := c.ClientConn.NewSubConn(addrs, opts)
-	if err == nil {
-		ref.Store(&sc)
-	}
-	return sc, err
-}
-
 // subConnStateChanged starts an endpoint's ORCA stream on the first of its
 // connections to turn READY (the one pickfirst uses) and stops it when that
 // connection leaves READY. A new connection means a new backend process, or
 // at least a new view of it: its weight starts over, blackout included.
-func (b *engineBalancer) subConnStateChanged(sc balancer.SubConn, addrs []resolver.Address, s balancer.SubConnState) {
+func (b *engineBalancer) subConnStateChanged(e *Endpoint, sc balancer.SubConn, s balancer.SubConnState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || len(addrs) == 0 {
-		return
-	}
-	e := b.byAnyAddr[addrs[0].Addr]
-	if e == nil {
-		return
+	if b.closed || b.children[e] == nil {
+		return // closed, or e is no longer in the resolver's list
 	}
 	switch {
 	case s.ConnectivityState == connectivity.Ready && e.weights.sc == nil:

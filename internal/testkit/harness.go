@@ -239,7 +239,25 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 	if err := cc.WaitForState(ctx, connectivity.Ready); err != nil {
 		tb.Fatal(err)
 	}
+	Settle(cc, n)
 	return cc.State().Picker, bal.Close
+}
+
+// Settle waits until a balancer over n endpoints has published its last
+// picker: pickwise's balancers publish the changes of a large fleet
+// together, up to a window (about a microsecond per endpoint) after they
+// happen, on a real clock unless one was injected. It returns once cc has
+// seen no new state for longer than that window.
+func Settle(cc *ClientConn, n int) {
+	quiet := 5*time.Millisecond + time.Duration(2*n)*time.Microsecond
+	for last := cc.Updates(); ; {
+		time.Sleep(quiet)
+		now := cc.Updates()
+		if now == last {
+			return
+		}
+		last = now
+	}
 }
 
 // BenchmarkPick runs, for each fleet size and each policy (a registry name

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// This file is the balancer's sharding: one child balancer per endpoint (a
+// pickfirst, under onDemand wrapped in grpc's lazy balancer), as grpc's
+// endpointsharding does, but with each child reporting to its own
+// Endpoint. endpointsharding rebuilds a list of every child on every
+// child's update, so that bringing up n endpoints costs O(n²) before a
+// policy even sees it; here a child's update costs O(1) and the balancer
+// decides when a new picker is worth its O(n) (coalesce.go).
+
+// child is one endpoint's child balancer and the balancer.ClientConn it
+// sees: the channel's, except that its state goes to the engine and its
+// connections are followed for ORCA streams.
+type child struct {
+	balancer.ClientConn
+	// Immutable after creation.
+	b *engineBalancer
+	e *Endpoint
+
+	mu     sync.Mutex // serializes calls into lb: ExitIdle comes from goroutines
+	lb     balancer.Balancer
+	closed bool
+
+	// Guarded by the balancer's mu.
+	removed bool // no longer in the resolver's list: its reports are stale
+}
+
+// newChild creates e's child; build must follow, outside the balancer's
+// lock, since a child may report its state while being built.
+func newChild(b *engineBalancer, e *Endpoint) *child {
+	c := &child{ClientConn: b.cc, b: b, e: e}
+	e.exitIdle = func() { go c.exitIdle() }
+	return c
+}
+
+// build creates the child balancer.
+func (c *child) build(build childBuilder, opts balancer.BuildOptions) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.lb = build(c, opts)
+	}
+}
+
+// update gives the child its endpoint.
+func (c *child) update(s balancer.ClientConnState) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	return c.lb.UpdateClientConnState(s)
+}
+
+// resolverError passes a resolver error on.
+func (c *child) resolverError(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.lb.ResolverError(err)
+	}
+}
+
+// exitIdle asks the child to connect.
+func (c *child) exitIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed && c.lb != nil {
+		c.lb.ExitIdle()
+	}
+}
+
+// close shuts the child down; later calls do nothing.
+func (c *child) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		if c.lb != nil {
+			c.lb.Close()
+		}
+	}
+}
+
+// UpdateState records the child's state in its endpoint. An eager policy's
+// child that falls IDLE (its connection closed) is asked to reconnect, on
+// a goroutine: the child may be calling from inside its own methods.
+func (c *child) UpdateState(s balancer.State) {
+	b := c.b
+	b.mu.Lock()
+	if b.closed || c.removed {
+		b.mu.Unlock()
+		return
+	}
+	b.childStateLocked(c.e, s)
+	b.mu.Unlock()
+	if s.ConnectivityState == connectivity.Idle && b.mode.reconnects() {
+		go c.exitIdle()
+	}
+}
+
+// NewSubConn follows the connections the child creates, so that the one
+// its endpoint uses can carry the endpoint's ORCA stream. The child knows
+// its endpoint, so two endpoints sharing an address never get each other's
+// stream.
+func (c *child) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	// The SubConn is known only once NewSubConn returns. grpc delivers no
+	// state before that, but a fake ClientConn may (its waiters act the
+	// moment it records the SubConn, and lazy children create SubConns on
+	// goroutines), so the listener reads it atomically.
+	var ref atomic.Pointer[balancer.SubConn]
+	listener := opts.StateListener
+	opts.StateListener = func(s balancer.SubConnState) {
+		if p := ref.Load(); p != nil {
+			c.b.subConnStateChanged(c.e, *p, s)
+		}
+		listener(s)
+	}
+	//lint:ignore SA1019 the deprecation is of multi-address SubConns; pickfirst creates one per address through this call, and the engine only passes it on
+	sc, err := c.ClientConn.NewSubConn(addrs, opts)
+	if err == nil {
+		ref.Store(&sc)
+	}
+	return sc, err
+}

@@ -1,0 +1,286 @@
+package scale_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	_ "github.com/pickwise/pickwise/balancer/orcawrr"
+	_ "github.com/pickwise/pickwise/balancer/p2c"
+	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	_ "google.golang.org/grpc/balancer/leastrequest"
+	_ "google.golang.org/grpc/balancer/ringhash"
+	_ "google.golang.org/grpc/balancer/roundrobin"
+	_ "google.golang.org/grpc/balancer/weightedroundrobin"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// policy is one balancer under measurement: a registry name and its JSON
+// config.
+type policy struct{ name, cfg string }
+
+// eagerPolicies are ours and grpc-go's peers, each peer right after the
+// policy it is measured against.
+var eagerPolicies = []policy{
+	{"pickwise_p2c", `{}`},
+	{"least_request_experimental", `{}`},
+	{"round_robin", `{}`},
+	{"pickwise_peak_ewma", `{}`},
+	{"pickwise_orca_wrr", `{}`},
+	{"weighted_round_robin", `{}`},
+}
+
+// fleet is one balancer over a fake ClientConn. Ours run on a virtual
+// clock, so that the publishes they defer happen when the benchmark says
+// time has passed, not on a real timer.
+type fleet struct {
+	cc    *testkit.ClientConn
+	bal   balancer.Balancer
+	clock *testkit.FakeClock // nil for grpc-go's policies
+	eps   []resolver.Endpoint
+}
+
+func newFleet(tb testing.TB, p policy, n int) *fleet {
+	tb.Helper()
+	f := &fleet{cc: testkit.NewClientConn(), eps: testkit.Endpoints(testkit.Addrs(n))}
+	builder := balancer.Get(p.name)
+	if builder == nil {
+		tb.Fatalf("no balancer registered as %q", p.name)
+	}
+	var cfg serviceconfig.LoadBalancingConfig
+	if parser, ok := builder.(balancer.ConfigParser); ok {
+		var err error
+		if cfg, err = parser.ParseConfig(json.RawMessage(p.cfg)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if spec, ours := engine.Lookup(p.name); ours {
+		f.clock = testkit.NewFakeClock()
+		f.bal = spec.Build(f.cc, balancer.BuildOptions{}, engine.Options{Clock: f.clock, Rand: engine.NewSeededRand(1)})
+	} else {
+		f.bal = builder.Build(f.cc, balancer.BuildOptions{})
+	}
+	if err := f.bal.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: f.eps},
+		BalancerConfig: cfg,
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// elapse lets d of virtual time pass, firing what ours deferred.
+func (f *fleet) elapse(d time.Duration) {
+	if f.clock != nil {
+		f.clock.Advance(d)
+	}
+}
+
+// connectAll drives every SubConn through CONNECTING to READY, one
+// connection every gap of virtual time, as connections to a large fleet
+// complete one after another.
+func (f *fleet) connectAll(tb testing.TB, gap time.Duration) {
+	tb.Helper()
+	scs := f.cc.SubConns()
+	if len(scs) != len(f.eps) {
+		tb.Fatalf("%d SubConns for %d endpoints", len(scs), len(f.eps))
+	}
+	for _, sc := range scs {
+		sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+		sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+		f.elapse(gap)
+	}
+	f.elapse(time.Second) // whatever was deferred is published
+	if s := f.cc.State(); s.ConnectivityState != connectivity.Ready {
+		tb.Fatalf("state %v after bring-up, want READY", s.ConnectivityState)
+	}
+}
+
+// connectGap is the virtual time between two connections completing
+// during bring-up: 100k connections a second, faster than any real fleet
+// comes up, so that coalescing gets the least help from time passing.
+const connectGap = 10 * time.Microsecond
+
+// BenchmarkBringUp is the CPU a channel's balancer spends bringing up n
+// endpoints: the resolver update, then every endpoint CONNECTING and
+// READY, one connection every connectGap. grpc-go's peers rebuild their
+// picker over every endpoint on every change, O(n²) in total: at 50k
+// endpoints one bring-up takes them tens of minutes, so they run at 1k and
+// 10k only.
+func BenchmarkBringUp(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		for _, p := range eagerPolicies {
+			if _, ours := engine.Lookup(p.name); !ours && n > 10000 {
+				continue
+			}
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					f := newFleet(b, p, n)
+					f.connectAll(b, connectGap)
+					b.StopTimer()
+					f.bal.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/endpoint")
+			})
+		}
+	}
+}
+
+// BenchmarkFlap is one endpoint of n READY ones losing its connection and
+// getting it back (READY, IDLE, CONNECTING, READY), with a millisecond
+// between flaps: the steady-state cost of churn in a large fleet.
+func BenchmarkFlap(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		for _, p := range eagerPolicies {
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
+				f := newFleet(b, p, n)
+				defer f.bal.Close()
+				f.connectAll(b, 0)
+				scs := f.cc.SubConns()
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sc := scs[i%len(scs)]
+					i++
+					sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+					sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+					sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+					f.elapse(time.Millisecond)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkResolverUpdate is one step of a rolling deploy over n READY
+// endpoints: a resolver update that swaps 1% of them for new ones (which
+// start connecting), alternating between two such lists.
+func BenchmarkResolverUpdate(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		for _, p := range eagerPolicies {
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
+				f := newFleet(b, p, n)
+				defer f.bal.Close()
+				f.connectAll(b, 0)
+				next := append([]resolver.Endpoint(nil), f.eps...)
+				for i, ep := range testkit.Endpoints(testkit.Addrs(n + n/100)[n:]) {
+					next[i*100] = ep
+				}
+				lists := [2][]resolver.Endpoint{next, f.eps}
+				cfg := parsed(b, p)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if err := f.bal.UpdateClientConnState(balancer.ClientConnState{
+						ResolverState:  resolver.State{Endpoints: lists[i%2]},
+						BalancerConfig: cfg,
+					}); err != nil {
+						b.Fatal(err)
+					}
+					i++
+					f.elapse(time.Millisecond)
+				}
+			})
+		}
+	}
+}
+
+// parsed is p's config as its parser returns it.
+func parsed(tb testing.TB, p policy) serviceconfig.LoadBalancingConfig {
+	parser, ok := balancer.Get(p.name).(balancer.ConfigParser)
+	if !ok {
+		return nil
+	}
+	cfg, err := parser.ParseConfig(json.RawMessage(p.cfg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// hashPolicies are the ring hash policies, ours then grpc-go's, reading
+// the key from the same header.
+var hashPolicies = []policy{
+	{"pickwise_ring_hash", `{"requestHashHeader": "x-key"}`},
+	{"ring_hash_experimental", `{"requestHashHeader": "x-key"}`},
+}
+
+// BenchmarkWake is a lazy policy over n endpoints waking the endpoints of
+// 2000 keys: each key's first call finds its endpoint IDLE, which creates
+// its SubConn; the benchmark brings it READY before the next key. It
+// reports the time Close takes afterwards as close-ns.
+func BenchmarkWake(b *testing.B) {
+	const keys = 2000
+	for _, n := range []int{1000, 10000, 50000} {
+		for _, p := range hashPolicies {
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
+				b.ReportAllocs()
+				var closing time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					f := newFleet(b, p, n)
+					b.StartTimer()
+					f.wake(b, keys)
+					b.StopTimer()
+					start := time.Now()
+					f.bal.Close()
+					closing += time.Since(start)
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(closing.Nanoseconds())/float64(b.N), "close-ns")
+			})
+		}
+	}
+}
+
+// wake picks keys one at a time until each key's call goes out: a pick
+// that queues has asked an endpoint to connect, and every SubConn created
+// since is brought READY before the key is picked again.
+func (f *fleet) wake(tb testing.TB, keys int) {
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	defer cancel()
+	seen := 0
+	for k := range keys {
+		info := balancer.PickInfo{Ctx: metadata.NewOutgoingContext(ctx, metadata.Pairs("x-key", fmt.Sprint("key-", k)))}
+		for {
+			updates := f.cc.Updates()
+			res, err := f.cc.State().Picker.Pick(info)
+			if err == nil {
+				if res.Done != nil {
+					res.Done(balancer.DoneInfo{})
+				}
+				break
+			}
+			if !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+				tb.Fatalf("key %d: %v", k, err)
+			}
+			var scs []*testkit.SubConn
+			if err := f.cc.WaitFor(ctx, func(balancer.State) error {
+				if scs = f.cc.SubConns(); len(scs) == seen && f.cc.Updates() == updates {
+					return errors.New("no new SubConn or picker")
+				}
+				return nil
+			}); err != nil {
+				tb.Fatalf("key %d: %v", k, err)
+			}
+			for _, sc := range scs[seen:] {
+				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+			}
+			seen = len(scs)
+		}
+		f.elapse(100 * time.Microsecond)
+	}
+}
