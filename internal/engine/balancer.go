@@ -220,7 +220,14 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
+	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	kids := b.childrenInOrderLocked()
+	stale := kids[:0:0]
+	for _, c := range kids {
+		if c.staleLocked(rs.Attributes) {
+			stale = append(stale, c)
+		}
+	}
 	b.coalesce.hold = true
 	b.mu.Unlock()
 
@@ -233,7 +240,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	for _, c := range removed {
 		c.close()
 	}
-	err = b.updateChildren(kids, pickfirst.EnableHealthListener(ccs.ResolverState))
+	err = b.updateChildren(stale, rs)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -264,13 +271,13 @@ func (b *engineBalancer) childrenInOrderLocked() []*child {
 	return kids
 }
 
-// updateChildren gives each child its endpoint, and returns the first
-// error a child returned.
+// updateChildren gives each child its endpoint as of the last
+// staleLocked, and returns the first error a child returned.
 func (b *engineBalancer) updateChildren(kids []*child, rs resolver.State) error {
 	var first error
 	for _, c := range kids {
 		err := c.update(balancer.ClientConnState{ResolverState: resolver.State{
-			Endpoints:  []resolver.Endpoint{c.e.resolved},
+			Endpoints:  []resolver.Endpoint{c.sent},
 			Attributes: rs.Attributes,
 		}})
 		if err != nil && first == nil {

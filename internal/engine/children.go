@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -32,6 +33,40 @@ type child struct {
 
 	// Guarded by the balancer's mu.
 	removed bool // no longer in the resolver's list: its reports are stale
+	// What the child was last given: its endpoint and the resolver
+	// state's attributes; unset until the first update.
+	sent      resolver.Endpoint
+	sentAttrs *attributes.Attributes
+	updated   bool
+}
+
+// staleLocked says whether the child must be given its endpoint again,
+// and if so notes it as sent. A READY child given the endpoint it has,
+// with the same attributes, would do nothing with it (pickfirst keeps its
+// connection): skipping it spares a resolver update over a large fleet
+// most of its cost. Any other child gets every update, as grpc's own
+// sharding does: one that is failing may take it as a cue to try again.
+func (c *child) staleLocked(attrs *attributes.Attributes) bool {
+	ep := c.e.resolved
+	if c.updated && c.e.state == connectivity.Ready && attrs.Equal(c.sentAttrs) && sameEndpoint(ep, c.sent) {
+		return false
+	}
+	c.sent, c.sentAttrs, c.updated = ep, attrs, true
+	return true
+}
+
+// sameEndpoint says whether a and b have the same addresses, in the same
+// order, and the same attributes.
+func sameEndpoint(a, b resolver.Endpoint) bool {
+	if len(a.Addresses) != len(b.Addresses) || !a.Attributes.Equal(b.Attributes) {
+		return false
+	}
+	for i := range a.Addresses {
+		if !a.Addresses[i].Equal(b.Addresses[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // newChild creates e's child; build must follow, outside the balancer's
