@@ -38,11 +38,14 @@ type BallsIntoBinsResult struct {
 // decision, or to n/a.
 const (
 	// binsWiredMax is the largest fleet built through grpc's balancer API.
-	// endpointsharding publishes a new picker, built over every child,
-	// each time an endpoint turns READY, so setting up n endpoints costs
-	// O(n²) or worse: measured on a 2-core machine, about 0.1 s for
-	// round_robin and 0.4 s for least_request or pickwise_p2c at n = 1,000,
-	// 0.9 s and 4.5 s at 3,000, 16 s and 75 s at 10,000.
+	// grpc-go's endpointsharding publishes a new picker, built over every
+	// child, each time an endpoint turns READY, so setting up n endpoints
+	// costs its policies O(n²): measured on a 2-core machine, about 0.1 s
+	// for round_robin and 0.4 s for least_request at n = 1,000, 16 s and
+	// 75 s at 10,000 (internal/scale's BenchmarkBringUp). pickwise's
+	// balancers come up in O(n), but above this size the peers cannot
+	// run, and pickwise_p2c's column runs its picker directly so that
+	// every column above it is placed the same way.
 	binsWiredMax = 1000
 	// binsScanMax is the largest fleet the full-scan least-connections
 	// baseline runs on: n placements scanning n backends cost n².
@@ -138,7 +141,7 @@ func BallsIntoBins(scale Scale) (*BallsIntoBinsResult, error) {
 	if sizes[len(sizes)-1] > binsWiredMax {
 		t.AddNote(fmt.Sprintf("round_robin, least_request: %s above n = %s: grpc-go's endpointsharding rebuilds its picker over every endpoint each time one turns READY, so building the balancer for n endpoints costs O(n²)",
 			binsNote, binsCount(binsWiredMax)))
-		t.AddNote(fmt.Sprintf("pickwise_p2c: above n = %s, the policy's real picker built directly over the backends (sim.Static), without the balancer wiring whose setup costs O(n²)", binsCount(binsWiredMax)))
+		t.AddNote(fmt.Sprintf("pickwise_p2c: above n = %s, the policy's real picker built directly over the backends (sim.Static), as the peers cannot be wired there", binsCount(binsWiredMax)))
 		t.AddNote(fmt.Sprintf("least-conn: above n = %s, the same choice (uniform among the backends with the fewest in flight) made from per-count buckets in O(1), since n scans of n backends cost n²", binsCount(binsScanMax)))
 	}
 	out.Table = t
