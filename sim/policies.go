@@ -38,7 +38,7 @@ func hashPolicies() []Policy {
 	ring.Note = ""
 	return []Policy{Modulo(), ring,
 		pickwiseRingHash("ring", 0,
-			"pickwise_ring_hash (ring): the default table; like ring_hash's, but every endpoint gets at least 128 entries, so a new endpoint takes only its own share"),
+			"pickwise_ring_hash (ring): the default table; like ring_hash's, but a median-weight endpoint gets at least 128 entries while the ring is under its budget, so a new endpoint takes only its own share"),
 		pickwiseRingHash("maglev", 0,
 			"pickwise_ring_hash (maglev): Maglev's 65537-slot lookup table; the most even key shares, a little extra movement when the set changes"),
 		pickwiseRingHash("rendezvous", 0,

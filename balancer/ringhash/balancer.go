@@ -54,19 +54,44 @@ type policy struct {
 
 	// The table of the last picker and what it was built from: a new
 	// picker reuses it unless the set of (identity, weight) pairs or the
-	// table config changed, so that connectivity changes, which publish a
-	// picker each, never rebuild a table.
+	// table's config changed, so that connectivity changes, which publish
+	// a picker each, never rebuild a table.
 	tbl      table
-	tblCfg   Config
+	tblCfg   tableConfig
 	tblIDs   []string       // identities in the order the table was built over
-	tblIndex map[string]int // identity -> index into tblIDs
 	tblW     []uint32       // weights, aligned with tblIDs
+	tblIndex map[string]int // identity -> index into tblIDs; built on first need
+	// warnedSize says the size warning for tbl's endpoint count was
+	// logged (see warnRendezvousSize).
+	warnedSize bool
 
 	// load is bounded load's balancer-wide in-flight count; dones are the
 	// per-endpoint Done callbacks that keep it, built once per endpoint.
-	load  *loadCounter
-	dones map[*engine.Endpoint]func(balancer.DoneInfo)
+	// lastDones is the last picker's, aligned with its members, whose
+	// Stats were lastStats: the next picker reuses the slice when they
+	// are the same.
+	load      *loadCounter
+	dones     map[*engine.Endpoint]func(balancer.DoneInfo)
+	lastDones []func(balancer.DoneInfo)
+	lastStats []*engine.Endpoint
 }
+
+// tableConfig is the part of Config a table is built from: a change to any
+// other field (the header, bounded load, ejection) keeps the table.
+type tableConfig struct {
+	table                         string
+	minRing, maxRing, maglevSlots uint64
+	maxWeightRatio                uint64
+}
+
+// tableConfig returns c's table-building fields.
+func (c *Config) tableConfig() tableConfig {
+	return tableConfig{c.Table, c.MinRingSize, c.MaxRingSize, c.MaglevTableSize, c.MaxWeightRatio}
+}
+
+// warningf logs a warning; a variable so that tests can see what is
+// logged.
+var warningf = logger.Warningf
 
 // Configure keeps the config. Of the engine's settings, ring hash uses
 // the failure penalty (for calls without an endpoint of their own, see
@@ -99,46 +124,23 @@ func identity(ep resolver.Endpoint) string {
 
 // NewPicker builds a picker over every endpoint of snap, reusing the last
 // table when the placement inputs are unchanged.
+//
+// A connectivity change publishes a picker with the same members in the
+// same order, so that case is checked first, in one pass with no map and
+// no copy: the snapshot's members are then already aligned with the table
+// and the picker uses them as they are (BenchmarkConnectivityChange).
 func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
-	// Dedupe by identity: two endpoints with one identity would be one
-	// point owning two shares. The first in resolver order wins.
-	ids := make([]string, 0, len(snap.Members))
-	byID := make(map[string]int, len(snap.Members))
-	for i := range snap.Members {
-		id := identity(snap.Members[i].Endpoint)
-		if _, dup := byID[id]; dup {
-			continue
-		}
-		byID[id] = i
-		ids = append(ids, id)
-	}
-	if !p.tableFits(ids, byID, snap.Members) {
-		eps := make([]endpoint, len(ids))
-		ws := make([]uint32, len(ids))
-		for i, id := range ids {
-			ws[i] = snap.Members[byID[id]].Weight
-			eps[i] = endpoint{id: id, weight: ws[i]}
-		}
-		tbl, err := p.cfg.buildTable(eps)
-		if err != nil {
-			// A table the config cannot express (more endpoints than
-			// Maglev slots or ring entries): rendezvous can hold any set.
-			logger.Warningf("%s: %v; using a rendezvous table", Name, err)
-			if tbl, err = newRendezvous(eps); err != nil {
-				return engine.ErrPicker(err)
-			}
-		}
-		p.tbl, p.tblCfg, p.tblIDs, p.tblW = tbl, *p.cfg, ids, ws
-		p.tblIndex = make(map[string]int, len(ids))
-		for i, id := range ids {
-			p.tblIndex[id] = i
+	// The engine builds Members afresh for each snapshot and never writes
+	// a snapshot after handing it over, so the picker may keep the slice.
+	members := snap.Members
+	if !p.alignedWith(members) {
+		var err error
+		if members, err = p.alignMembers(members); err != nil {
+			return engine.ErrPicker(err)
 		}
 	}
-	// Members aligned with the table's endpoint indices.
-	members := make([]engine.Member, len(p.tblIDs))
 	connecting := false
-	for i, id := range p.tblIDs {
-		members[i] = snap.Members[byID[id]]
+	for i := range members {
 		connecting = connecting || members[i].State == connectivity.Connecting
 	}
 	pk := &picker{
@@ -154,30 +156,101 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		if p.load == nil {
 			p.load = &loadCounter{}
 		}
-		dones := make(map[*engine.Endpoint]func(balancer.DoneInfo), len(members))
-		pk.dones = make([]func(balancer.DoneInfo), len(members))
-		for i := range members {
-			e := members[i].Conn.Stats
-			d := p.dones[e]
-			if d == nil {
-				d = p.load.doneFor(e)
-			}
-			dones[e] = d
-			pk.dones[i] = d
-		}
-		p.dones = dones
+		pk.dones = p.donesFor(members)
 		pk.load, pk.factor = p.load, bf/float64(len(members))
 	} else {
-		p.dones = nil
+		p.dones, p.lastDones, p.lastStats = nil, nil, nil
 	}
 	return pk
+}
+
+// alignedWith reports whether the cached table was built, by the current
+// config, over exactly members' identities and weights in members' order.
+// It costs one identity and weight comparison per member.
+func (p *policy) alignedWith(members []engine.Member) bool {
+	if p.tbl == nil || len(members) != len(p.tblIDs) || p.tblCfg != p.cfg.tableConfig() {
+		return false
+	}
+	for i := range members {
+		if members[i].Weight != p.tblW[i] || identity(members[i].Endpoint) != p.tblIDs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// alignMembers returns members deduped and in the order of the table's
+// endpoints, building a new table first unless the cached one was built
+// over the same set of (identity, weight) pairs in another order.
+func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, error) {
+	// Dedupe by identity: two endpoints with one identity would be one
+	// point owning two shares. The first in resolver order wins.
+	ids := make([]string, 0, len(all))
+	byID := make(map[string]int, len(all))
+	for i := range all {
+		id := identity(all[i].Endpoint)
+		if _, dup := byID[id]; dup {
+			continue
+		}
+		byID[id] = i
+		ids = append(ids, id)
+	}
+	if !p.tableFits(ids, byID, all) {
+		eps := make([]endpoint, len(ids))
+		ws := make([]uint32, len(ids))
+		for i, id := range ids {
+			ws[i] = all[byID[id]].Weight
+			eps[i] = endpoint{id: id, weight: ws[i]}
+		}
+		tbl, err := p.cfg.buildTable(eps)
+		if err != nil {
+			// A table the config cannot express (more endpoints than
+			// Maglev slots or ring entries): rendezvous can hold any set.
+			warningf("%s: %v; using a rendezvous table", Name, err)
+			if tbl, err = newRendezvous(eps, uint32(p.cfg.MaxWeightRatio)); err != nil {
+				return nil, err
+			}
+		}
+		p.tbl, p.tblCfg, p.tblIDs, p.tblW, p.tblIndex = tbl, p.cfg.tableConfig(), ids, ws, nil
+		p.warnRendezvousSize()
+	}
+	members := make([]engine.Member, len(p.tblIDs))
+	for i, id := range p.tblIDs {
+		members[i] = all[byID[id]]
+	}
+	return members, nil
+}
+
+// warnRendezvousSize logs a warning when a rendezvous table holds more
+// endpoints than it is meant for (rendezvousMaxEndpoints): its picks cost
+// O(n). Once per crossing of the limit, not once per rebuild, so that a
+// fleet that scales often does not flood the log.
+func (p *policy) warnRendezvousSize() {
+	_, isRendezvous := p.tbl.(*rendezvous)
+	n := p.tbl.size()
+	if !isRendezvous || n <= rendezvousMaxEndpoints {
+		p.warnedSize = false
+		return
+	}
+	if p.warnedSize {
+		return
+	}
+	p.warnedSize = true
+	warningf("%s: rendezvous table over %d endpoints, more than the %d it is meant for: every pick scores all %d endpoints (1 to 2 ns each); use table %q or %q for large sets",
+		Name, n, rendezvousMaxEndpoints, n, TableRing, TableMaglev)
 }
 
 // tableFits reports whether the cached table was built over exactly the
 // identities in ids with the weights in members, by the current config.
 func (p *policy) tableFits(ids []string, byID map[string]int, members []engine.Member) bool {
-	if p.tbl == nil || len(ids) != len(p.tblIDs) || p.tblCfg != *p.cfg {
+	if p.tbl == nil || len(ids) != len(p.tblIDs) || p.tblCfg != p.cfg.tableConfig() {
 		return false
+	}
+	if p.tblIndex == nil {
+		p.tblIndex = make(map[string]int, len(p.tblIDs))
+		for i, id := range p.tblIDs {
+			p.tblIndex[id] = i
+		}
 	}
 	for _, id := range ids {
 		i, ok := p.tblIndex[id]
@@ -186,4 +259,35 @@ func (p *policy) tableFits(ids []string, byID map[string]int, members []engine.M
 		}
 	}
 	return true
+}
+
+// donesFor returns bounded load's Done callbacks aligned with members: the
+// last picker's slice when the members' endpoints are the same, else one
+// built from the callbacks kept per endpoint.
+func (p *policy) donesFor(members []engine.Member) []func(balancer.DoneInfo) {
+	if len(members) == len(p.lastStats) {
+		same := true
+		for i := range members {
+			if members[i].Conn.Stats != p.lastStats[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return p.lastDones
+		}
+	}
+	dones := make(map[*engine.Endpoint]func(balancer.DoneInfo), len(members))
+	out := make([]func(balancer.DoneInfo), len(members))
+	stats := make([]*engine.Endpoint, len(members))
+	for i := range members {
+		e := members[i].Conn.Stats
+		d := p.dones[e]
+		if d == nil {
+			d = p.load.doneFor(e)
+		}
+		dones[e], out[i], stats[i] = d, d, e
+	}
+	p.dones, p.lastDones, p.lastStats = dones, out, stats
+	return out
 }

@@ -26,14 +26,32 @@ type Config struct {
 	// default), "maglev" or "rendezvous".
 	Table string `json:"table"`
 	// MinRingSize and MaxRingSize bound the ring's entries (table "ring"
-	// only). Defaults 1024 and 8M (8388608), at most 8M, as in grpc-go and
-	// Envoy; 0 means the default, as in grpc-go.
+	// only); 0 means the default, as in grpc-go. Defaults 1024 (Envoy's,
+	// gRFC A42's and grpc-go's) and 131072 (ours: a memory budget of about
+	// 0.9 MB; Envoy's and gRFC A42's default is 8M entries, grpc-go's
+	// ring_hash_experimental defaults to 4096 and clamps both sizes to
+	// GRPC_RING_HASH_CAP, 4096 unless set); each at most 8M (8388608),
+	// Envoy's upper bound, which grpc-go enforces too. Within
+	// them an endpoint of the median weight gets 128 to 255 entries, the
+	// others in proportion to their weights, and a fleet or weights that
+	// would need more than MaxRingSize share MaxRingSize instead: the ring
+	// never grows with weight skew.
 	MinRingSize uint64 `json:"minRingSize"`
 	MaxRingSize uint64 `json:"maxRingSize"`
 	// MaglevTableSize is the Maglev lookup table's size (table "maglev"
-	// only): a prime, default 65537, at most 5000011 (Envoy's bounds); 0
-	// means the default.
+	// only): a prime, default 65537 (Envoy's default), at most 262139
+	// (ours, the largest prime table that fills within about 20 ms; Envoy
+	// accepts up to 5000011); 0 means the default. It must be at least
+	// the number of endpoints, or the balancer falls back to rendezvous.
 	MaglevTableSize uint64 `json:"maglevTableSize"`
+	// MaxWeightRatio caps every endpoint's weight at this many times the
+	// (upper) median weight before placement, in every table, so that a
+	// single absurd weight (EDS allows up to 2^32-1) gets at most
+	// MaxWeightRatio / (MaxWeightRatio + ceil(n/2) - 1) of n endpoints'
+	// total weight. Default 16 (ours; neither Envoy nor grpc-go caps
+	// weights), in [1, 4294967295]; 0 means the default, 1 flattens every
+	// weight above the median to it.
+	MaxWeightRatio uint64 `json:"maxWeightRatio"`
 	// RequestHashHeader names the request header whose value is the key
 	// when the RPC's context carries none (gRFC A76). Lowercased; must be a
 	// valid metadata key and not a binary ("-bin") one. Empty: no header.
@@ -69,6 +87,7 @@ const (
 	DefaultMinRingSize     = defaultMinRingSize
 	DefaultMaxRingSize     = defaultMaxRingSize
 	DefaultMaglevTableSize = defaultMaglevTableSize
+	DefaultMaxWeightRatio  = defaultMaxWeightRatio
 )
 
 // DefaultConfig returns the config used for an empty JSON object.
@@ -78,6 +97,7 @@ func DefaultConfig() *Config {
 		MinRingSize:     DefaultMinRingSize,
 		MaxRingSize:     DefaultMaxRingSize,
 		MaglevTableSize: DefaultMaglevTableSize,
+		MaxWeightRatio:  DefaultMaxWeightRatio,
 		FailurePenalty:  lbconfig.DefaultFailurePenalty(),
 		Ejection:        lbconfig.DefaultEjection(),
 	}
@@ -109,7 +129,7 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	if cfg.MaxRingSize == 0 {
 		cfg.MaxRingSize = DefaultMaxRingSize
 	}
-	// grpc-go and Envoy reject ring sizes above 8M entries.
+	// Envoy and grpc-go reject ring sizes above 8M entries.
 	if cfg.MinRingSize > maxRingSizeLimit {
 		return nil, fmt.Errorf("%s: minRingSize %d: must be <= %d", Name, cfg.MinRingSize, maxRingSizeLimit)
 	}
@@ -119,13 +139,23 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	if cfg.MinRingSize > cfg.MaxRingSize {
 		return nil, fmt.Errorf("%s: minRingSize %d: must be <= maxRingSize %d", Name, cfg.MinRingSize, cfg.MaxRingSize)
 	}
-	// Envoy's Maglev table_size: a prime, at most 5000011. Primality is
-	// what makes every endpoint's permutation visit every slot.
+	// Maglev needs a prime, so that every endpoint's permutation visits
+	// every slot (Envoy's rule too). The upper bound is ours, lower than
+	// Envoy's 5000011: the fill costs O(M log M) whatever the weights, and
+	// above it a rebuild would take longer than 20 ms.
 	if cfg.MaglevTableSize == 0 {
 		cfg.MaglevTableSize = DefaultMaglevTableSize
 	}
 	if cfg.MaglevTableSize > maxMaglevTableSize || !isPrime(cfg.MaglevTableSize) {
 		return nil, fmt.Errorf("%s: maglevTableSize %d: must be a prime <= %d", Name, cfg.MaglevTableSize, maxMaglevTableSize)
+	}
+	// Ours: 0 is the default, as for the sizes; the cap is applied to
+	// 32-bit weights, so a larger ratio would mean nothing.
+	if cfg.MaxWeightRatio == 0 {
+		cfg.MaxWeightRatio = DefaultMaxWeightRatio
+	}
+	if cfg.MaxWeightRatio > math.MaxUint32 {
+		return nil, fmt.Errorf("%s: maxWeightRatio %d: must be <= %d", Name, cfg.MaxWeightRatio, uint64(math.MaxUint32))
 	}
 	// gRFC A76 and grpc-go: the header is matched lowercased, must be a
 	// valid metadata key, and must not be binary.
@@ -155,13 +185,14 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 
 // buildTable builds the table cfg names over eps.
 func (c *Config) buildTable(eps []endpoint) (table, error) {
+	ratio := uint32(c.MaxWeightRatio)
 	switch c.Table {
 	case TableMaglev:
-		return newMaglev(eps, c.MaglevTableSize)
+		return newMaglev(eps, c.MaglevTableSize, ratio)
 	case TableRendezvous:
-		return newRendezvous(eps)
+		return newRendezvous(eps, ratio)
 	default:
-		return newRing(eps, c.MinRingSize, c.MaxRingSize)
+		return newRing(eps, c.MinRingSize, c.MaxRingSize, ratio)
 	}
 }
 

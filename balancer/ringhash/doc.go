@@ -16,26 +16,45 @@
 //     one IDLE endpoint on the way, and none while one is connecting.
 //
 // Tables. "ring" (the default) is the consistent-hash ring of Karger et al.
-// as Envoy and grpc-go build it: XXH64, virtual nodes in proportion to
-// endpoint weight, between minRingSize (1024) and maxRingSize (8M) entries.
-// Each endpoint gets at least 128 entries, so that with eight or more
-// endpoints adding or removing one moves only that endpoint's keys (see
+// as Envoy and grpc-go build it, XXH64 and virtual nodes in proportion to
+// endpoint weight, but sized by a memory budget rather than by the spread
+// of the weights: an endpoint of the median weight gets 128 to 255
+// entries, the others in proportion, and a fleet that would need more
+// than maxRingSize (default 131072 entries, about 0.9 MB) shares that
+// instead. Below the budget (up to 1024 equal endpoints at the default)
+// an endpoint's entries do not depend on n, so adding or removing one
+// moves only that endpoint's keys; past it the entries thin out, to 13
+// each at 10000 endpoints, whose shares then vary by about 28% (see
 // ring.go). "maglev" is Google's Maglev table (Eisenbud et al., NSDI 2016)
-// of maglevTableSize slots, a prime (default 65537): the fastest lookup and
-// the most even shares, at the price of a little extra key movement when
-// the set changes. "rendezvous" is weighted highest-random-weight hashing
-// (Thaler and Ravishankar): exactly minimal movement and exact weighted
-// shares, but every pick scores every endpoint, O(N), about 1 µs at 1000
-// endpoints; use it for tens or hundreds. Weights come from the endpoint
-// weight attribute that xDS sets (load_balancing_weight), default 1.
+// of maglevTableSize slots, a prime (default 65537, at most 262139): the
+// fastest lookup and exact shares at any scale (each endpoint owns its
+// weight's share of the slots to within two slots, or a relative n/M for
+// one above twice the mean weight), at the price of a little extra key
+// movement when the set changes. "rendezvous" is weighted
+// highest-random-weight hashing (Thaler and Ravishankar): exactly minimal
+// movement, but every pick scores every endpoint, O(N), 1 to 2 µs at 1000
+// endpoints; it is meant for at most 1000, and the balancer logs a warning
+// when it builds one over more. Building any table costs milliseconds at
+// 10000 endpoints, whatever the weights.
+//
+// Weights come from the endpoint weight attribute that xDS sets
+// (load_balancing_weight), default 1. Every table first caps each weight
+// at maxWeightRatio (default 16) times the median weight, so that a single
+// absurd weight (EDS allows up to 2^32-1) gets at most
+// maxWeightRatio / (maxWeightRatio + ceil(n/2) - 1) of the total weight,
+// and so, to within the table's own error, of the keys: 3.1% among 1000
+// endpoints at the default, where without the cap it would take nearly
+// all of them.
 //
 // Placement depends only on each endpoint's identity and weight, never on
 // the order the resolver lists them in, so independent clients with the
 // same endpoint set map every key identically. The identity is the
 // endpoint's gRFC A76 hash key when the control plane sets one (grpc's
 // resolver/ringhash attribute), else its first address. Tables are built
-// when the endpoint set, a weight or the config changes, never on the pick
-// path, and swapped in with the picker; connectivity changes reuse them.
+// when the endpoint set, a weight or the table's config changes, never on
+// the pick path, and swapped in with the picker; a connectivity change
+// reuses the table after one comparison per endpoint, with no hashing,
+// sorting or copying.
 //
 // Connections follow gRFC A61: endpoints connect lazily, when a key first
 // leads to them. A pick whose endpoint is IDLE wakes it and waits for it
@@ -78,8 +97,9 @@
 //	{"loadBalancingConfig": [{"pickwise_ring_hash": {
 //	  "table": "ring",
 //	  "minRingSize": 1024,
-//	  "maxRingSize": 8388608,
+//	  "maxRingSize": 131072,
 //	  "maglevTableSize": 65537,
+//	  "maxWeightRatio": 16,
 //	  "requestHashHeader": "x-user-id",
 //	  "balanceFactor": 1.25,
 //	  "ejection": {"enabled": true},

@@ -135,6 +135,6 @@ func ExampleParseConfig() {
 	// Output:
 	// pickwise_ring_hash: table "circle": must be "ring", "maglev" or "rendezvous"
 	// pickwise_ring_hash: balanceFactor 0.5: must be 0 (off) or a finite number >= 1
-	// pickwise_ring_hash: maglevTableSize 65536: must be a prime <= 5000011
+	// pickwise_ring_hash: maglevTableSize 65536: must be a prime <= 262139
 	// table: ring header: x-user-id balanceFactor: 1.25
 }

@@ -3,6 +3,7 @@ package ringhash
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -48,8 +49,8 @@ func FuzzTables(f *testing.F) {
 		builders := []kind{
 			// A small ring cap keeps heavy fuzzed weights from building
 			// 8M-entry rings; the capped path is the one worth fuzzing.
-			{"ring", func(eps []endpoint) (table, error) { return newRing(eps, 64, 1<<12) }},
-			{"maglev", func(eps []endpoint) (table, error) { return newMaglev(eps, 257) }},
+			{"ring", func(eps []endpoint) (table, error) { return newRing(eps, 64, 1<<12, defaultMaxWeightRatio) }},
+			{"maglev", func(eps []endpoint) (table, error) { return newMaglev(eps, 257, defaultMaxWeightRatio) }},
 			kinds[2],
 		}
 		for _, k := range builders {
@@ -92,7 +93,8 @@ func FuzzParseConfig(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, ``, `null`, `[]`, `{"table": "ring"}`, `{"table": "maglev"}`, `{"table": "rendezvous"}`, `{"table": "x"}`,
 		`{"minRingSize": 1, "maxRingSize": 1}`, `{"minRingSize": 8388608}`, `{"maxRingSize": 8388609}`, `{"minRingSize": 5, "maxRingSize": 4}`,
-		`{"table": "maglev", "maglevTableSize": 3}`, `{"maglevTableSize": 4}`, `{"maglevTableSize": 5000011}`,
+		`{"table": "maglev", "maglevTableSize": 3}`, `{"maglevTableSize": 4}`, `{"maglevTableSize": 5000011}`, `{"maglevTableSize": 262139}`,
+		`{"maxWeightRatio": 1}`, `{"maxWeightRatio": 4294967296}`, `{"table": "maglev", "maxWeightRatio": 2}`,
 		`{"requestHashHeader": "X-Key"}`, `{"requestHashHeader": "a-bin"}`, `{"requestHashHeader": ":authority"}`, `{"requestHashHeader": "é"}`,
 		`{"balanceFactor": 1}`, `{"balanceFactor": 1.25}`, `{"balanceFactor": 0.99}`, `{"balanceFactor": -0}`, `{"balanceFactor": 1e308}`,
 		`{"table": "rendezvous", "balanceFactor": 2, "requestHashHeader": "k"}`, `{"unknown": 1}`, `{} {}`, `{"table": null}`,
@@ -114,6 +116,8 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted ring sizes %d, %d", cfg.MinRingSize, cfg.MaxRingSize)
 		case !isPrime(cfg.MaglevTableSize) || cfg.MaglevTableSize > maxMaglevTableSize:
 			t.Fatalf("accepted maglevTableSize %d", cfg.MaglevTableSize)
+		case cfg.MaxWeightRatio < 1 || cfg.MaxWeightRatio > math.MaxUint32:
+			t.Fatalf("accepted maxWeightRatio %d", cfg.MaxWeightRatio)
 		case cfg.BalanceFactor != 0 && !(cfg.BalanceFactor >= 1):
 			t.Fatalf("accepted balanceFactor %v", cfg.BalanceFactor)
 		case validateHeaderKey(cfg.RequestHashHeader) != nil || strings.HasSuffix(cfg.RequestHashHeader, "-bin"):

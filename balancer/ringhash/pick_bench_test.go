@@ -75,6 +75,7 @@ func lazyReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker,
 	if err != nil {
 		tb.Fatal(err)
 	}
+	testkit.Settle(cc, n)
 	return cc.State().Picker, bal.Close
 }
 

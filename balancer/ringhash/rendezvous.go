@@ -1,6 +1,7 @@
 package ringhash
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -31,12 +32,25 @@ import (
 // its last bit between architectures (Go has an assembly version on amd64),
 // which can only reorder two scores closer than that, about 2^-52 apart.
 //
-// Cost per lookup is n mixes and comparisons, about 2 ns per endpoint. With
+// Cost per lookup is n mixes and comparisons, 1 to 2 ns per endpoint. With
 // weights, a logarithm is only taken for an endpoint whose u is close enough
 // to 1 to beat the best score so far (ln(u) <= u - 1 bounds it), a handful
-// per lookup rather than n; see best and BenchmarkLookup. Rendezvous suits
-// tens or hundreds of endpoints; past that, the ring or Maglev is the better
-// table.
+// per lookup rather than n; see best and BenchmarkLookup. Weights are capped
+// as in the other tables (capWeights), so that switching tables never
+// changes which weights count.
+//
+// Size limit. Nothing precomputed can make an exact highest-random-weight
+// lookup sublinear: every endpoint's score depends on the key. So the
+// table is meant for sets up to rendezvousMaxEndpoints, where a pick costs
+// 1 to 2 microseconds; the balancer logs a warning when it builds one over
+// more (see policy.warnRendezvousSize), and still builds it: placement must
+// not change behind the user's back. Past that size the ring or Maglev is
+// the better table.
+
+// rendezvousMaxEndpoints is the largest set a rendezvous table is meant
+// for: at 1 to 2 ns per endpoint, a pick over 1000 endpoints takes 1 to
+// 2 µs (BenchmarkLookup, BenchmarkPick), one over 10000 8 to 17 µs.
+const rendezvousMaxEndpoints = 1000
 
 // rendezvous is an immutable weighted highest-random-weight table.
 type rendezvous struct {
@@ -56,10 +70,14 @@ type rendezvous struct {
 var _ table = (*rendezvous)(nil)
 
 // newRendezvous builds a rendezvous table over eps, which must be non-empty
-// and free of duplicate identities.
-func newRendezvous(eps []endpoint) (*rendezvous, error) {
+// and free of duplicate identities, weights capped at maxWeightRatio times
+// the median.
+func newRendezvous(eps []endpoint, maxWeightRatio uint32) (*rendezvous, error) {
 	start := time.Now()
-	c, err := canonicalize(eps)
+	if maxWeightRatio == 0 {
+		return nil, fmt.Errorf("pickwise_ring_hash: maxWeightRatio 0: must be >= 1")
+	}
+	c, err := canonicalize(eps, maxWeightRatio)
 	if err != nil {
 		return nil, err
 	}

@@ -7,56 +7,95 @@ import (
 )
 
 // This file is the consistent-hash ring (Karger et al.; "ketama"): each
-// endpoint owns many points on a 64-bit circle, and a key belongs to the
-// first point at or after its hash, wrapping past the top.
+// endpoint owns many points on a circle, and a key belongs to the first
+// point at or after its hash, wrapping past the top.
 //
-// Entries per endpoint. The lightest endpoint gets
+// Entries per endpoint. The ring is sized by a budget, not by the spread of
+// the weights. Endpoint i gets
 //
-//	v = max(ceil(minRingSize * w_min / W), ringMinEntries)
+//	k_i = max(1, round(s * w_i))
 //
-// entries (W the total weight), and endpoint i gets round(v * w_i / w_min),
-// so shares follow weights and the ring has at least minRingSize entries.
-// If that would exceed maxRingSize, endpoint i instead gets
-// 1 + floor((maxRingSize - n) * w_i / W): the ring stays within the cap,
-// every endpoint keeps at least one entry, and weight ratios beyond what the
-// cap can express are compressed rather than rejected.
+// entries for one scale s (entries per unit of weight, after the weight
+// cap, see capWeights), the first of these that applies:
 //
-// The floor of ringMinEntries is the one departure from Envoy and grpc-go,
-// whose rule amounts to v = ceil(minRingSize * w_min / W) alone: their ring
-// holds about minRingSize entries whatever n is, so every endpoint's count
-// changes whenever n does (10 equal endpoints get 103 entries each, 11 get
-// 94), and the entries an endpoint loses hand their keys to its surviving
-// neighbours. Scaling out from 10 to 11 then moves about 17% of keys, not
-// the 1/11 = 9.1% consistent hashing promises (TestMovement logs both). With
-// the floor, an endpoint's count stops depending on n once n >= minRingSize
-// / ringMinEntries (8 at the defaults), and since an endpoint's positions are
-// a prefix of its own hash stream (see derive), a count that does not change
-// means positions that do not move. The floor also fixes Envoy's balance at
-// large n, where 1024 entries over 1000 endpoints is one or two points each:
-// a share's relative spread is about 1/sqrt(entries), 9% at 128 against 70%.
-// The price is memory: 128 entries of 12.5 bytes, 1.6 KB per endpoint.
+//   - s = ringTargetEntries / u = 128 / u, u the median weight rounded
+//     down to a power of two, when the ring then has between minRingSize
+//     and maxRingSize entries: an endpoint of median weight gets 128 to
+//     255 entries, lighter and heavier ones in proportion;
+//   - the smallest s giving at least minRingSize entries, for fleets too
+//     small to reach it (fewer than 8 equal endpoints at the defaults);
+//   - the largest s giving at most maxRingSize entries, once the fleet or
+//     its weights would need more: the budget is then spent in full,
+//     whatever n is, to within the rounding. Past maxRingSize/2 endpoints
+//     the lightest keep one entry each and the heavier share the rest.
 //
-// Layout. The sorted positions and their owners are two parallel slices
-// (struct of arrays), 8 + 4 bytes per entry with no padding, so the search
-// touches only the 8-byte positions. A bucket index over the positions' top
-// bits (about one bucket per four entries, at most 1 byte per entry) turns
-// the O(log n) binary search over the whole ring into a search of a few
-// entries, which also removes the cache misses a large ring's search costs.
-// Building sorts by the same buckets: a counting sort scatters entries into
-// their buckets, then each bucket (about four entries) is insertion-sorted,
-// which is linear in the ring size for hashed positions.
+// s is a fixed-point integer (units of 2^-40) and the two searches are
+// integer bisections to within 2^-10 of s, so every platform builds the
+// same ring. The ring's size, and with it the build's time and memory, is
+// thus bounded by maxRingSize alone: the default of 131072 entries costs
+// at most 0.92 MB plus 4 bytes per endpoint (0.89 MB at 10000 endpoints)
+// up to 65536 endpoints, and a weight of 2^32-1 costs no more than equal
+// weights do. A weight decides only its own endpoint's share.
+//
+// Why a power-of-two unit, and 128. An endpoint's positions are a prefix of
+// its own hash stream (see derive), so an endpoint whose count does not
+// change keeps its positions, and its keys. Below the budget s is 128/u,
+// and u moves only when the median crosses a power of two, so adding or
+// removing an endpoint, or changing one endpoint's weight, moves only that
+// endpoint's keys (TestMovement: 8.9% of keys move when 10 endpoints
+// become 11 and 10.2% when 11 become 10, about the ideal 1/11 = 9.1%, none
+// between survivors). Envoy and grpc-go instead size the ring to about
+// minRingSize whatever n is, so every endpoint's count changes with n, and
+// a 10 -> 11 scale-out moves about 17% of keys. Once the budget binds, s
+// shrinks as the fleet grows, and an endpoint whose count drops by one
+// hands that entry's keys to a neighbour: on average about 1/n of keys
+// beyond the ideal per change, the price of a bounded ring. Equal weights
+// drop together: 10082 endpoints have 13 entries each, 10083 have 12, and
+// that step moves 1/13 of keys between survivors.
+//
+// Balance. A key's endpoint is endpoint i with probability k_i / T (T the
+// ring's entries), with a relative spread of about 1/sqrt(k_i) from where
+// the hashes fall: 9% at 128 entries, 28% at the 13 an endpoint gets among
+// 10000 equal ones. The quantisation of weights into counts is the smaller
+// error: |k_i/T - p_i| <= (1 + n*p_i)/T for the weight share p_i = w_i/W,
+// since each k_i is s*w_i rounded, or raised to 1, by at most 1, and T is
+// their sum. TestRingTolerance checks both at fleet scale. For exact
+// shares at any scale, use Maglev.
+//
+// Layout. Positions are the top 32 bits of each point's 64-bit hash, and a
+// key is compared by the top 32 bits of its own: at 2^17 entries two points
+// share a position about twice per ring, a tie that the canonical order
+// breaks (the second point owns no keys), and half the width doubles the
+// entries a byte buys. The sorted positions and their owners are parallel
+// slices (struct of arrays), owners in 16 bits when every endpoint index
+// fits, so an entry costs 4 + 2 bytes and the search touches only the
+// positions. A bucket index over the positions' top bits (4 to 8 entries a
+// bucket, at most 1 byte per entry) turns the binary search over the whole
+// ring into one over a few entries, which also removes the cache misses a
+// large ring's search costs. Building sorts by the same buckets: a counting
+// sort scatters entries into their buckets, then each bucket is
+// insertion-sorted, which is linear in the ring size for hashed positions.
 
 const (
-	// defaultMinRingSize and defaultMaxRingSize are Envoy's and grpc-go's
-	// defaults for the ring_hash minimum_ring_size and maximum_ring_size.
+	// defaultMinRingSize is Envoy's default minimum_ring_size, which gRFC
+	// A42 adopts and grpc-go uses both as its ring_hash_experimental JSON
+	// default and for an xDS cluster that sets none.
 	defaultMinRingSize = 1024
-	defaultMaxRingSize = 8 << 20
-	// maxRingSizeLimit is the largest ring either may ask for, Envoy's and
-	// grpc-go's upper bound: 8M entries, about 100 MB here.
+	// defaultMaxRingSize is ours, a memory budget: 2^17 entries of 6
+	// bytes, about 0.9 MB with the bucket index, so that 10000 endpoints
+	// keep 13 entries each within 1 MB. Envoy's default maximum_ring_size
+	// is 8M entries, as is gRFC A42's and grpc-go's for an xDS cluster;
+	// grpc-go's ring_hash_experimental JSON default is 4096, and it clamps
+	// both sizes to GRPC_RING_HASH_CAP, 4096 unless that is set.
+	defaultMaxRingSize = 1 << 17
+	// maxRingSizeLimit is the largest ring either size may ask for:
+	// Envoy's upper bound on both fields, 8M entries, which grpc-go
+	// enforces too; about 50 MB here.
 	maxRingSizeLimit = 8 << 20
-	// ringMinEntries is the fewest entries the lightest endpoint gets when
-	// the ring is not capped; see the file comment for why it exists.
-	ringMinEntries = 128
+	// ringTargetEntries is c while the ring is within its bounds: the
+	// entries of an endpoint whose weight is the unit u; see the file
+	// comment.
+	ringTargetEntries = 128
 )
 
 // ring is an immutable consistent-hash ring.
@@ -65,11 +104,13 @@ type ring struct {
 
 	// hashes are the ring positions in ascending order; equal positions
 	// are ordered by the owners' identities.
-	hashes []uint64
-	// owners[i] is the caller's index of the endpoint at hashes[i].
-	owners []int32
+	hashes []uint32
+	// Exactly one of narrow and wide holds the owners: entry i belongs to
+	// the caller's endpoint narrow[i] (or wide[i]).
+	narrow []uint16
+	wide   []int32
 	// index[b] is the first entry whose position's top bits are >= b, for
-	// b in [0, 2^bits]; shift is 64 - bits.
+	// b in [0, 2^bits]; shift is 32 - bits.
 	index []uint32
 	shift uint
 	// sweep is the walk's fallback phase.
@@ -81,16 +122,18 @@ type ring struct {
 var _ table = (*ring)(nil)
 
 // newRing builds a ring over eps with between minRingSize and maxRingSize
-// entries (see the file comment for the exact rule). It fails on an empty or
-// duplicated endpoint set, on sizes out of order or above maxRingSizeLimit,
-// and on more endpoints than maxRingSize, since every endpoint needs an entry.
-func newRing(eps []endpoint, minRingSize, maxRingSize uint64) (*ring, error) {
-	return buildRing(eps, minRingSize, maxRingSize, ringMinEntries)
+// entries (see the file comment for the exact rule), weights capped at
+// maxWeightRatio times the median. It fails on an empty or duplicated
+// endpoint set, on sizes out of order or above maxRingSizeLimit, and on
+// more endpoints than maxRingSize, since every endpoint needs an entry.
+func newRing(eps []endpoint, minRingSize, maxRingSize uint64, maxWeightRatio uint32) (*ring, error) {
+	return buildRing(eps, minRingSize, maxRingSize, ringTargetEntries, maxWeightRatio)
 }
 
-// buildRing is newRing with the per-endpoint floor as a parameter, so that
-// tests can build the ring Envoy and grpc-go would (floor 1) and compare.
-func buildRing(eps []endpoint, minRingSize, maxRingSize, floor uint64) (*ring, error) {
+// buildRing is newRing with c's first choice as a parameter, so that tests
+// can build the ring Envoy and grpc-go would (target 1: about minRingSize
+// entries whatever n is) and compare.
+func buildRing(eps []endpoint, minRingSize, maxRingSize, target uint64, maxWeightRatio uint32) (*ring, error) {
 	start := time.Now()
 	switch {
 	case minRingSize == 0:
@@ -101,35 +144,53 @@ func buildRing(eps []endpoint, minRingSize, maxRingSize, floor uint64) (*ring, e
 		return nil, fmt.Errorf("pickwise_ring_hash: maxRingSize %d: must be <= %d", maxRingSize, maxRingSizeLimit)
 	case uint64(len(eps)) > maxRingSize:
 		return nil, fmt.Errorf("pickwise_ring_hash: %d endpoints: more than maxRingSize %d", len(eps), maxRingSize)
+	case maxWeightRatio == 0:
+		return nil, fmt.Errorf("pickwise_ring_hash: maxWeightRatio 0: must be >= 1")
 	}
-	c, err := canonicalize(eps)
+	c, err := canonicalize(eps, maxWeightRatio)
 	if err != nil {
 		return nil, err
 	}
-	counts, total := ringCounts(c.weights, minRingSize, maxRingSize, floor)
+	counts, total := ringCounts(c.weights, c.medianWeight(), minRingSize, maxRingSize, target)
 
-	// About four entries per bucket: short enough that the search inside a
-	// bucket is a couple of comparisons, few enough that the index costs at
-	// most a byte per entry.
+	// 4 to 8 entries per bucket: short enough that the search inside a
+	// bucket is a couple of comparisons, few enough that the index costs
+	// at most a byte per entry.
 	bucketBits := 0
 	if total >= 8 {
 		bucketBits = bits.Len64(total/4) - 1
 	}
 	r := &ring{
-		hashes: make([]uint64, total),
-		owners: make([]int32, total),
+		hashes: make([]uint32, total),
 		index:  make([]uint32, 1<<bucketBits+1),
-		shift:  uint(64 - bucketBits),
+		shift:  uint(32 - bucketBits),
 		sweep:  sweep{order: c.order},
 	}
+	if len(eps) <= 1<<16 {
+		r.narrow = make([]uint16, total)
+		fillRing(r, r.narrow, &c, counts)
+	} else {
+		r.wide = make([]int32, total)
+		fillRing(r, r.wide, &c, counts)
+	}
+	r.buildTime = time.Since(start)
+	return r, nil
+}
 
+// ringPosition is the ring position of point j of the endpoint whose
+// identity hash is h: the top 32 bits of value j of its hash stream.
+func ringPosition(h uint64, j uint32) uint32 { return uint32(derive(h, uint64(j)) >> 32) }
+
+// fillRing places every endpoint's points on r and sorts them, writing the
+// owners into owners (r.narrow or r.wide).
+func fillRing[T uint16 | int32](r *ring, owners []T, c *canonical, counts []uint32) {
 	// Counting sort by bucket. Pass one sizes the buckets; index[b+1]
 	// briefly holds bucket b's size, then prefix sums turn sizes into
 	// starts. Positions are cheap to derive, so pass two derives them again
 	// rather than keeping a temporary copy of the whole ring.
 	for rank, k := range counts {
 		for j := range k {
-			r.index[derive(c.hashes[rank], j)>>r.shift+1]++
+			r.index[ringPosition(c.hashes[rank], j)>>r.shift+1]++
 		}
 	}
 	for b := 1; b < len(r.index); b++ {
@@ -138,12 +199,12 @@ func buildRing(eps []endpoint, minRingSize, maxRingSize, floor uint64) (*ring, e
 	next := make([]uint32, len(r.index)-1)
 	copy(next, r.index)
 	for rank, k := range counts {
-		owner := c.order[rank]
+		owner := T(c.order[rank])
 		for j := range k {
-			h := derive(c.hashes[rank], j)
+			h := ringPosition(c.hashes[rank], j)
 			b := h >> r.shift
 			r.hashes[next[b]] = h
-			r.owners[next[b]] = owner
+			owners[next[b]] = owner
 			next[b]++
 		}
 	}
@@ -153,63 +214,103 @@ func buildRing(eps []endpoint, minRingSize, maxRingSize, floor uint64) (*ring, e
 	for b := 0; b+1 < len(r.index); b++ {
 		lo, hi := r.index[b], r.index[b+1]
 		for i := lo + 1; i < hi; i++ {
-			h, o := r.hashes[i], r.owners[i]
+			h, o := r.hashes[i], owners[i]
 			j := i
 			for ; j > lo && r.hashes[j-1] > h; j-- {
-				r.hashes[j], r.owners[j] = r.hashes[j-1], r.owners[j-1]
+				r.hashes[j], owners[j] = r.hashes[j-1], owners[j-1]
 			}
-			r.hashes[j], r.owners[j] = h, o
+			r.hashes[j], owners[j] = h, o
 		}
 	}
-	r.buildTime = time.Since(start)
-	return r, nil
 }
 
+// ringScaleBits is the fixed point of the ring's scale: entries per unit
+// of weight, in units of 2^-40.
+const ringScaleBits = 40
+
 // ringCounts returns how many ring entries each endpoint (by rank) gets,
-// and their total; see the file comment for the rule. All arithmetic is in
-// integers, so every platform builds the same ring: weights are below 2^32
-// and sizes at most 2^23, so no product below exceeds 2^57.
-func ringCounts(weights []uint32, minRingSize, maxRingSize, floor uint64) ([]uint64, uint64) {
-	lo, sum := uint64(weights[0]), uint64(0)
-	for _, w := range weights {
-		lo = min(lo, uint64(w))
-		sum += uint64(w)
-	}
-	v := max((minRingSize*lo+sum-1)/sum, floor, 1)
-	counts := make([]uint64, len(weights))
-	var total uint64
-	for r, w := range weights {
-		// round(v * w / lo), and exactly v for the lightest endpoint.
-		counts[r] = (2*v*uint64(w) + lo) / (2 * lo)
-		// Each count is below 2^57, so stopping at the first sum over
-		// the cap keeps the running total from overflowing.
-		if total += counts[r]; total > maxRingSize {
-			break
+// and their total; see the file comment for the rule. median is the upper
+// median of weights. All arithmetic is in integers, including the search
+// for the budget's scale, whose every step is an integer function of the
+// last, so every platform builds the same ring.
+func ringCounts(weights []uint32, median uint32, minRingSize, maxRingSize, target uint64) ([]uint32, uint64) {
+	counts := make([]uint32, len(weights))
+	// fill sets counts for the scale s (entries per unit of weight, times
+	// 2^ringScaleBits) and returns their total, stopping early, with a
+	// total over maxRingSize, once the cap is passed; that also keeps the
+	// running total from overflowing. The total never falls as s grows.
+	fill := func(s uint64) uint64 {
+		var total uint64
+		for r, w := range weights {
+			// round(s * w / 2^40) in 128 bits: s < 2^64, w < 2^32.
+			hi, lo := bits.Mul64(s, uint64(w))
+			lo, carry := bits.Add64(lo, 1<<(ringScaleBits-1), 0)
+			k := max((hi+carry)<<(64-ringScaleBits)|lo>>ringScaleBits, 1)
+			counts[r] = uint32(min(k, maxRingSizeLimit+1))
+			if total += k; total > maxRingSize || k > maxRingSizeLimit {
+				return maxRingSize + 1
+			}
 		}
+		return total
 	}
-	if total <= maxRingSize {
-		return counts, total
+	// The unit u, the median rounded down to a power of two, gets target
+	// entries: s = target * 2^40 / u, exact. target <= 2^23, so s < 2^63.
+	u := uint(bits.Len32(median) - 1)
+	s := max(target, 1) << ringScaleBits >> u
+	total := fill(s)
+	if total < minRingSize {
+		// A fleet too small to reach minRingSize: the smallest scale
+		// that does, found by doubling then bisection, unless the scale
+		// that reaches it overshoots maxRingSize (then the budget search
+		// below takes over). Doubling stops by 2^63, where a single
+		// weight of 1 has 2^23 entries.
+		lo, hi := s, s
+		for hi < 1<<63 {
+			if hi *= 2; fill(hi) >= minRingSize {
+				break
+			}
+			lo = hi
+		}
+		for hi-lo > 1 && hi-lo > lo>>10 {
+			if m := lo + (hi-lo)/2; fill(m) >= minRingSize {
+				hi = m
+			} else {
+				lo = m
+			}
+		}
+		s = hi
+		total = fill(s)
 	}
-	budget := maxRingSize - uint64(len(weights))
-	total = 0
-	for r, w := range weights {
-		counts[r] = 1 + budget*uint64(w)/sum
-		total += counts[r]
+	if total > maxRingSize {
+		// The budget binds: the largest scale whose ring fits, to within
+		// 2^-10 of itself. s = 0 always fits (one entry each, and n <=
+		// maxRingSize), so the search has a floor.
+		lo, hi := uint64(0), s
+		for hi-lo > 1 && hi-lo > lo>>10 {
+			if m := lo + (hi-lo)/2; fill(m) <= maxRingSize {
+				lo = m
+			} else {
+				hi = m
+			}
+		}
+		s = lo
+		total = fill(s)
 	}
 	return counts, total
 }
 
-// locate returns the index of the first entry at or after h, wrapping to 0
-// past the last.
+// locate returns the index of the first entry at or after h's position (its
+// top 32 bits), wrapping to 0 past the last.
 func (r *ring) locate(h uint64) uint32 {
-	b := h >> r.shift
+	k := uint32(h >> 32)
+	b := k >> r.shift
 	lo, hi := r.index[b], r.index[b+1]
-	// Every entry of an earlier bucket is below h and every entry of a
+	// Every entry of an earlier bucket is below k and every entry of a
 	// later one above it, so the answer is in [lo, hi], hi meaning the
 	// first entry of the next non-empty bucket.
 	for lo < hi {
 		m := (lo + hi) / 2
-		if r.hashes[m] < h {
+		if r.hashes[m] < k {
 			lo = m + 1
 		} else {
 			hi = m
@@ -221,11 +322,19 @@ func (r *ring) locate(h uint64) uint32 {
 	return lo
 }
 
+// owner returns the caller's endpoint index at entry i.
+func (r *ring) owner(i uint32) int32 {
+	if r.narrow != nil {
+		return int32(r.narrow[i])
+	}
+	return r.wide[i]
+}
+
 // first returns a walk at the owner of the first ring entry at or after
 // keyHash.
 func (r *ring) first(keyHash uint64) cursor {
 	i := r.locate(keyHash)
-	o := r.owners[i]
+	o := r.owner(i)
 	return cursor{key: keyHash, at: probeCursor(0, i), endpoint: o, ref: o}
 }
 
@@ -256,7 +365,7 @@ func (r *ring) next(c cursor) (cursor, bool) {
 		} else {
 			pos++
 		}
-		if o := r.owners[pos]; o != c.endpoint && o != c.ref {
+		if o := r.owner(pos); o != c.endpoint && o != c.ref {
 			c.endpoint = o
 			c.at = probeCursor(steps, pos)
 			return c, true
@@ -277,8 +386,8 @@ func (r *ring) stats() tableStats {
 		kind:      "ring",
 		endpoints: len(r.sweep.order),
 		entries:   len(r.hashes),
-		bytes: cap(r.hashes)*8 + cap(r.owners)*4 + cap(r.index)*4 +
-			cap(r.sweep.order)*4,
+		bytes: cap(r.hashes)*4 + cap(r.narrow)*2 + cap(r.wide)*4 +
+			cap(r.index)*4 + cap(r.sweep.order)*4,
 		buildTime: r.buildTime,
 	}
 }

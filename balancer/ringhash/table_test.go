@@ -26,13 +26,13 @@ type kind struct {
 // kinds lists the three tables at the defaults the balancer will use.
 var kinds = []kind{
 	{"ring", func(eps []endpoint) (table, error) {
-		return newRing(eps, defaultMinRingSize, defaultMaxRingSize)
+		return newRing(eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
 	}},
 	{"maglev", func(eps []endpoint) (table, error) {
-		return newMaglev(eps, defaultMaglevTableSize)
+		return newMaglev(eps, defaultMaglevTableSize, defaultMaxWeightRatio)
 	}},
 	{"rendezvous", func(eps []endpoint) (table, error) {
-		return newRendezvous(eps)
+		return newRendezvous(eps, defaultMaxWeightRatio)
 	}},
 }
 
@@ -97,16 +97,16 @@ func keySpaceShares(tb table) ([]float64, bool) {
 	shares := make([]float64, tb.size())
 	switch t := tb.(type) {
 	case *ring:
-		// Entry i owns the arc (hashes[i-1], hashes[i]], and entry 0
-		// also the wrap-around past the top, which uint64 subtraction
-		// computes for free.
+		// Entry i owns the keys whose top 32 bits are in the arc
+		// (hashes[i-1], hashes[i]], and entry 0 also the wrap-around past
+		// the top, which uint32 subtraction computes for free.
 		prev := t.hashes[len(t.hashes)-1]
 		for i, h := range t.hashes {
-			shares[t.owners[i]] += float64(h-prev) / math.Exp2(64)
+			shares[t.owner(uint32(i))] += float64(h-prev) / math.Exp2(32)
 			prev = h
 		}
 		if len(t.hashes) == 1 {
-			shares[t.owners[0]] = 1
+			shares[t.owner(0)] = 1
 		}
 		return shares, true
 	case *maglev:
@@ -229,7 +229,7 @@ func TestMovement(t *testing.T) {
 		// The ring Envoy and grpc-go build (no per-endpoint floor), for
 		// the record: its per-endpoint count shrinks as the fleet grows.
 		{"envoy-sized ring", func(eps []endpoint) (table, error) {
-			return buildRing(eps, defaultMinRingSize, defaultMaxRingSize, 1)
+			return buildRing(eps, defaultMinRingSize, defaultMaxRingSize, 1, defaultMaxWeightRatio)
 		}, 1},
 	}
 	for _, v := range variants {
@@ -268,7 +268,7 @@ func TestBalance(t *testing.T) {
 		eps := fleet(n)
 		keys := testKeys(2000 * n)
 		for _, k := range append(slices.Clone(kinds), kind{"envoy-sized ring", func(eps []endpoint) (table, error) {
-			return buildRing(eps, defaultMinRingSize, defaultMaxRingSize, 1)
+			return buildRing(eps, defaultMinRingSize, defaultMaxRingSize, 1, defaultMaxWeightRatio)
 		}}) {
 			t.Run(fmt.Sprintf("%s/n=%d", k.name, n), func(t *testing.T) {
 				tb := mustBuild(t, k, eps)
@@ -325,7 +325,7 @@ func TestWeights(t *testing.T) {
 	// tolerance is under two deviations there. A ring of 16384 entries
 	// (1490 for the weight-2 endpoint) makes the check a real one.
 	t.Run("ring/minRingSize=16384", func(t *testing.T) {
-		tb, err := newRing(eps, 16384, defaultMaxRingSize)
+		tb, err := newRing(eps, 16384, defaultMaxRingSize, defaultMaxWeightRatio)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +383,7 @@ func TestWalk(t *testing.T) {
 
 	t.Run("ring order", func(t *testing.T) {
 		eps := fleet(10)
-		r, err := newRing(eps, defaultMinRingSize, defaultMaxRingSize)
+		r, err := newRing(eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,12 +392,12 @@ func TestWalk(t *testing.T) {
 			// clockwise whose owner differs from the first candidate.
 			c := r.first(key)
 			i := r.locate(key)
-			for r.owners[i] == c.endpoint {
-				i = (i + 1) % uint32(len(r.owners))
+			for r.owner(i) == c.endpoint {
+				i = (i + 1) % uint32(len(r.hashes))
 			}
 			c, _ = r.next(c)
-			if c.endpoint != r.owners[i] {
-				t.Fatalf("key %#x: second candidate %d, want %d, the next owner clockwise", key, c.endpoint, r.owners[i])
+			if c.endpoint != r.owner(i) {
+				t.Fatalf("key %#x: second candidate %d, want %d, the next owner clockwise", key, c.endpoint, r.owner(i))
 			}
 		}
 	})
@@ -411,7 +411,7 @@ func TestWalk(t *testing.T) {
 			if weighted {
 				eps[2].weight, eps[9].weight = 7, 2
 			}
-			tb, err := newRendezvous(eps)
+			tb, err := newRendezvous(eps, defaultMaxWeightRatio)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -526,37 +526,41 @@ func TestZeroWeight(t *testing.T) {
 	}
 }
 
-// TestLargeWeights checks that extreme weights keep the ring within its cap
-// with every endpoint on it, and Maglev with every endpoint in it.
+// TestLargeWeights checks that extreme weights, with the weight cap lifted
+// (maxWeightRatio 2^32-1), keep the ring within its cap with every endpoint
+// on it, and Maglev with every endpoint in it.
 func TestLargeWeights(t *testing.T) {
 	eps := fleet(10)
 	eps[0].weight = math.MaxUint32
 	eps[1].weight = 1 << 20
+	const noCap = math.MaxUint32
 
-	t.Run("ring counts at the default cap", func(t *testing.T) {
-		// Building an 8M-entry ring costs 100 MB; the counts alone show
+	t.Run("ring counts", func(t *testing.T) {
+		// Building an 8M-entry ring costs 50 MB; the counts alone show
 		// the cap holding.
 		weights := make([]uint32, len(eps))
 		for i, e := range eps {
 			weights[i] = e.weight
 		}
-		counts, total := ringCounts(weights, defaultMinRingSize, defaultMaxRingSize, ringMinEntries)
-		var sum uint64
-		for i, c := range counts {
-			if c == 0 {
-				t.Errorf("endpoint %d has no entries", i)
+		for _, maxSize := range []uint64{defaultMaxRingSize, maxRingSizeLimit} {
+			counts, total := ringCounts(weights, 1, defaultMinRingSize, maxSize, ringTargetEntries)
+			var sum uint64
+			for i, c := range counts {
+				if c == 0 {
+					t.Errorf("max %d: endpoint %d has no entries", maxSize, i)
+				}
+				sum += uint64(c)
 			}
-			sum += c
+			if sum != total || total > maxSize {
+				t.Errorf("max %d: counts sum to %d, reported %d: want equal and at most %d", maxSize, sum, total, maxSize)
+			}
+			t.Logf("max %d: counts %v, total %d", maxSize, counts, total)
 		}
-		if sum != total || total > defaultMaxRingSize {
-			t.Errorf("counts sum to %d, reported %d: want equal and at most %d", sum, total, defaultMaxRingSize)
-		}
-		t.Logf("counts %v, total %d", counts, total)
 	})
 
 	t.Run("ring", func(t *testing.T) {
 		const maxSize = 1 << 16
-		r, err := newRing(eps, defaultMinRingSize, maxSize)
+		r, err := newRing(eps, defaultMinRingSize, maxSize, noCap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,8 +568,8 @@ func TestLargeWeights(t *testing.T) {
 			t.Errorf("ring has %d entries, cap %d", n, maxSize)
 		}
 		entries := make([]int, len(eps))
-		for _, o := range r.owners {
-			entries[o]++
+		for i := range r.hashes {
+			entries[r.owner(uint32(i))]++
 		}
 		for i, n := range entries {
 			if n == 0 {
@@ -576,7 +580,7 @@ func TestLargeWeights(t *testing.T) {
 	})
 
 	t.Run("maglev", func(t *testing.T) {
-		tb, err := newMaglev(eps, defaultMaglevTableSize)
+		tb, err := newMaglev(eps, defaultMaglevTableSize, noCap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -589,7 +593,7 @@ func TestLargeWeights(t *testing.T) {
 	})
 
 	t.Run("rendezvous", func(t *testing.T) {
-		tb, err := newRendezvous(eps)
+		tb, err := newRendezvous(eps, noCap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -610,13 +614,16 @@ func TestBuildErrors(t *testing.T) {
 		build func() error
 		want  string
 	}{
-		{"ring min 0", func() error { _, err := newRing(eps, 0, 10); return err }, "minRingSize 0"},
-		{"ring min > max", func() error { _, err := newRing(eps, 100, 10); return err }, "minRingSize 100"},
-		{"ring max over limit", func() error { _, err := newRing(eps, 1, maxRingSizeLimit+1); return err }, "maxRingSize 8388609"},
-		{"ring more endpoints than max", func() error { _, err := newRing(eps, 1, 2); return err }, "3 endpoints"},
-		{"maglev not prime", func() error { _, err := newMaglev(eps, 65536); return err }, "must be prime"},
-		{"maglev too small", func() error { _, err := newMaglev(eps, 2); return err }, "3 endpoints"},
-		{"maglev too large", func() error { _, err := newMaglev(eps, maxMaglevTableSize+2); return err }, "tableSize 5000013"},
+		{"ring min 0", func() error { _, err := newRing(eps, 0, 10, defaultMaxWeightRatio); return err }, "minRingSize 0"},
+		{"ring min > max", func() error { _, err := newRing(eps, 100, 10, defaultMaxWeightRatio); return err }, "minRingSize 100"},
+		{"ring max over limit", func() error { _, err := newRing(eps, 1, maxRingSizeLimit+1, defaultMaxWeightRatio); return err }, "maxRingSize 8388609"},
+		{"ring more endpoints than max", func() error { _, err := newRing(eps, 1, 2, defaultMaxWeightRatio); return err }, "3 endpoints"},
+		{"maglev not prime", func() error { _, err := newMaglev(eps, 65536, defaultMaxWeightRatio); return err }, "must be prime"},
+		{"maglev too small", func() error { _, err := newMaglev(eps, 2, defaultMaxWeightRatio); return err }, "3 endpoints"},
+		{"maglev too large", func() error { _, err := newMaglev(eps, maxMaglevTableSize+2, defaultMaxWeightRatio); return err }, fmt.Sprintf("tableSize %d", maxMaglevTableSize+2)},
+		{"ring ratio 0", func() error { _, err := newRing(eps, 1, 10, 0); return err }, "maxWeightRatio 0"},
+		{"maglev ratio 0", func() error { _, err := newMaglev(eps, 3, 0); return err }, "maxWeightRatio 0"},
+		{"rendezvous ratio 0", func() error { _, err := newRendezvous(eps, 0); return err }, "maxWeightRatio 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.build()
@@ -626,17 +633,17 @@ func TestBuildErrors(t *testing.T) {
 		})
 	}
 	// Small tables still work at their exact limits.
-	if _, err := newRing(eps, 1, 3); err != nil {
+	if _, err := newRing(eps, 1, 3, defaultMaxWeightRatio); err != nil {
 		t.Errorf("ring with maxRingSize = endpoints: %v", err)
 	}
-	if _, err := newMaglev(eps, 3); err != nil {
+	if _, err := newMaglev(eps, 3, defaultMaxWeightRatio); err != nil {
 		t.Errorf("maglev with tableSize = endpoints: %v", err)
 	}
 }
 
 // TestStats reports each table's memory and build time at n = 1000, the
-// figures the policy documentation quotes, and checks the ring's entries
-// stay within their 16-byte budget.
+// figures the policy documentation quotes, and checks that a ring entry,
+// index included, costs at most 8 bytes (6.5 with 16-bit owners).
 func TestStats(t *testing.T) {
 	eps := fleet(1000)
 	for _, k := range kinds {
@@ -645,8 +652,8 @@ func TestStats(t *testing.T) {
 		if s.endpoints != len(eps) {
 			t.Errorf("%s: stats report %d endpoints, want %d", k.name, s.endpoints, len(eps))
 		}
-		if k.name == "ring" && s.bytesPerEntry() > 16 {
-			t.Errorf("ring costs %.1f bytes per entry, want at most 16", s.bytesPerEntry())
+		if k.name == "ring" && s.bytesPerEntry() > 8 {
+			t.Errorf("ring costs %.1f bytes per entry, want at most 8", s.bytesPerEntry())
 		}
 	}
 }

@@ -494,7 +494,7 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 		t.Columns = append(t.Columns, p.name)
 	}
 	t.AddRow("keys moved (ideal: 1/11 = 9.1%; modulo hashing: 90.9%)", moved...)
-	t.AddNote("ring_hash: its ring keeps about minRingSize (1024) entries, so the newcomer takes entries from every old backend; pickwise_ring_hash gives each endpoint at least 128 entries, so it moves only the newcomer's keys")
+	t.AddNote("ring_hash: its ring keeps about minRingSize (1024) entries, so the newcomer takes entries from every old backend; pickwise_ring_hash gives each endpoint at least 128 entries below its memory budget, so it moves only the newcomer's keys")
 	t.AddNote("pickwise_ring_hash (bounded 1.25): its keys are sent one call at a time, so none spills: it moves what its table moves")
 	sec := section{Name: "remap-storm", Table: t, Order: t.Columns}
 	ideal := 1 / float64(len(after))
