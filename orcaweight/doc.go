@@ -47,11 +47,12 @@
 // no report has come for WeightExpirationPeriod; reports that resume after
 // that start a new blackout and new averages. Update's Status says which
 // applies. Endpoints without a usable weight get the median of the usable
-// weights (FillMedian), rather than zero or a guess, and with fewer than
-// two usable weights every endpoint gets the same weight, which is plain
-// round robin. A fleet where that fallback persists has lost its load
-// reports and should be alarmed on: its policy has silently become round
-// robin.
+// weights (FillMedian), rather than zero or a guess; no weight is more
+// than MaxMedianMultiple (10) times that median, so that one absurd report
+// cannot draw nearly all the calls; and with fewer than two usable
+// weights every endpoint gets the same weight, which is plain round
+// robin. A fleet where that fallback persists has lost its load reports
+// and should be alarmed on: its policy has silently become round robin.
 //
 // # Reporting load from a grpc-go backend
 //

@@ -53,11 +53,18 @@ func ExampleTracker() {
 }
 
 // The median of the usable weights for the endpoints that have none yet
-// (a newcomer in its blackout, an endpoint whose reports stopped).
+// (a newcomer in its blackout, an endpoint whose reports stopped), and
+// the bound it sets on the others.
 func ExampleFillMedian() {
 	weights := []float64{100, 0, 300, 200, 0}
 	usable := []bool{true, false, true, true, false}
 	n := orcaweight.FillMedian(weights, usable)
+	fmt.Println(n, "usable:", weights)
+
+	// No weight counts for more than MaxMedianMultiple times the median
+	// (here 250), however much a backend reports.
+	weights = []float64{100, 1e305, 200, 300}
+	n = orcaweight.FillMedian(weights, []bool{true, true, true, true})
 	fmt.Println(n, "usable:", weights)
 
 	// With fewer than two usable weights, every endpoint gets the same:
@@ -67,5 +74,6 @@ func ExampleFillMedian() {
 	fmt.Println(n, "usable:", weights)
 	// Output:
 	// 3 usable: [100 200 300 200 200]
+	// 4 usable: [100 2500 200 300]
 	// 1 usable: [1 1 1]
 }

@@ -202,6 +202,45 @@ func TestRecompute(t *testing.T) {
 	}
 }
 
+// TestBalancedAcrossUpdates checks that the balancer, which keeps the
+// balanced mode's work from one backend change to the next, always
+// selects what a client computing from scratch selects: over a rolling
+// replacement of backends, a change of index and a detour through stable
+// mode (which drops what was kept).
+func TestBalancedAcrossUpdates(t *testing.T) {
+	addrs := testkit.Addrs(120)
+	b := newBalancer(testkit.NewClientConn(), balancer.BuildOptions{}, 1)
+	defer b.Close()
+	r := rand.New(rand.NewPCG(5, 6))
+	index, next := 37, 0
+	for step := range 30 {
+		mode := "balanced"
+		switch step {
+		case 10:
+			index = 79
+		case 20:
+			mode = "stable"
+		}
+		// A rolling restart: one backend leaves, another takes a new
+		// address.
+		i := r.IntN(len(addrs))
+		addrs[i] = fmt.Sprintf("127.0.0.2:%d", 30000+next)
+		next++
+		cfg := parse(t, childConfig(fmt.Sprintf(`"subsetSize": 6, "clientIndex": %d, "clientCount": 80, "mode": %q, `, index, mode)))
+		update(t, b, cfg, endpointsOf(addrs))
+		want, _ := subsetting.Balanced(addrs, 6, index, 80)
+		if mode == "stable" {
+			want, _ = subsetting.Stable(addrs, 6, index, 80)
+			if b.balanced != nil {
+				t.Errorf("step %d: stable mode keeps the balanced mode's work", step)
+			}
+		}
+		if diff := cmp.Diff(want, sorted(lastChild().ids())); diff != "" {
+			t.Fatalf("step %d (%s, index %d): (-from scratch +balancer):\n%s", step, mode, index, diff)
+		}
+	}
+}
+
 // TestModes checks which algorithm each config selects, and that the
 // random identity is fixed for the balancer's lifetime.
 func TestModes(t *testing.T) {

@@ -35,6 +35,8 @@ func FuzzParseConfig(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	f.Add(nested(MaxNesting, ""))
+	f.Add(nested(MaxNesting+1, ""))
 	addrs := testkit.Addrs(7)
 	eps := endpointsOf(append(slices.Clone(addrs), addrs[2])) // one repeat
 	f.Fuzz(func(t *testing.T, in string) {

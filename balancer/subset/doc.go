@@ -77,15 +77,20 @@
 //   - clientIndex, clientCount: given together, 0 <= clientIndex <
 //     clientCount. Every client must use the same clientCount. In
 //     balanced mode clientCount is at most 10,000 ([MaxBalancedClientCount]):
-//     a client computes the rows of every client before it on each backend
-//     change, 0.17 s for the last of 10,000 clients over 100 backends.
+//     a client computes the rows of every client before it, 0.2 s the
+//     first time for the last of 10,000 clients over 10,000 backends; it
+//     keeps that work, so a later change of a few backends takes about
+//     4 ms.
 //   - clientId: any string; used only without an index.
 //   - mode: "balanced" (default) or "stable"; used only with an index.
 //   - childPolicy: a loadBalancingConfig list; the first registered policy
 //     is taken and its config is validated by its own parser. Default
 //     [{"pickwise_p2c": {}}]; if pickwise_p2c is not registered (its
 //     package not imported) and childPolicy is absent, the config is
-//     rejected with an error naming it.
+//     rejected with an error naming it. A pickwise_subset child may
+//     itself have a pickwise_subset child, down to [MaxNesting] (16)
+//     configs in all; a deeper chain is rejected before it is decoded,
+//     since each level decodes its child's JSON again.
 //
 // Errors read "pickwise_subset: <field> ...", and a child's own error is
 // included as the child wrote it.

@@ -132,8 +132,10 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 }
 
 // forPicker returns the weights of the READY endpoints in ready, with the
-// median standing in for those without a usable weight, and whether fewer
-// than two have one (round-robin fallback). With per-call reports it also
+// median standing in for those without a usable weight and no weight
+// above orcaweight.MaxMedianMultiple times that median (so that one
+// absurd report cannot take nearly every call), and whether fewer than
+// two have one (round-robin fallback). With per-call reports it also
 // gives each entry of ready the Done that reads them.
 func (k *weightKeeper) forPicker(ready []Ready) (ws []float64, fallback bool) {
 	ws = make([]float64, len(ready))

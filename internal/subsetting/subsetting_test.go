@@ -172,13 +172,58 @@ func TestRendezvousStable(t *testing.T) {
 	}
 }
 
+// BenchmarkBalanced is one computation from scratch by the last client of
+// the fleet, the worst case (it depends on every row before its own), for
+// 10,000 clients over 100 to 50,000 backends and 1,000 over 50,000, with
+// subsets of 20. The identities come in resolver order, so the time
+// includes sorting them.
 func BenchmarkBalanced(b *testing.B) {
-	ids := backendIDs(100)
-	b.ReportAllocs()
-	for b.Loop() {
-		// The last client computes every row: the worst case.
-		if _, err := Balanced(ids, 20, 999, 1000); err != nil {
-			b.Fatal(err)
-		}
+	for _, sz := range []size{
+		{10000, 100, 20}, {10000, 1000, 20}, {10000, 10000, 20}, {10000, 50000, 20},
+		{1000, 50000, 20},
+	} {
+		ids := backendIDs(sz.backends)
+		b.Run(fmt.Sprintf("clients=%d/backends=%d/k=%d", sz.clients, sz.backends, sz.subset), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Balanced(ids, sz.subset, sz.clients-1, sz.clients); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBalancedCache is the recomputation the policy does on a
+// backend-list change, with the cache of the previous one: each
+// iteration replaces one backend by a new one (or puts it back), as a
+// rolling restart does, and the last client of the fleet recomputes. As
+// in BenchmarkBalanced the identities come in resolver order; sorting
+// them is about 0.7 ms of the time at 10,000 backends and 6 ms at 50,000.
+func BenchmarkBalancedCache(b *testing.B) {
+	for _, sz := range []size{
+		{10000, 100, 20}, {10000, 1000, 20}, {10000, 10000, 20}, {10000, 50000, 20},
+		{1000, 50000, 20},
+	} {
+		ids := backendIDs(sz.backends)
+		other := slices.Clone(ids)
+		other[len(other)/2] = "10.9.9.9:8080"
+		b.Run(fmt.Sprintf("clients=%d/backends=%d/k=%d/change=replace", sz.clients, sz.backends, sz.subset), func(b *testing.B) {
+			var bc BalancedCache
+			if _, err := bc.Subset(ids, sz.subset, sz.clients-1, sz.clients); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				list := ids
+				if i++; i%2 == 1 {
+					list = other
+				}
+				if _, err := bc.Subset(list, sz.subset, sz.clients-1, sz.clients); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

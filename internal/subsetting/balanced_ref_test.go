@@ -1,0 +1,274 @@
+package subsetting
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pickwise/pickwise/internal/mix"
+)
+
+// assignRef is the balanced assignment as it was first written, kept as
+// the reference that BalancedCache must match exactly: every row scores
+// and sorts every backend. It computes rows 0..last of the global
+// assignment of k of the len(h) backends (identity hashes h) to each of
+// count clients, k < len(h), every backend ending with floor or ceil of
+// count*k/len(h) clients. Row c depends only on the rows before it, so
+// rows after last are not computed. Rows hold backend indices, in no
+// particular order.
+//
+// Cost: per row, len(h) score mixes and a sort, so
+// O(count * len(h) * log len(h)) time: 9.7 s for the last of 10,000
+// clients over 10,000 backends, which is why it is no longer used.
+func assignRef(h []uint64, k, count, last int) [][]int32 {
+	nb := len(h)
+	total := count * k
+	lo, hi := total/nb, (total+nb-1)/nb
+	n := make([]int, nb) // clients assigned so far, per backend
+	order := make([]int32, nb)
+	score := make([]uint64, nb)
+	taken := make([]bool, nb)
+	rows := make([][]int32, last+1)
+	flat := make([]int32, (last+1)*k)
+	for c := 0; c <= last; c++ {
+		left := count - c // clients still to serve, this one included
+		seed := clientSeed(c)
+		for b := range nb {
+			order[b] = int32(b)
+			score[b] = mix.Mix64(h[b] ^ seed)
+		}
+		slices.SortFunc(order, func(a, b int32) int {
+			if score[a] > score[b] {
+				return -1
+			}
+			if score[a] < score[b] {
+				return 1
+			}
+			return int(a - b)
+		})
+		row := flat[c*k : c*k : (c+1)*k]
+		clear(taken)
+		// The clients after this one can complete the assignment iff
+		// (Gale-Ryser, all rows summing to k) every backend can still
+		// reach lo, the deficits to lo fit in their (left-1)*k picks, and
+		// the room below hi (at most left-1 per backend) holds them. So:
+		// a backend short of lo by left must be taken now (forced); at
+		// least needDef picks must go to backends short of lo; and at most
+		// maxLow to backends whose room is below left, since only those
+		// lose usable room when taken.
+		deficit, usable := 0, 0
+		for b := range nb {
+			short := lo - n[b]
+			deficit += max(short, 0)
+			usable += min(hi-n[b], left-1)
+			if short == left {
+				row = append(row, int32(b))
+				taken[b] = true
+			}
+		}
+		needDef := deficit - len(row) - (left-1)*k
+		maxLow := usable - (left-1)*k
+		room := k - len(row)
+		for _, b := range order {
+			if room == 0 {
+				break
+			}
+			if taken[b] || n[b] >= hi {
+				continue
+			}
+			isDef, isLow := n[b] < lo, hi-n[b] < left
+			if isLow && maxLow <= 0 {
+				continue
+			}
+			if !isDef && room <= needDef {
+				continue // the remaining picks are reserved for deficits
+			}
+			row = append(row, b)
+			taken[b] = true
+			room--
+			if isDef {
+				needDef--
+			}
+			if isLow {
+				maxLow--
+			}
+		}
+		if room != 0 {
+			// Unreachable: the invariant above guarantees a valid pick.
+			panic(fmt.Sprintf("subset: internal error: no feasible subset for client %d of %d (k=%d, backends=%d)", c, count, k, nb))
+		}
+		for _, b := range row {
+			n[b]++
+		}
+		rows[c] = row
+	}
+	return rows
+}
+
+// refRow is client index's subset under the reference algorithm.
+func refRow(ids []string, k, index, count int) []string {
+	ids = Normalize(ids)
+	if k >= len(ids) {
+		return ids
+	}
+	row := assignRef(idHashes(ids), k, count, index)[index]
+	out := make([]string, len(row))
+	for i, b := range row {
+		out[i] = ids[b]
+	}
+	slices.Sort(out)
+	return out
+}
+
+// refAll is every client's subset under the reference algorithm.
+func refAll(ids []string, k, count int) [][]string {
+	ids = Normalize(ids)
+	out := make([][]string, count)
+	if k >= len(ids) {
+		for i := range out {
+			out[i] = slices.Clone(ids)
+		}
+		return out
+	}
+	for i, row := range assignRef(idHashes(ids), k, count, count-1) {
+		out[i] = make([]string, len(row))
+		for j, b := range row {
+			out[i][j] = ids[b]
+		}
+		slices.Sort(out[i])
+	}
+	return out
+}
+
+// wants are the candidate-list lengths the comparisons run with: the
+// default, and lists so short that nearly every row walks past its
+// candidates and nearly every insertion cuts a list.
+var wants = []struct {
+	name string
+	want int // 0: candidates(k)
+}{{"default", 0}, {"want=1", 1}, {"want=3", 3}}
+
+// TestBalancedMatchesReference compares Balanced and BalancedAll with the
+// reference algorithm over many fleet shapes, from scratch: the same
+// subsets, not merely subsets with the same properties.
+func TestBalancedMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	type tc struct{ backends, count, k, index int }
+	var cases []tc
+	for nb := 2; nb <= 40; nb += 3 {
+		for _, count := range []int{1, 2, 7, 50} {
+			for _, k := range []int{1, 2, nb / 2, nb - 1} {
+				if k >= 1 && k < nb {
+					cases = append(cases, tc{nb, count, k, r.IntN(count)})
+				}
+			}
+		}
+	}
+	// Larger shapes, including those where backends have few clients
+	// (q < 5), many (q in the hundreds) and where most rows are steered
+	// by capacity.
+	for range 30 {
+		nb := 20 + r.IntN(300)
+		count := 1 + r.IntN(500)
+		k := 1 + r.IntN(min(nb-1, 40))
+		cases = append(cases, tc{nb, count, k, r.IntN(count)})
+	}
+	cases = append(cases, tc{100, 1000, 20, 999}, tc{300, 300, 10, 299}, tc{1000, 200, 20, 199}, tc{2000, 300, 3, 299})
+	for _, c := range cases {
+		ids := backendIDs(c.backends)
+		// The reference's rows up to index, or all of them for the
+		// smaller fleets, which the cache computes both ways.
+		all := c.count <= 300
+		var ref [][]string
+		if all {
+			ref = refAll(ids, c.k, c.count)
+		} else {
+			ref = make([][]string, c.index+1)
+			ref[c.index] = refRow(ids, c.k, c.index, c.count)
+		}
+		for _, w := range wants {
+			name := fmt.Sprintf("%s/%dx%d/k=%d/index=%d", w.name, c.count, c.backends, c.k, c.index)
+			bc := BalancedCache{fixedWant: w.want}
+			got, err := bc.Subset(ids, c.k, c.index, c.count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(ref[c.index], got); diff != "" {
+				t.Fatalf("%s: Subset (-reference +got):\n%s", name, diff)
+			}
+			if !all {
+				continue
+			}
+			bc = BalancedCache{fixedWant: w.want}
+			if diff := cmp.Diff(ref, bc.all(Normalize(ids), c.k, c.count)); diff != "" {
+				t.Fatalf("%s: all rows (-reference +got):\n%s", name, diff)
+			}
+		}
+	}
+}
+
+// TestBalancedCacheMatchesReference replays sequences of backend-list
+// changes (removals, additions, replacements, rolling restarts that
+// rename a tenth of the fleet, a change of index, count or subset size)
+// through one BalancedCache and compares every answer with the reference
+// computed from scratch: what the cache remembers must never change an
+// answer.
+func TestBalancedCacheMatchesReference(t *testing.T) {
+	for _, w := range wants {
+		for seed := range uint64(6) {
+			r := rand.New(rand.NewPCG(seed, 3))
+			next := 0
+			fresh := func() string {
+				next++
+				return fmt.Sprintf("10.%d.%d.%d:9090", 100+seed, next/250, next%250)
+			}
+			ids := backendIDs(30 + r.IntN(250))
+			count := 20 + r.IntN(400)
+			k := 1 + r.IntN(25)
+			index := r.IntN(count)
+			bc := BalancedCache{fixedWant: w.want}
+			for step := range 25 {
+				switch r.IntN(8) {
+				case 0: // remove a few
+					for range 1 + r.IntN(4) {
+						if len(ids) > 2 {
+							i := r.IntN(len(ids))
+							ids = slices.Delete(ids, i, i+1)
+						}
+					}
+				case 1: // add a few
+					for range 1 + r.IntN(4) {
+						ids = append(ids, fresh())
+					}
+				case 2: // replace one
+					ids[r.IntN(len(ids))] = fresh()
+				case 3: // rename a tenth
+					for range max(1, len(ids)/10) {
+						ids[r.IntN(len(ids))] = fresh()
+					}
+				case 4: // another client of the fleet
+					index = r.IntN(count)
+				case 5: // the fleet grows or shrinks
+					count = 1 + r.IntN(500)
+					index = r.IntN(count)
+				case 6: // another subset size
+					k = 1 + r.IntN(25)
+				case 7: // nothing changes: the answer must not either
+				}
+				// The resolver's order is not the identity order.
+				shuffled := slices.Clone(ids)
+				r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+				got, err := bc.Subset(shuffled, k, index, count)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(refRow(ids, k, index, count), got); diff != "" {
+					t.Fatalf("%s, seed %d, step %d (%d backends, %d clients, k=%d, index %d): (-reference +cache):\n%s",
+						w.name, seed, step, len(ids), count, k, index, diff)
+				}
+			}
+		}
+	}
+}
