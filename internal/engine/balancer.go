@@ -42,9 +42,9 @@ type engineBalancer struct {
 	children  map[*Endpoint]*child
 	order     []*Endpoint // endpoints in resolver order, duplicates removed
 	counts    stateCounts // the endpoints in each connectivity state
-	// lastPicker is, for each state, the picker of the child that entered
-	// it last: what a call meets while no endpoint is READY.
-	lastPicker  [connectivity.Shutdown + 1]balancer.Picker
+	// lastIn is, for each state, the endpoint that entered it last: its
+	// picker is what a call meets while no endpoint is READY.
+	lastIn      [connectivity.Shutdown + 1]*Endpoint
 	ramp        *ramp
 	latency     *latency
 	everReady   bool  // a READY picker has been published
@@ -510,14 +510,32 @@ func (b *engineBalancer) noReadyPickerLocked(state connectivity.State) balancer.
 		}
 		return errPicker{err: err}
 	}
-	// The last endpoint to reach the aggregate state speaks for all:
-	// its picker queues a call while it connects, wakes it while IDLE, and
-	// names its connection error once it failed.
+	// An endpoint in the aggregate state speaks for all: its picker wakes
+	// it while IDLE and names its connection error once it failed. While
+	// endpoints connect, calls wait for the next picker.
 	var child balancer.Picker = queuePicker{}
-	if p := b.lastPicker[state]; p != nil && state != connectivity.Connecting {
-		child = p
+	if state != connectivity.Connecting {
+		if e := b.inStateLocked(state); e != nil && e.picker != nil {
+			child = e.picker
+		}
 	}
 	return &noReadyPicker{name: b.name, total: len(b.order), child: child, state: state}
+}
+
+// inStateLocked is an endpoint in state: the last one to enter it if it
+// is still there (so that the error a call fails with is the latest), or
+// else the first in resolver order. The scan is O(n), but it runs only
+// when no endpoint is READY, once per publish.
+func (b *engineBalancer) inStateLocked(state connectivity.State) *Endpoint {
+	if e := b.lastIn[state]; e != nil && e.state == state && b.children[e] != nil {
+		return e
+	}
+	for _, e := range b.order {
+		if e.state == state {
+			return e
+		}
+	}
+	return nil
 }
 
 // firstAddr names an endpoint by its first address.

@@ -77,7 +77,7 @@ func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
 	e.live.set(s.Picker)
 	b.counts.move(from, to)
 	if to <= connectivity.Shutdown {
-		b.lastPicker[to] = s.Picker
+		b.lastIn[to] = e
 	}
 	if b.coalesce.hold {
 		return
