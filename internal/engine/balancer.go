@@ -3,6 +3,9 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +41,7 @@ type engineBalancer struct {
 	mu        sync.Mutex // guards everything below
 	policy    Policy
 	closed    bool
-	endpoints *resolver.EndpointMap[*Endpoint]
+	endpoints map[string]*Endpoint // by endpointKey
 	children  map[*Endpoint]*child
 	order     []*Endpoint // endpoints in resolver order, duplicates removed
 	counts    stateCounts // the endpoints in each connectivity state
@@ -73,7 +76,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		clock:             opts.Clock,
 		rand:              opts.Rand,
 		policy:            s.NewPolicy(),
-		endpoints:         resolver.NewEndpointMap[*Endpoint](),
+		endpoints:         map[string]*Endpoint{},
 		metrics:           cc.MetricsRecorder(),
 		target:            bOpts.Target.String(),
 		policyMetrics:     s.Metrics,
@@ -173,7 +176,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	if pen == nil {
 		// Forget failures seen while the penalty was on, so that turning it
 		// on again does not resurrect them, and readmit everyone.
-		for _, e := range b.endpoints.All() {
+		for _, e := range b.endpoints {
 			e.outcomeBits.Store(0)
 			e.ejection.ejected = false
 		}
@@ -181,14 +184,15 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.resolverErr = nil
 	b.locality = weightedtarget.LocalityFromResolverState(ccs.ResolverState)
 
-	next := resolver.NewEndpointMap[*Endpoint]()
+	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
 	var added []*child
 	for _, ep := range ccs.ResolverState.Endpoints {
-		if _, dup := next.Get(ep); dup {
+		key := endpointKey(ep)
+		if _, dup := next[key]; dup {
 			continue
 		}
-		e, ok := b.endpoints.Get(ep)
+		e, ok := b.endpoints[key]
 		if !ok {
 			// Endpoints known before the first READY picker are the initial
 			// fleet: they are not cold newcomers, so they skip slow start.
@@ -203,12 +207,12 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 		e.resolved = ep
 		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
-		next.Set(ep, e)
+		next[key] = e
 		b.order = append(b.order, e)
 	}
 	var removed []*child
-	for ep, e := range b.endpoints.All() {
-		if _, kept := next.Get(ep); !kept {
+	for key, e := range b.endpoints {
+		if _, kept := next[key]; !kept {
 			e.weights.closeOOB()
 			b.flushPicksLocked(e)
 			c := b.children[e]
@@ -536,6 +540,33 @@ func (b *engineBalancer) inStateLocked(state connectivity.State) *Endpoint {
 		}
 	}
 	return nil
+}
+
+// endpointKey identifies an endpoint as grpc's resolver.EndpointMap does,
+// by its addresses, order and attributes aside, but without
+// EndpointMap's encoding: a single-address endpoint, the common case, is
+// keyed by its address as it is. A multi-address key starts with a NUL
+// byte, which no address does, and length-prefixes each sorted address.
+func endpointKey(ep resolver.Endpoint) string {
+	switch len(ep.Addresses) {
+	case 0:
+		return "\x00"
+	case 1:
+		return ep.Addresses[0].Addr
+	}
+	addrs := make([]string, len(ep.Addresses))
+	for i, a := range ep.Addresses {
+		addrs[i] = a.Addr
+	}
+	slices.Sort(addrs)
+	var k strings.Builder
+	k.WriteByte(0)
+	for _, a := range addrs {
+		k.WriteString(strconv.Itoa(len(a)))
+		k.WriteByte(':')
+		k.WriteString(a)
+	}
+	return k.String()
 }
 
 // firstAddr names an endpoint by its first address.

@@ -38,3 +38,30 @@ func TestChildStaleOnlyWhenSomethingChanged(t *testing.T) {
 		}
 	}
 }
+
+func TestEndpointKeyMatchesEndpointMap(t *testing.T) {
+	ep := func(addrs ...string) resolver.Endpoint {
+		var e resolver.Endpoint
+		for _, a := range addrs {
+			e.Addresses = append(e.Addresses, resolver.Address{Addr: a})
+		}
+		return e
+	}
+	eps := []resolver.Endpoint{
+		ep("a"), ep("b"), ep("a", "b"), ep("b", "a"), ep("a", "b", "c"), ep("ab"), ep("a", "a"),
+		ep("1:a"), ep("a", "1:a"), weight.Set(ep("a"), weight.EndpointInfo{Weight: 5}), ep(),
+	}
+	ref := resolver.NewEndpointMap[int]()
+	for i, e := range eps {
+		for j, f := range eps[:i] {
+			_, refSame := func() (int, bool) {
+				ref = resolver.NewEndpointMap[int]()
+				ref.Set(f, j)
+				return ref.Get(e)
+			}()
+			if same := endpointKey(e) == endpointKey(f); same != refSame {
+				t.Errorf("endpoints %v and %v: same key = %v, EndpointMap says %v", e.Addresses, f.Addresses, same, refSame)
+			}
+		}
+	}
+}
