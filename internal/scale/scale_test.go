@@ -38,7 +38,7 @@ var peerLimit = map[string]int{
 	"round_robin":                10000,
 	"least_request_experimental": 10000,
 	"weighted_round_robin":       1000,
-	"ring_hash_experimental":     1000,
+	"ring_hash_experimental":     10000,
 }
 
 // runs says whether p is measured over n endpoints.
@@ -66,7 +66,13 @@ type fleet struct {
 	bal   balancer.Balancer
 	clock *testkit.FakeClock // nil for grpc-go's policies
 	eps   []resolver.Endpoint
+	// stalls counts the picks in wake that waited stallAfter for nothing.
+	stalls int
 }
+
+// stallAfter is how long wake waits for a queued pick's SubConn or
+// picker before picking again.
+const stallAfter = 20 * time.Millisecond
 
 func newFleet(tb testing.TB, p policy, n int) *fleet {
 	tb.Helper()
@@ -246,10 +252,9 @@ var hashPolicies = []policy{
 // BenchmarkWake is a lazy policy over n endpoints waking the endpoints of
 // 2000 keys: each key's first call finds its endpoint IDLE, which creates
 // its SubConn; the benchmark brings it READY before the next key. It
-// reports the time Close takes afterwards as close-ns. grpc-go's
-// ring_hash_experimental runs at 1k only: at 10k and more, in this
-// harness, one of its keyed picks queues without any endpoint being asked
-// to connect, and the benchmark would wait forever.
+// reports the time Close takes afterwards as close-ns, and as stalls/op
+// the picks that queued with no SubConn or picker following within
+// stallAfter (the wait is in the time measured; see wake).
 func BenchmarkWake(b *testing.B) {
 	const keys = 2000
 	for _, n := range []int{1000, 10000, 50000} {
@@ -260,6 +265,7 @@ func BenchmarkWake(b *testing.B) {
 			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
 				b.ReportAllocs()
 				var closing time.Duration
+				stalls := 0
 				for b.Loop() {
 					b.StopTimer()
 					f := newFleet(b, p, n)
@@ -269,9 +275,11 @@ func BenchmarkWake(b *testing.B) {
 					start := time.Now()
 					f.bal.Close()
 					closing += time.Since(start)
+					stalls += f.stalls
 					b.StartTimer()
 				}
 				b.ReportMetric(float64(closing.Nanoseconds())/float64(b.N), "close-ns")
+				b.ReportMetric(float64(stalls)/float64(b.N), "stalls/op")
 			})
 		}
 	}
@@ -281,7 +289,8 @@ func BenchmarkWake(b *testing.B) {
 // that queues has asked an endpoint to connect, and every SubConn created
 // since is brought READY before the key is picked again.
 func (f *fleet) wake(tb testing.TB, keys int) {
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
+	// grpc-go's ring hash takes about a minute over 10k endpoints.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	seen := 0
 	for k := range keys {
@@ -298,15 +307,25 @@ func (f *fleet) wake(tb testing.TB, keys int) {
 			if !errors.Is(err, balancer.ErrNoSubConnAvailable) {
 				tb.Fatalf("key %d: %v", k, err)
 			}
-			var scs []*testkit.SubConn
-			if err := f.cc.WaitFor(ctx, func(balancer.State) error {
-				if scs = f.cc.SubConns(); len(scs) == seen && f.cc.Updates() == updates {
+			// Wait for the SubConn or picker the pick asked for. grpc-go's
+			// ring hash sometimes queues a pick without either following
+			// (in this harness, above 1k endpoints); after a stall the
+			// key is simply picked again.
+			wait, cancelWait := context.WithTimeout(ctx, stallAfter)
+			err = f.cc.WaitFor(wait, func(balancer.State) error {
+				if len(f.cc.SubConns()) == seen && f.cc.Updates() == updates {
 					return errors.New("no new SubConn or picker")
 				}
 				return nil
-			}); err != nil {
-				tb.Fatalf("key %d: %v", k, err)
+			})
+			cancelWait()
+			if err != nil {
+				if ctx.Err() != nil {
+					tb.Fatalf("key %d: %v", k, err)
+				}
+				f.stalls++
 			}
+			scs := f.cc.SubConns()
 			for _, sc := range scs[seen:] {
 				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
 				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
