@@ -58,9 +58,8 @@ type policy struct {
 	// a picker each, never rebuild a table.
 	tbl      table
 	tblCfg   tableConfig
-	tblIDs   []string       // identities in the order the table was built over
-	tblW     []uint32       // weights, aligned with tblIDs
-	tblIndex map[string]int // identity -> index into tblIDs; built on first need
+	tblEps   []endpoint     // what the table was built over, in that order
+	tblIndex map[string]int // identity -> index into tblEps; built on first need
 	// warnedSize says the size warning for tbl's endpoint count was
 	// logged (see warnRendezvousSize).
 	warnedSize bool
@@ -168,11 +167,11 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 // config, over exactly members' identities and weights in members' order.
 // It costs one identity and weight comparison per member.
 func (p *policy) alignedWith(members []engine.Member) bool {
-	if p.tbl == nil || len(members) != len(p.tblIDs) || p.tblCfg != p.cfg.tableConfig() {
+	if p.tbl == nil || len(members) != len(p.tblEps) || p.tblCfg != p.cfg.tableConfig() {
 		return false
 	}
 	for i := range members {
-		if members[i].Weight != p.tblW[i] || identity(members[i].Endpoint) != p.tblIDs[i] {
+		if members[i].Weight != p.tblEps[i].weight || identity(members[i].Endpoint) != p.tblEps[i].id {
 			return false
 		}
 	}
@@ -197,12 +196,10 @@ func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, error) {
 	}
 	if !p.tableFits(ids, byID, all) {
 		eps := make([]endpoint, len(ids))
-		ws := make([]uint32, len(ids))
 		for i, id := range ids {
-			ws[i] = all[byID[id]].Weight
-			eps[i] = endpoint{id: id, weight: ws[i]}
+			eps[i] = endpoint{id: id, weight: all[byID[id]].Weight}
 		}
-		tbl, err := p.cfg.buildTable(eps)
+		tbl, err := p.cfg.buildTable(eps, p.tbl, p.tblEps)
 		if err != nil {
 			// A table the config cannot express (more endpoints than
 			// Maglev slots or ring entries): rendezvous can hold any set.
@@ -211,12 +208,12 @@ func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, error) {
 				return nil, err
 			}
 		}
-		p.tbl, p.tblCfg, p.tblIDs, p.tblW, p.tblIndex = tbl, p.cfg.tableConfig(), ids, ws, nil
+		p.tbl, p.tblCfg, p.tblEps, p.tblIndex = tbl, p.cfg.tableConfig(), eps, nil
 		p.warnRendezvousSize()
 	}
-	members := make([]engine.Member, len(p.tblIDs))
-	for i, id := range p.tblIDs {
-		members[i] = all[byID[id]]
+	members := make([]engine.Member, len(p.tblEps))
+	for i, ep := range p.tblEps {
+		members[i] = all[byID[ep.id]]
 	}
 	return members, nil
 }
@@ -243,18 +240,18 @@ func (p *policy) warnRendezvousSize() {
 // tableFits reports whether the cached table was built over exactly the
 // identities in ids with the weights in members, by the current config.
 func (p *policy) tableFits(ids []string, byID map[string]int, members []engine.Member) bool {
-	if p.tbl == nil || len(ids) != len(p.tblIDs) || p.tblCfg != p.cfg.tableConfig() {
+	if p.tbl == nil || len(ids) != len(p.tblEps) || p.tblCfg != p.cfg.tableConfig() {
 		return false
 	}
 	if p.tblIndex == nil {
-		p.tblIndex = make(map[string]int, len(p.tblIDs))
-		for i, id := range p.tblIDs {
-			p.tblIndex[id] = i
+		p.tblIndex = make(map[string]int, len(p.tblEps))
+		for i, ep := range p.tblEps {
+			p.tblIndex[ep.id] = i
 		}
 	}
 	for _, id := range ids {
 		i, ok := p.tblIndex[id]
-		if !ok || p.tblW[i] != members[byID[id]].Weight {
+		if !ok || p.tblEps[i].weight != members[byID[id]].Weight {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/pickwise/pickwise/internal/engine"
@@ -283,6 +284,56 @@ func BenchmarkNewPicker(b *testing.B) {
 					p.NewPicker(snaps[i&1])
 					i++
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkRebuild measures one step of a rolling deploy on the ring alone:
+// 1% of n endpoints (weights 1..100) swapped for new ones, alternating
+// between two lists, the ring derived from the last one (rebuild=merge) or
+// built afresh (rebuild=fresh), which is what the merge must beat.
+func BenchmarkRebuild(b *testing.B) {
+	for _, n := range buildSizes {
+		rnd := rand.New(rand.NewPCG(1, 2))
+		all := fleet(n + n/100)
+		for i := range all {
+			all[i].weight = uint32(1 + rnd.IntN(100))
+		}
+		base := all[:n:n]
+		next := slices.Clone(base)
+		for i, ep := range all[n:] {
+			next[i*100] = ep
+		}
+		lists := [2][]endpoint{base, next}
+		for _, mode := range []string{"merge", "fresh"} {
+			b.Run(fmt.Sprintf("n=%d/rebuild=%s", n, mode), func(b *testing.B) {
+				prev, err := newRing(lists[0], defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				i := 1
+				merged := 0
+				for b.Loop() {
+					from, to := lists[(i-1)&1], lists[i&1]
+					var r *ring
+					if mode == "merge" {
+						r, err = updateRing(prev, from, to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+					} else {
+						r, err = newRing(to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if r.merged {
+						merged++
+					}
+					prev = r
+					i++
+				}
+				b.ReportMetric(float64(merged)/float64(b.N), "merged/op")
+				b.ReportMetric(float64(len(prev.hashes)), "entries")
 			})
 		}
 	}

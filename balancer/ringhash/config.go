@@ -183,8 +183,10 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	return cfg, nil
 }
 
-// buildTable builds the table cfg names over eps.
-func (c *Config) buildTable(eps []endpoint) (table, error) {
+// buildTable builds the table cfg names over eps. prev, if not nil, is the
+// table eps replaces and prevEps what it was built over: a ring starts
+// from the last ring, which it only reads.
+func (c *Config) buildTable(eps []endpoint, prev table, prevEps []endpoint) (table, error) {
 	ratio := uint32(c.MaxWeightRatio)
 	switch c.Table {
 	case TableMaglev:
@@ -192,6 +194,9 @@ func (c *Config) buildTable(eps []endpoint) (table, error) {
 	case TableRendezvous:
 		return newRendezvous(eps, ratio)
 	default:
+		if r, ok := prev.(*ring); ok {
+			return updateRing(r, prevEps, eps, c.MinRingSize, c.MaxRingSize, ratio)
+		}
 		return newRing(eps, c.MinRingSize, c.MaxRingSize, ratio)
 	}
 }

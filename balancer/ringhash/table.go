@@ -144,7 +144,8 @@ type canonical struct {
 	// order[r] is the caller's index of the endpoint of rank r, ranks
 	// assigned by ascending identity.
 	order []int32
-	// hashes[r] is hashIdentity of the endpoint of rank r.
+	// hashes[r] is hashIdentity of the endpoint of rank r; nil when
+	// recanonicalize built c, until hashAll.
 	hashes []uint64
 	// weights[r] is the weight the endpoint of rank r is placed by: its
 	// own, 0 raised to 1, then capped (see capWeights).
@@ -184,6 +185,114 @@ func canonicalize(eps []endpoint, maxRatio uint32) (canonical, error) {
 	}
 	c.median = capWeights(c.weights, maxRatio)
 	return c, nil
+}
+
+// hashAll fills c.hashes if recanonicalize left them out.
+func (c *canonical) hashAll(eps []endpoint) {
+	if c.hashes != nil {
+		return
+	}
+	c.hashes = make([]uint64, len(c.order))
+	for r, i := range c.order {
+		c.hashes[r] = hashIdentity(eps[i].id)
+	}
+}
+
+// matchEndpoints returns, for each endpoint of eps, the index in prevEps
+// of the endpoint with the same identity, or -1. Both are free of
+// duplicates as far as a caller knows; if eps is not, at most one of a
+// duplicated identity is matched, and the canonical order rejects it.
+//
+// Resolvers mostly keep their order from one update to the next, so the
+// same index is tried first and only the endpoints that moved go through
+// a map.
+func matchEndpoints(prevEps, eps []endpoint) []int32 {
+	prevOf := make([]int32, len(eps))
+	var moved []int // indices of eps not matched in place
+	for i := range eps {
+		if i < len(prevEps) && eps[i].id == prevEps[i].id {
+			prevOf[i] = int32(i)
+		} else {
+			prevOf[i] = -1
+			moved = append(moved, i)
+		}
+	}
+	if len(moved) == 0 || len(prevEps) == 0 {
+		return prevOf
+	}
+	old := make(map[string]int32)
+	for j := range prevEps {
+		if j >= len(eps) || eps[j].id != prevEps[j].id {
+			old[prevEps[j].id] = int32(j)
+		}
+	}
+	for _, i := range moved {
+		if j, ok := old[eps[i].id]; ok {
+			prevOf[i] = j
+			delete(old, eps[i].id) // a duplicate in eps stays unmatched
+		}
+	}
+	return prevOf
+}
+
+// maxReorderShare bounds recanonicalize: it is used while at most
+// 1/maxReorderShare of the endpoints are new, each then costing a binary
+// search among the rest; past that a full sort is as cheap.
+const maxReorderShare = 8
+
+// recanonicalize is canonicalize for eps given the canonical order
+// prevOrder of prevEps and the match prevOf between them
+// (matchEndpoints): the endpoints both have keep their relative order,
+// so only the new ones are sorted and merged in. It leaves c.hashes nil
+// (see hashAll). It reports false, and canonicalize must be used, when
+// too many endpoints are new and when an identity is duplicated, which
+// canonicalize then reports.
+func recanonicalize(prevEps []endpoint, prevOrder []int32, eps []endpoint, prevOf []int32, maxRatio uint32) (canonical, bool) {
+	if len(eps) == 0 || len(eps) > 1<<31-1 {
+		return canonical{}, false
+	}
+	var fresh []int32
+	newOf := make([]int32, len(prevEps))
+	for j := range newOf {
+		newOf[j] = -1
+	}
+	for i, j := range prevOf {
+		if j < 0 {
+			if fresh = append(fresh, int32(i)); len(fresh) > len(eps)/maxReorderShare+1 {
+				return canonical{}, false
+			}
+			continue
+		}
+		newOf[j] = int32(i)
+	}
+	byID := func(a, b int32) int { return strings.Compare(eps[a].id, eps[b].id) }
+	slices.SortFunc(fresh, byID)
+	kept := make([]int32, 0, len(eps)-len(fresh))
+	for _, j := range prevOrder {
+		if i := newOf[j]; i >= 0 {
+			kept = append(kept, i)
+		}
+	}
+	order := make([]int32, 0, len(eps))
+	for x, i := range fresh {
+		if x > 0 && eps[fresh[x-1]].id == eps[i].id {
+			return canonical{}, false
+		}
+		at, dup := slices.BinarySearchFunc(kept, i, byID)
+		if dup {
+			return canonical{}, false
+		}
+		order = append(order, kept[:at]...)
+		order = append(order, i)
+		kept = kept[at:]
+	}
+	order = append(order, kept...)
+	c := canonical{order: order, weights: make([]uint32, len(eps))}
+	for r, i := range order {
+		c.weights[r] = max(eps[i].weight, 1)
+	}
+	c.median = capWeights(c.weights, maxRatio)
+	return c, true
 }
 
 // defaultMaxWeightRatio is the default of Config.MaxWeightRatio: no
@@ -249,9 +358,44 @@ func (c *canonical) medianWeight() uint32 {
 // nthWeight returns the k-th smallest of weights (k from 0), leaving
 // weights as they are.
 func nthWeight(weights []uint32, k int) uint32 {
+	return sortedWeights(weights)[k]
+}
+
+// sortedWeights returns weights sorted, leaving weights as they are. Large
+// sets are radix sorted, a byte at a time from the lowest, skipping the
+// bytes every weight shares: most weights fit in one or two bytes, so a
+// fleet's weights sort in one or two linear passes.
+func sortedWeights(weights []uint32) []uint32 {
 	s := slices.Clone(weights)
-	slices.Sort(s)
-	return s[k]
+	if len(s) < 256 {
+		slices.Sort(s)
+		return s
+	}
+	and, or := ^uint32(0), uint32(0)
+	for _, w := range s {
+		and, or = and&w, or|w
+	}
+	tmp := make([]uint32, len(s))
+	for shift := uint(0); shift < 32; shift += 8 {
+		if (and^or)>>shift&0xff == 0 {
+			continue // every weight has the same byte here
+		}
+		var starts [256]int
+		for _, w := range s {
+			starts[w>>shift&0xff]++
+		}
+		at := 0
+		for d, n := range starts {
+			starts[d], at = at, at+n
+		}
+		for _, w := range s {
+			d := w >> shift & 0xff
+			tmp[starts[d]] = w
+			starts[d]++
+		}
+		s, tmp = tmp, s
+	}
+	return s
 }
 
 // weightStats returns the smallest, largest and total weight.

@@ -657,3 +657,35 @@ func TestStats(t *testing.T) {
 		}
 	}
 }
+
+// TestSortedWeights checks the radix sort behind the median against the
+// standard sort, over sets that exercise each byte being shared or not.
+func TestSortedWeights(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		name string
+		w    func() uint32
+	}{
+		{"1..100", func() uint32 { return 1 + rnd.Uint32N(100) }},
+		{"equal", func() uint32 { return 7 }},
+		{"any", func() uint32 { return rnd.Uint32() }},
+		{"top byte only", func() uint32 { return rnd.Uint32N(4) << 24 }},
+		{"two bytes", func() uint32 { return rnd.Uint32N(1 << 16) }},
+	} {
+		for _, n := range []int{1, 255, 256, 1000, 5000} {
+			ws := make([]uint32, n)
+			for i := range ws {
+				ws[i] = tc.w()
+			}
+			in := slices.Clone(ws)
+			want := slices.Clone(ws)
+			slices.Sort(want)
+			if got := sortedWeights(ws); !slices.Equal(got, want) {
+				t.Errorf("%s, n=%d: sortedWeights differs from slices.Sort", tc.name, n)
+			}
+			if !slices.Equal(ws, in) {
+				t.Errorf("%s, n=%d: sortedWeights changed its input", tc.name, n)
+			}
+		}
+	}
+}
