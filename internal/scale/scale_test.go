@@ -210,22 +210,26 @@ func BenchmarkResolverUpdate(b *testing.B) {
 				for i, ep := range testkit.Endpoints(testkit.Addrs(n + n/100)[n:]) {
 					next[i*100] = ep
 				}
-				lists := [2][]resolver.Endpoint{next, f.eps}
-				cfg := parsed(b, p)
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					if err := f.bal.UpdateClientConnState(balancer.ClientConnState{
-						ResolverState:  resolver.State{Endpoints: lists[i%2]},
-						BalancerConfig: cfg,
-					}); err != nil {
-						b.Fatal(err)
-					}
-					i++
-					f.elapse(time.Millisecond)
-				}
+				f.alternate(b, parsed(b, p), next, f.eps)
 			})
 		}
+	}
+}
+
+// alternate measures resolver updates that alternate between two
+// endpoint lists, a millisecond of virtual time apart.
+func (f *fleet) alternate(b *testing.B, cfg serviceconfig.LoadBalancingConfig, lists ...[]resolver.Endpoint) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := f.bal.UpdateClientConnState(balancer.ClientConnState{
+			ResolverState:  resolver.State{Endpoints: lists[i%len(lists)]},
+			BalancerConfig: cfg,
+		}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		f.elapse(time.Millisecond)
 	}
 }
 
@@ -360,20 +364,7 @@ func BenchmarkHashUpdate(b *testing.B) {
 				}
 				f := newFleet(b, p, 0)
 				defer f.bal.Close()
-				cfg := parsed(b, p)
-				lists := [2][]resolver.Endpoint{base, next}
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					if err := f.bal.UpdateClientConnState(balancer.ClientConnState{
-						ResolverState:  resolver.State{Endpoints: lists[i%2]},
-						BalancerConfig: cfg,
-					}); err != nil {
-						b.Fatal(err)
-					}
-					i++
-					f.elapse(time.Millisecond)
-				}
+				f.alternate(b, parsed(b, p), base, next)
 			})
 		}
 	}
