@@ -104,8 +104,11 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			if fallback < 0 {
 				// gRFC A61: the key's endpoint is not connected yet. Its
 				// child's picker wakes it if IDLE and queues the RPC
-				// until it is READY: the key stays where it belongs.
-				return m.Conn.Picker.Pick(info)
+				// until it is READY: the key stays where it belongs. The
+				// child may have turned READY since this snapshot was
+				// taken (Member.Conn follows it), so the pick is counted
+				// like any other.
+				return p.record(a, c.endpoint, info, homeOr(c.endpoint, first))
 			}
 			// Bounded load skipped a READY endpoint to get here: wake
 			// this one for later keys, but look on for one that can take
@@ -130,8 +133,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// attempt: one of them beats failing the call.
 		return p.record(a, passed, info, homeOr(passed, first))
 	}
-	// Every endpoint failed: fail with the key's own endpoint's error.
-	return p.members[first].Conn.Picker.Pick(info)
+	// Every endpoint failed: fail with the key's own endpoint's error,
+	// unless it has recovered since the snapshot.
+	return p.record(a, first, info, reasonHome)
 }
 
 // record picks member i and notes it in the call's attempt record a (nil:
@@ -221,7 +225,11 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 	if requested {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
-	return p.members[p.tbl.first(h).endpoint].Conn.Picker.Pick(info)
+	// Every endpoint failed: fail with the first one's error, unless it has
+	// recovered since the snapshot.
+	first := p.tbl.first(h).endpoint
+	res, err := p.pick(first, info, reasonRandom)
+	return a.Record(p.members[first].Conn.Stats, res, err)
 }
 
 // failingAvoidance is the avoidance (about 30% of recent calls failed)

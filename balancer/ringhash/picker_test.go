@@ -176,6 +176,52 @@ func TestLazyConnect(t *testing.T) {
 	}
 }
 
+// TestStalePickerCountsPick checks a pick through a picker taken while the
+// key's endpoint was still connecting, made after the endpoint turned
+// READY: the engine re-offers that picker, so calls queued for the key go
+// out through it before the next snapshot. Such a call must be counted
+// like any other: in flight (bounded load's cap and the cost metric read
+// it), in the picks metric, and through the engine's Done.
+func TestStalePickerCountsPick(t *testing.T) {
+	for _, cfg := range []string{`{}`, `{"balanceFactor": 1.5}`} {
+		t.Run(cfg, func(t *testing.T) {
+			h := testkit.NewHarness(t, Name, cfg)
+			if err := h.Update(testkit.Endpoints(testkit.Addrs(3))...); err != nil {
+				t.Fatal(err)
+			}
+			stale := currentPicker(t, h)
+			home := stale.members[stale.tbl.first(hashKey("k")).endpoint].Conn.Stats
+			key := balancer.PickInfo{Ctx: WithKey(context.Background(), "k")}
+			if _, err := stale.Pick(key); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+				t.Fatalf("Pick on an IDLE endpoint = %v, want ErrNoSubConnAvailable (queue)", err)
+			}
+			h.Ready(home.Addr())
+			waitStates(t, h, connectivity.Ready, 1)
+
+			res, err := stale.Pick(key)
+			if err != nil {
+				t.Fatalf("Pick through the stale picker after its endpoint turned READY: %v", err)
+			}
+			if got := res.SubConn.(*testkit.SubConn).Addr(); got != home.Addr() {
+				t.Fatalf("key picked %s, want its endpoint %s", got, home.Addr())
+			}
+			if res.Done == nil {
+				t.Fatal("the pick has no Done: the call would never leave the in-flight count")
+			}
+			if n := home.InFlight(); n != 1 {
+				t.Errorf("in flight on the key's endpoint = %d, want 1", n)
+			}
+			res.Done(balancer.DoneInfo{})
+			if n := home.InFlight(); n != 0 {
+				t.Errorf("in flight after Done = %d, want 0", n)
+			}
+			if got := h.PicksByReason("ring_hash"); got["home"] != 1 {
+				t.Errorf("picks by reason = %v, want 1 home", got)
+			}
+		})
+	}
+}
+
 // TestIdleTriggersConnect checks that a key whose endpoint lost its
 // connection (READY -> IDLE, no automatic reconnect) reconnects it on its
 // next pick and waits for it rather than moving.

@@ -23,9 +23,9 @@ func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 // errPicker).
 func ErrPicker(err error) balancer.Picker { return errPicker{err: err} }
 
-// noReadyPicker defers to endpointsharding's picker while no endpoint is
-// READY: it queues RPCs while endpoints connect and, when they all failed,
-// names the policy in the connection error the RPC fails with.
+// noReadyPicker defers to the picker of an endpoint's child while no
+// endpoint is READY: it queues RPCs while endpoints connect and, when they
+// all failed, names the policy in the connection error the RPC fails with.
 type noReadyPicker struct {
 	name  string
 	total int

@@ -46,7 +46,7 @@ type Spec struct {
 	NewPolicy   func() Policy
 	// Lazy makes the policy an affinity policy in the manner of gRFC A61:
 	// endpoints connect only when a pick asks for them (grpc's
-	// balancer/lazy over pickfirst, endpointsharding without automatic
+	// balancer/lazy over each endpoint's pickfirst, with no automatic
 	// reconnection), the balancer's ExitIdle wakes nobody, and every
 	// Snapshot lists all endpoints in Snapshot.Members, whatever their
 	// state, so that a picker can route a key to an IDLE endpoint and make

@@ -152,9 +152,12 @@ func withDone(res balancer.PickResult, ours func(balancer.DoneInfo)) balancer.Pi
 type Member struct {
 	// Conn is how a picker reaches the endpoint: its child picker and
 	// long-lived state. Pick through it with PickEndpoint or
-	// PickEndpointDone once State is READY; before that, its child picker
-	// queues the call and makes it connect, as pickfirst's does. Slow start
-	// does not apply to lazy policies: Conn.RampEnd is always 0.
+	// PickEndpointDone, in any State: while the endpoint is not READY its
+	// picker follows the child's latest one, which queues the call and
+	// makes it connect, as pickfirst's does, or places it once the child
+	// is READY, before the next snapshot shows it (so a pick through
+	// Conn.Picker directly would go uncounted). Slow start does not apply
+	// to lazy policies: Conn.RampEnd is always 0.
 	Conn Ready
 	// State is the endpoint's connectivity state as of the snapshot.
 	State connectivity.State
@@ -167,7 +170,6 @@ type Member struct {
 	// key's walk passes it unless its probe is due (Snapshot.ProbeDue).
 	Ejected bool
 	// ExitIdle asks the endpoint's child to connect. It returns at once
-	// (the work happens on a goroutine of endpointsharding's), so a picker
-	// may call it.
+	// (the work happens on a goroutine), so a picker may call it.
 	ExitIdle func()
 }

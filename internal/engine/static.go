@@ -8,9 +8,9 @@ import (
 )
 
 // StaticPicker builds spec's picker directly over READY endpoints, one per
-// SubConn in conns, without the balancer wiring. The simulator uses it at
-// fleet sizes where building through endpointsharding costs O(n²) picker
-// rebuilds (one per endpoint turning READY). The picker is the policy's
+// SubConn in conns, without the balancer wiring. The simulator uses it to
+// place calls over a fleet it keeps READY itself, with no connectivity to
+// drive. The picker is the policy's
 // real one; what it lacks is everything that follows connectivity: slow
 // start, and the time decay of failures (failures are still counted and
 // penalized). weights may be nil (all 1).

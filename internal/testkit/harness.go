@@ -168,7 +168,7 @@ func Endpoints(as []string) []resolver.Endpoint {
 }
 
 // Lose breaks addr's READY connection the way grpc reports it: the SubConn
-// goes IDLE and endpointsharding has pickfirst reconnect on a goroutine of
+// goes IDLE and the engine has its pickfirst reconnect on a goroutine of
 // its own; Lose waits for that reconnect request.
 func (h *Harness) Lose(addr string) *SubConn {
 	h.T.Helper()
