@@ -8,12 +8,25 @@ import (
 	_ "google.golang.org/grpc/balancer/leastrequest" // the peer we measure against
 )
 
+// benchPolicies are the policies the pick benchmarks put side by side:
+// grpc-go's peer first (the base of benchstat -col /policy), the floor
+// (testkit.Floor: the least a two-choice pick can cost, a yardstick), and
+// ours.
+var benchPolicies = [][2]string{
+	{"least_request_experimental", `{}`},
+	{testkit.Floor, `{}`},
+	{p2c.Name, `{}`},
+}
+
 // BenchmarkPick measures one pick and its Done, from many goroutines at
-// once, for pickwise_p2c and grpc-go's least_request_experimental in the
-// same run.
+// once, for pickwise_p2c, grpc-go's least_request_experimental and the
+// floor in the same run.
 func BenchmarkPick(b *testing.B) {
-	testkit.BenchmarkPick(b, [][2]string{
-		{"least_request_experimental", `{}`}, // first: the base of benchstat -col /policy
-		{p2c.Name, `{}`},
-	}, []int{10, 100, 1000})
+	testkit.BenchmarkPick(b, benchPolicies, []int{10, 100, 1000})
+}
+
+// BenchmarkPickSerial is BenchmarkPick from one goroutine, up to 10k
+// endpoints, where a pick's cache misses dominate its cost.
+func BenchmarkPickSerial(b *testing.B) {
+	testkit.BenchmarkPickSerial(b, benchPolicies, []int{10, 100, 1000, 10000})
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"math"
 	"sync/atomic"
 	"unsafe"
@@ -18,39 +19,59 @@ import (
 type Endpoint struct {
 	// The hot line: everything a pick reads and a Done writes, together, so
 	// that a pick touches one cache line per candidate, not two. The line
-	// is the start of the object and the object's size is a whole number
-	// of lines, so the allocator, which places objects of one size class at
-	// multiples of that size within a page-aligned span, puts each
-	// endpoint's hot line on a line of its own: picks on neighbouring
-	// endpoints never invalidate each other.
+	// is the start of the object and the object is two lines, so the
+	// allocator, which places objects of one size class at multiples of
+	// that size within a page-aligned span, puts each endpoint's hot line
+	// on a line of its own: picks on neighbouring endpoints never
+	// invalidate each other.
 	endpointHot
 	_ [cacheLine - unsafe.Sizeof(endpointHot{})]byte
 
-	endpointCold
-	// Never zero-sized: Go pads a struct that ends in a zero-size field, which
-	// would break the whole-lines rule whenever endpointCold happens to be
-	// whole lines itself.
-	_ [cacheLine - unsafe.Sizeof(endpointCold{})%cacheLine]byte
+	// The second line: what the rarer paths of a pick or a Done read (a
+	// probe, a retry), and the rest, behind a pointer. The rest is most of
+	// an endpoint's state but is used only with the balancer's lock held;
+	// kept out of line, it leaves endpoints two lines apart in memory, not
+	// five, so that a fleet's hot lines span fewer pages and a pick's two
+	// random ones less often miss the TLB.
+	endpointWarm
+	_ [cacheLine - unsafe.Sizeof(endpointWarm{})]byte
 }
 
-// endpointHot is the part of an Endpoint that picks and Dones touch. Atomic.
+// endpointWarm is an Endpoint's second line. Immutable after creation.
+type endpointWarm struct {
+	shared        *doneShared // the balancer's state every Done reads
+	*endpointCold             // never nil
+}
+
+// endpointHot is the part of an Endpoint that picks and Dones touch. Atomic,
+// but for done, which is immutable.
 type endpointHot struct {
-	inflight    atomic.Int64
+	// inflight counts the calls picked for the endpoint, probes included,
+	// that have not finished; picks counts the calls picked, by
+	// PickReason, on the endpoint's own line, where a balancer-wide counter
+	// would be a line every core fights over. 32 bits: see
+	// flushPicksLocked; differences of them are right across wraps.
+	//
+	// inflight and picks[0] are the low and high halves of one aligned
+	// 64-bit word (fusedWord), so that a pick for reason 0, every policy's
+	// commonest, counts both with one atomic add, as a Done uncounts the
+	// first with one.
+	inflight atomic.Uint32
+	picks    [MaxPickReasons]atomic.Uint32
+
 	outcomeBits atomic.Uint64 // outcomes.pack of the endpoint's decayed failure and outcome counts
 	rtt         rtt           // latency average; written only by latency-aware policies
-	// picks counts the calls picked for the endpoint, by PickReason: a
-	// pick writes this line anyway (inflight), so counting costs one
-	// uncontended add, where a balancer-wide counter would be a line every
-	// core fights over. 32 bits: see flushPicksLocked.
-	picks [MaxPickReasons]atomic.Uint32
+
+	// done is the Done of the endpoint's untimed calls, built once so that
+	// Pick does not allocate; it carries the balancer's doneShared itself,
+	// so that a Done reads no line of the endpoint but this one.
+	done func(balancer.DoneInfo)
 }
 
 // endpointCold is the rest of an Endpoint.
 type endpointCold struct {
 	// Immutable after creation.
-	addr   string
-	shared *doneShared             // the balancer's state every Done reads
-	done   func(balancer.DoneInfo) // built once, so Pick does not allocate
+	addr string
 
 	// Guarded by the balancer's mu.
 	state     connectivity.State
@@ -87,9 +108,26 @@ const cacheLine = 64
 // newEndpoint creates an endpoint's state; cold says whether its first
 // READY starts a slow-start ramp.
 func newEndpoint(addr string, shared *doneShared, cold bool) *Endpoint {
-	e := &Endpoint{endpointCold: endpointCold{addr: addr, shared: shared, coldReady: cold, state: connectivity.Idle}}
-	e.done = e.finish
+	e := &Endpoint{endpointWarm: endpointWarm{shared: shared, endpointCold: &endpointCold{addr: addr, coldReady: cold, state: connectivity.Idle}}}
+	e.done = e.newDone(shared)
 	return e
+}
+
+// newDone builds the Done of e's untimed calls: settle, written out, since
+// it is too large to inline and this is the Done of nearly every call. Not
+// inlined itself: where newEndpoint was inlined, the copy of this closure
+// it carried was compiled with no call in it inlined (Go 1.26), and its
+// atomic adds and loads became calls.
+//
+//go:noinline
+func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
+	return func(info balancer.DoneInfo) {
+		e.inflight.Add(^uint32(0))
+		flushSoon(&shared.work)
+		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+			e.record(info, shared)
+		}
+	}
 }
 
 // Addr is the endpoint's first address, for logs and metrics.
@@ -97,7 +135,11 @@ func (e *Endpoint) Addr() string { return e.addr }
 
 // InFlight is the number of RPCs picked for this endpoint that have not
 // finished.
-func (e *Endpoint) InFlight() int64 { return e.inflight.Load() }
+func (e *Endpoint) InFlight() int64 { return e.inFlight() }
+
+// inFlight is InFlight, small enough to inline: pickers call it for every
+// candidate.
+func (e *Endpoint) inFlight() int64 { return int64(e.inflight.Load()) }
 
 // FailureRatio is the share of server-side failures among the endpoint's
 // recent outcomes (decayed counts, see FailurePenaltyConfig); 0 without
@@ -115,26 +157,71 @@ func (e *Endpoint) outcomes() outcomes { return unpackOutcomes(e.outcomeBits.Loa
 
 // started records a picked RPC and why it was picked.
 func (e *Endpoint) started(why PickReason) {
+	if why == 0 && fused {
+		// Adding one to both halves: the low one, inflight, is far from
+		// wrapping, so nothing carries into picks[0], whose own wrap
+		// carries out of the word.
+		e.fusedWord().Add(1<<32 | 1)
+		return
+	}
 	e.inflight.Add(1)
 	e.picks[why&(MaxPickReasons-1)].Add(1)
 }
 
-// finish is the Done callback of every RPC picked for this endpoint that
-// is not timed (see pickTimed). An untimed call says nothing about
+// fusedWord is inflight and picks[0] as one 64-bit word, for started.
+// Where fused is true, a 64-bit atomic add is one instruction, or one
+// exclusive load and store, over an aligned word (unsafe.Offsetof below),
+// and the 32-bit loads and adds of its halves are atomic against it, as
+// they are against each other.
+func (e *Endpoint) fusedWord() *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&e.inflight))
+}
+
+// fused says that fusedWord's low half is inflight: a 64-bit
+// little-endian platform. Elsewhere (32-bit platforms may emulate 64-bit
+// atomics with a lock the 32-bit ones do not take) a pick for reason 0
+// counts with two adds, as others do.
+var fused = unsafe.Sizeof(uintptr(0)) == 8 && binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// fusedWord's layout: inflight at an 8-aligned offset (endpointHot starts
+// the Endpoint) with picks[0] right after it.
+var (
+	_ = [1]struct{}{}[unsafe.Offsetof(endpointHot{}.inflight)%8]
+	_ = [1]struct{}{}[unsafe.Offsetof(endpointHot{}.picks)-unsafe.Offsetof(endpointHot{}.inflight)-4]
+)
+
+// finish is what the Done of every RPC picked for this endpoint that is
+// not timed (see pickTimed) does. An untimed call says nothing about
 // latency; its outcome enters the failure counts.
-func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info) }
+func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info, e.shared) }
 
 // settle ends a call: it is no longer in flight, and its outcome enters
-// the endpoint's counts. It reports whether the call was a server-side
-// failure.
-func (e *Endpoint) settle(info balancer.DoneInfo) bool {
-	e.inflight.Add(-1)
-	e.shared.work.armFlush()
+// the endpoint's counts. shared is e.shared, which the caller has at hand.
+// It reports whether the call was a server-side failure. The Done of
+// every untimed call (newDone) is settle written out.
+func (e *Endpoint) settle(info balancer.DoneInfo, shared *doneShared) bool {
+	e.inflight.Add(^uint32(0))
+	flushSoon(&shared.work)
 	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
-		// The common case, decided with one load: a healthy endpoint's
-		// success writes nothing.
+		// Decided with one load: a healthy endpoint's success writes
+		// nothing.
 		return false
 	}
+	return e.record(info, shared)
+}
+
+// flushSoon is w.armFlush for a Done: while a flush is pending, as one is
+// for all but a moment of each period, it costs one load, inline, and no
+// call.
+func flushSoon(w *doneWork) {
+	if w.recordsMetrics && !w.flush.pending.Load() {
+		w.armFlush()
+	}
+}
+
+// record enters a finished call's outcome in the endpoint's counts, for
+// settle, and reports whether it was a server-side failure.
+func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 	if !info.BytesSent && !info.BytesReceived {
 		// The attempt never reached the server (grpc ends a pick whose
 		// connection was not ready with an empty DoneInfo): no evidence
@@ -142,13 +229,13 @@ func (e *Endpoint) settle(info balancer.DoneInfo) bool {
 		return false
 	}
 	failed := IsServerFailure(info.Err) // the attempt reached the server: serverFailed
-	if p := e.shared.penalty.Load(); p != nil {
+	if p := shared.penalty.Load(); p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {
-			e.shared.work.startHealth(p.tick)
-			if ej := e.shared.ejector.Load(); ej != nil && o.failures >= float32(ej.minFailures) && o.failures-1 < float32(ej.minFailures) {
+			shared.work.startHealth(p.tick)
+			if ej := shared.ejector.Load(); ej != nil && o.failures >= float32(ej.minFailures) && o.failures-1 < float32(ej.minFailures) {
 				// The evidence ejection needs is just complete.
-				e.shared.work.assessSoon()
+				shared.work.assessSoon()
 			}
 		}
 	}

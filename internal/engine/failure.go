@@ -151,10 +151,11 @@ const minTrackedFailures = 0.05
 // successes and as many as the window holds: a success changes nothing,
 // so Done compares one word with healthyBits and writes nothing. Its
 // total stands for the penalty's full count (counted).
-var (
-	healthy     = outcomes{failures: 0, total: float32(math.Inf(1))}
-	healthyBits = healthy.pack()
-)
+var healthy = outcomes{failures: 0, total: float32(math.Inf(1))}
+
+// healthyBits is healthy.pack(), a constant so that a Done compares with
+// it without a load: no failures above, +Inf's bits below.
+const healthyBits = 0x7f800000
 
 // counted is o with healthy's stand-in total replaced by the count it
 // stands for.

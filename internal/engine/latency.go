@@ -20,7 +20,8 @@ type LatencyConfig struct {
 // use it.
 type latency struct {
 	tau         float64
-	sampleEvery int64 // see sampleShare
+	perNano     float64 // 1/tau: picks multiply instead of dividing
+	sampleEvery int64   // see sampleShare
 }
 
 func newLatency(c *LatencyConfig) *latency {
@@ -29,6 +30,7 @@ func newLatency(c *LatencyConfig) *latency {
 	}
 	return &latency{
 		tau:         float64(c.DecayTime),
+		perNano:     1 / float64(c.DecayTime),
 		sampleEvery: int64(c.DecayTime / sampleShare),
 	}
 }
@@ -46,15 +48,20 @@ type rtt struct {
 
 // decay is exp(-x) for x >= 0, to about 1e-7 relative error, at a fraction
 // of math.Exp's cost: every timed pick computes it for each candidate.
+// The common case, inline: under load, samples are microseconds apart
+// against a decay time of seconds, and the first terms of the series are
+// exact enough.
 func decay(x float64) float64 {
-	switch {
-	case x <= 0:
-		return 1
-	case x < 1e-3:
-		// Under load, samples are microseconds apart against a decay time
-		// of seconds: the first terms of the series are exact enough.
-		return 1 - x + x*x/2
-	case x > 700:
+	if x < 1e-3 {
+		x = max(x, 0)
+		return 1 - x*(1-x/2)
+	}
+	return decayFar(x)
+}
+
+// decayFar is decay for x >= 1e-3.
+func decayFar(x float64) float64 {
+	if x > 700 {
 		return 0
 	}
 	// exp(-x) = 2^-(k+f) with k an integer and f in [0, 1): the integer part

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"slices"
 
 	"google.golang.org/grpc/balancer"
@@ -21,7 +22,7 @@ type LoadMetric interface {
 type InFlight struct{}
 
 // Load returns r's in-flight count + 1.
-func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inflight.Load() + 1) }
+func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inFlight() + 1) }
 
 // metricKind tells LeastLoaded which of the engine's metrics it was given,
 // so that it can compute them inline.
@@ -49,10 +50,28 @@ const (
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
+	cands   []candidate // snap.Endpoints, compacted for the pick path
 	choices int
 	metric  LoadMetric
 	kind    metricKind
 	timed   bool // kind is peakMetric: read the clock once per pick, time calls that need a sample
+	// What picks may skip: ramping is false while no endpoint of the
+	// snapshot is in its slow-start ramp, uniform true when their weights
+	// are equal, penalty false when the failure penalty is off.
+	ramping, uniform, penalty bool
+	system                    bool // snap.Rand is SystemRand: drawn from without the interface
+	pair                      bool // Pick's written-out common case applies (see Pick)
+}
+
+// candidate is what a pick reads of one endpoint besides the endpoint's
+// own line: its child picker and 1/weight, copied out of the snapshot's
+// Ready into an array of their own, two to a cache line. A candidate then
+// costs a pick a line of this array, which stays in cache for any fleet a
+// client has (320 KB at 10k endpoints), and the endpoint's line.
+type candidate struct {
+	e      *Endpoint
+	picker balancer.Picker
+	inv    float64 // Ready.InvWeight
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
@@ -67,18 +86,133 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 			kind = peakMetric
 		}
 	}
-	return &LeastLoaded{
+	p := &LeastLoaded{
 		snap:    snap,
+		cands:   make([]candidate, len(snap.Endpoints)),
 		choices: min(max(choices, 2), MaxChoices),
 		metric:  metric,
 		kind:    kind,
 		timed:   kind == peakMetric,
+		uniform: true,
+		penalty: snap.penalty != nil,
 	}
+	_, p.system = snap.Rand.(SystemRand)
+	for i := range snap.Endpoints {
+		r := &snap.Endpoints[i]
+		p.cands[i] = candidate{e: r.Stats, picker: r.Picker, inv: r.InvWeight}
+		p.ramping = p.ramping || r.RampEnd != 0
+		p.uniform = p.uniform && r.InvWeight == snap.Endpoints[0].InvWeight
+	}
+	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && !p.ramping && len(snap.Ejected) == 0
+	return p
 }
 
-// Pick implements balancer.Picker.
+// draw is one 64-bit draw from the snapshot's Rand.
+func (p *LeastLoaded) draw() uint64 {
+	if p.system {
+		return rand.Uint64()
+	}
+	return p.snap.Rand.Uint64()
+}
+
+// Pick implements balancer.Picker. The common case is written out here:
+// two choices among more than two endpoints, none ramping, none ejected,
+// and no attempt record (p.pair), under the in-flight metric (below) or
+// Peak EWMA (pickPairTimed). It takes one draw and reads the two
+// candidates' lines, and, when neither has recent failures, compares
+// their loads, deciding as choose would (TestPairPathMatchesChoose);
+// everything else is pickAny's.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
+	if !p.pair || a != nil {
+		return p.pickAny(info, a)
+	}
+	if p.timed {
+		return p.pickPairTimed(info)
+	}
+	var bits uint64 // draw, written out: it is too large to inline
+	if p.system {
+		bits = rand.Uint64()
+	} else {
+		bits = p.snap.Rand.Uint64()
+	}
+	i, j, coin := pairFrom(bits, len(p.cands))
+	c, d := &p.cands[i], &p.cands[j]
+	if p.penalty && (c.e.outcomeBits.Load()|d.e.outcomeBits.Load())>>32 != 0 {
+		// A candidate has recent failures: the failure check decides.
+		best, _, why, _ := p.choose([]int{i, j}, 0, coin)
+		return p.place(&p.cands[best], info, why, 0)
+	}
+	lc, ld := c.e.inFlight(), d.e.inFlight()
+	why := ReasonTie
+	if p.uniform {
+		switch {
+		case ld < lc:
+			c, why = d, ReasonLeastLoaded
+		case ld > lc:
+			why = ReasonLeastLoaded
+		}
+	} else {
+		switch cc, cd := float64(lc+1)*c.inv, float64(ld+1)*d.inv; {
+		case cd < cc:
+			c, why = d, ReasonLeastLoaded
+		case cd > cc:
+			why = ReasonLeastLoaded
+		}
+	}
+	res, err := c.picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	c.e.started(why)
+	return withDone(res, c.e.done), nil
+}
+
+// pickPairTimed is Pick's common case under Peak EWMA: choose for two
+// candidates, without its bookkeeping, comparing their loads as peakPair
+// does so that the clock is read only once the call is placed.
+func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult, error) {
+	s := p.snap
+	i, j, coin := pairFrom(p.draw(), len(p.cands))
+	c, d := &p.cands[i], &p.cands[j]
+	if p.penalty && (c.e.outcomeBits.Load()|d.e.outcomeBits.Load())>>32 != 0 {
+		now := s.Clock.Nanotime()
+		best, _, why, now := p.choose([]int{i, j}, now, coin)
+		return p.place(&p.cands[best], info, why, now)
+	}
+	kc, kd, busyC, busyD := peakPair(c.e.peakState(), d.e.peakState(), s.latency)
+	kc, kd = kc*c.inv, kd*d.inv
+	w, why := c, ReasonTie
+	if kc != kd {
+		lo, hi, loCost, hiCost := c, d, kc, kd
+		if kd < kc {
+			lo, hi, loCost, hiCost = d, c, kd, kc
+		}
+		w, why = lo, ReasonLeastLoaded
+		if !busyC && !busyD && hiCost < closeBand*loCost {
+			if coin == 0 {
+				coin = uint32(p.draw())
+			}
+			if closeCall(loCost, hiCost, coin) {
+				w = hi
+			}
+		}
+	}
+	res, err := w.picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	now := s.Clock.Nanotime()
+	if w.e.wantsSample(now, s.latency) {
+		return startTimed(w.e, res, p.shared(w.e), why, now, s.Clock, s.latency), nil
+	}
+	w.e.started(why)
+	return withDone(res, w.e.done), nil
+}
+
+// pickAny is Pick in every case, for a call with attempt record a (nil:
+// none).
+func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.PickResult, error) {
 	eps := p.snap.Endpoints
 	n := len(eps)
 	var now int64 // Clock.Nanotime; 0 until someone needs it
@@ -91,7 +225,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 				return res, err
 			}
 		}
-		res, err := p.pickEndpoint(&eps[0], info, ReasonOnlyReady, now)
+		res, err := p.place(&p.cands[0], info, ReasonOnlyReady, now)
 		if a != nil {
 			return a.Record(eps[0].Stats, res, err)
 		}
@@ -104,13 +238,13 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	case n <= p.choices:
 		// Every endpoint is a candidate; start at a random one so ties do not
 		// always favour the first in the list.
-		start := reduce(uint32(p.snap.Rand.Uint64()), n)
+		start := reduce(uint32(p.draw()), n)
 		for k := 0; k < n; k++ {
 			idx[k] = (start + k) % n
 		}
 		cands = idx[:n]
 	case p.choices == 2:
-		idx[0], idx[1], coin = samplePairSpare(p.snap.Rand, n)
+		idx[0], idx[1], coin = pairFrom(p.draw(), n)
 		cands = idx[:2]
 	default:
 		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
@@ -125,7 +259,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		cands = p.avoidEarlier(cands, a)
 	}
 	best, _, why, now := p.choose(cands, now, coin)
-	res, err := p.pickEndpoint(&eps[best], info, why, now)
+	res, err := p.place(&p.cands[best], info, why, now)
 	if a != nil {
 		return a.Record(eps[best].Stats, res, err)
 	}
@@ -142,12 +276,11 @@ const retryDraws = 8
 // used with fresh draws, or drops them when every endpoint is a candidate,
 // as long as another candidate remains.
 func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
-	eps := p.snap.Endpoints
-	n := len(eps)
+	n := len(p.cands)
 	if len(cands) == n {
 		kept := cands[:0:len(cands)]
 		for _, i := range cands {
-			if !a.Used(eps[i].Stats) {
+			if !a.Used(p.cands[i].e) {
 				kept = append(kept, i)
 			}
 		}
@@ -157,7 +290,7 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 		return kept
 	}
 	for k, i := range cands {
-		if a.Used(eps[i].Stats) {
+		if a.Used(p.cands[i].e) {
 			if j, ok := p.unusedEndpoint(cands, a); ok {
 				cands[k] = j
 			}
@@ -170,15 +303,14 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 // earlier attempt used: by random draws, then, if most endpoints were
 // used (a small fleet), by a walk from a random start.
 func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
-	eps := p.snap.Endpoints
-	n := len(eps)
-	usable := func(j int) bool { return !a.Used(eps[j].Stats) && !slices.Contains(cands, j) }
+	n := len(p.cands)
+	usable := func(j int) bool { return !a.Used(p.cands[j].e) && !slices.Contains(cands, j) }
 	for d := 0; d < retryDraws; d++ {
-		if j := reduce(uint32(p.snap.Rand.Uint64()), n); usable(j) {
+		if j := reduce(uint32(p.draw()), n); usable(j) {
 			return j, true
 		}
 	}
-	start := reduce(uint32(p.snap.Rand.Uint64()), n)
+	start := reduce(uint32(p.draw()), n)
 	for k := 0; k < n; k++ {
 		if j := (start + k) % n; usable(j) {
 			return j, true
@@ -187,11 +319,28 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 	return 0, false
 }
 
-func (p *LeastLoaded) pickEndpoint(r *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
-	if p.timed && r.Stats.wantsSample(now, p.snap.latency) {
-		return pickTimed(r, info, why, now, p.snap.Clock, p.snap.latency)
+// place asks c's child for a connection with the reason why, timing the
+// call if the policy is latency-aware and the endpoint wants a sample.
+func (p *LeastLoaded) place(c *candidate, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
+	if p.timed && c.e.wantsSample(now, p.snap.latency) {
+		return pickTimed(c.e, c.picker, p.shared(c.e), info, why, now, p.snap.Clock, p.snap.latency)
 	}
-	return PickEndpoint(r, info, why)
+	res, err := c.picker.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	c.e.started(why)
+	return withDone(res, c.e.done), nil
+}
+
+// shared is e's doneShared, for a timed call's Done: the snapshot's, which
+// is every endpoint's own, so that the Done need not read it from the
+// endpoint's second line; e's where the snapshot was built by hand.
+func (p *LeastLoaded) shared(e *Endpoint) *doneShared {
+	if p.snap.shared != nil {
+		return p.snap.shared
+	}
+	return e.shared
 }
 
 // choose returns the index of the cheapest candidate that passes the
@@ -216,35 +365,37 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	idle := true
 	tie := true
 	for _, i := range cands {
-		r := &s.Endpoints[i]
-		inv := r.InvWeight
-		if r.RampEnd != 0 {
+		c := &p.cands[i]
+		inv := c.inv
+		if p.ramping {
 			// Only a ramping candidate needs the time; a timed pick has
 			// read the clock already.
-			if now == 0 {
-				now = s.Clock.Nanotime()
+			if r := &s.Endpoints[i]; r.RampEnd != 0 {
+				if now == 0 {
+					now = s.Clock.Nanotime()
+				}
+				inv = s.EffectiveInvWeight(r, now)
 			}
-			inv = s.EffectiveInvWeight(r, now)
 		}
 		var cost float64
 		switch p.kind {
 		case inFlightMetric:
-			cost = float64(r.Stats.inflight.Load()+1) * inv
+			cost = float64(c.e.inFlight()+1) * inv
 		case peakMetric:
 			var busy bool
-			cost, busy = r.Stats.peakLoad(now, s.latency)
+			cost, busy = c.e.peakLoad(now, s.latency)
 			cost *= inv
 			idle = idle && !busy
 		default:
-			cost = p.metric.Load(r) * inv
+			cost = p.metric.Load(&s.Endpoints[i]) * inv
 		}
 		if rawBest < 0 || cost < rawBestCost {
 			rawBest, rawBestCost = i, cost
 		}
-		if s.penalty != nil && r.Stats.outcomeBits.Load()>>32 != 0 {
+		if p.penalty && c.e.outcomeBits.Load()>>32 != 0 {
 			// Only an endpoint with recent failures draws: the healthy
 			// common case reads one word.
-			if q := s.penalty.avoidance(r.Stats.outcomes(), s.fleetRate()); q > 0 && unitDraw(s.Rand) < q {
+			if q := s.penalty.avoidance(c.e.outcomes(), s.fleetRate()); q > 0 && unitDraw(s.Rand) < q {
 				if c := cost / (1 - q); avoided < 0 || c < avoidedCost {
 					avoided, avoidedCost = i, c
 				}
@@ -316,7 +467,7 @@ func (p *LeastLoaded) rawCost(r *Ready, now int64) float64 {
 	inv := s.EffectiveInvWeight(r, now)
 	switch p.kind {
 	case inFlightMetric:
-		return float64(r.Stats.inflight.Load()+1) * inv
+		return float64(r.Stats.inFlight()+1) * inv
 	case peakMetric:
 		return r.Stats.PeakLoad(now, s.latency) * inv
 	}

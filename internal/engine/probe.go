@@ -29,7 +29,7 @@ func (e *Endpoint) tryProbe(now, base int64) bool {
 
 // finishProbe is the Done of a probe call.
 func (e *Endpoint) finishProbe(info balancer.DoneInfo) {
-	failed := e.settle(info)
+	failed := e.settle(info, e.shared)
 	e.probe.inFlight.Store(false)
 	ej := e.shared.ejector.Load()
 	if ej == nil {

@@ -57,7 +57,7 @@ type Snapshot struct {
 	ramp    *ramp
 	penalty *penalty
 	ejector *ejector
-	shared  *doneShared // the fleet's failure rate; nil outside a balancer
+	shared  *doneShared // the fleet's failure rate, and every endpoint's own shared; nil outside a balancer
 	latency *latency
 }
 

@@ -56,7 +56,12 @@ func samplePair(rnd Rand, n int) (int, int) {
 // uniform draw independent of the pair. A pick that needs a coin (a close
 // call) takes it from there instead of drawing again.
 func samplePairSpare(rnd Rand, n int) (i, j int, spare uint32) {
-	bits := rnd.Uint64()
+	return pairFrom(rnd.Uint64(), n)
+}
+
+// pairFrom is samplePairSpare given the draw, for a picker that draws
+// without the Rand interface (SystemRand).
+func pairFrom(bits uint64, n int) (i, j int, spare uint32) {
 	lo, hi := uint64(uint32(bits))*uint64(n), uint64(uint32(bits>>32))*uint64(n-1)
 	i, j = int(lo>>32), int(hi>>32)
 	if j >= i {

@@ -42,19 +42,52 @@ func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
 
 // peakLoad is PeakLoad, and whether the endpoint has calls in flight.
 func (e *Endpoint) peakLoad(now int64, l *latency) (load float64, busy bool) {
-	n := e.inflight.Load()
-	pending := float64(n)
-	avg := math.Float64frombits(e.rtt.bits.Load())
+	return e.peakState().load(now, l)
+}
+
+// peakState is what an endpoint's Peak EWMA load is computed from, read
+// from its line at once.
+type peakState struct {
+	inflight int64
+	avg      float64 // the latency average as last updated; 0: no sample
+	stamp    int64   // Nanotime of the last sample
+}
+
+func (e *Endpoint) peakState() peakState {
+	return peakState{inflight: e.inFlight(), avg: math.Float64frombits(e.rtt.bits.Load()), stamp: e.rtt.stamp.Load()}
+}
+
+// load is the Peak EWMA load at now, and whether calls are in flight.
+func (st peakState) load(now int64, l *latency) (load float64, busy bool) {
+	pending := float64(st.inflight)
+	avg := st.avg
 	if avg == 0 {
 		if pending > 0 {
 			return pendingPenalty + pending, true
 		}
 		return 0, false
 	}
-	if idle := now - e.rtt.stamp.Load(); idle > 0 {
-		avg *= decay(float64(idle) / l.tau)
+	if idle := now - st.stamp; idle > 0 {
+		avg *= decay(float64(idle) * l.perNano)
 	}
-	return avg * (pending + 1), n > 0
+	return avg * (pending + 1), st.inflight > 0
+}
+
+// peakPair is the Peak EWMA loads of two endpoints, each up to a factor
+// that is the same for both, so that they compare as their loads at any
+// time after both stamps do, and without the time: the two averages decay
+// at one rate, so between the later stamp and now both shrink by the same
+// factor, and only the earlier one's decay up to the later stamp tells
+// them apart. (The load of an endpoint with calls in flight and no sample
+// does not decay, but it is pendingPenalty, which no decayed load nears.)
+// A picker then need not read the clock before it compares, only after:
+// reading it stalls the pipeline until every load before it is done, and
+// a pick that compares first has its misses over by then.
+func peakPair(a, b peakState, l *latency) (la, lb float64, busyA, busyB bool) {
+	at := max(a.stamp, b.stamp)
+	la, busyA = a.load(at, l)
+	lb, busyB = b.load(at, l)
+	return la, lb, busyA, busyB
 }
 
 // PeakEWMA is the load metric of latency-aware policies: an endpoint's
@@ -112,7 +145,7 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 		old := e.rtt.bits.Load()
 		avg := math.Float64frombits(old)
 		idle := float64(max(now-e.rtt.stamp.Load(), 0))
-		w := decay(idle / l.tau)
+		w := decay(idle * l.perNano)
 		if idle > l.tau*staleAfter {
 			// After a gap the stored average is stale: pickers have watched
 			// it decay, and this sample is judged against what they saw.
@@ -141,11 +174,12 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 // and their Done is bound once per pooled object, so timing a call
 // allocates nothing.
 type call struct {
-	e     *Endpoint
-	start int64
-	clock Clock
-	lat   *latency
-	done  func(balancer.DoneInfo)
+	e      *Endpoint
+	shared *doneShared // e.shared, which the picker has at hand: not read from e's second line
+	start  int64
+	clock  Clock
+	lat    *latency
+	done   func(balancer.DoneInfo)
 }
 
 var callPool sync.Pool
@@ -160,23 +194,34 @@ func init() {
 }
 
 func (c *call) finish(info balancer.DoneInfo) {
-	e, start, clock, lat := c.e, c.start, c.clock, c.lat
+	e, shared, start, clock, lat := c.e, c.shared, c.start, c.clock, c.lat
 	*c = call{done: c.done}
 	callPool.Put(c)
+	// The call ends before the clock is read, not after: reading the clock
+	// stalls the pipeline, and the endpoint's line, which a call that took
+	// a while no longer finds in cache, is then fetched while it does. The
+	// sample is longer by the time that takes, tens of nanoseconds.
+	e.settle(info, shared)
 	now := clock.Nanotime()
-	e.settle(info)
 	e.observe(info, now-start, now, lat)
 }
 
-// pickTimed is PickEndpoint for a call whose latency is to be sampled.
-func pickTimed(r *Ready, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
-	res, err := r.Picker.Pick(info)
+// pickTimed is PickEndpoint for a call whose latency is to be sampled,
+// given the endpoint, its child picker and its doneShared.
+func pickTimed(e *Endpoint, child balancer.Picker, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
+	res, err := child.Pick(info)
 	if err != nil {
 		return res, err
 	}
-	r.Stats.started(why)
-	r.Stats.rtt.lastTimed.Store(now)
+	return startTimed(e, res, shared, why, now, clock, lat), nil
+}
+
+// startTimed counts a call its child has placed on e, res its result,
+// as a timed call that started at now.
+func startTimed(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency) balancer.PickResult {
+	e.started(why)
+	e.rtt.lastTimed.Store(now)
 	c := callPool.Get().(*call)
-	c.e, c.start, c.clock, c.lat = r.Stats, now, clock, lat
-	return withDone(res, c.done), nil
+	c.e, c.shared, c.start, c.clock, c.lat = e, shared, now, clock, lat
+	return withDone(res, c.done)
 }

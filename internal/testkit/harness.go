@@ -277,9 +277,15 @@ func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
 func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo) {
 	for _, n := range sizes {
 		for _, pol := range policies {
+			// Built once, not each time the benchmark grows b.N: a large
+			// fleet of a peer that rebuilds its picker on every change takes
+			// minutes to build.
+			var p balancer.Picker
+			closeFn := func() {}
 			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
-				p, closeFn := ReadyPicker(b, pol[0], pol[1], n)
-				defer closeFn()
+				if p == nil {
+					p, closeFn = ReadyPicker(b, pol[0], pol[1], n)
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
@@ -294,6 +300,35 @@ func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info bal
 						}
 					}
 				})
+			})
+			closeFn()
+		}
+	}
+}
+
+// BenchmarkPickSerial is BenchmarkPick from one goroutine: each pick and
+// its Done, back to back, as a channel with one caller at a time sees
+// them. Without other cores writing the same counters, what it measures is
+// the pick path itself: its instructions and its cache misses, the latter
+// dominant at the larger sizes. Put Floor among the policies to measure
+// how far each is from the least a pick can cost.
+func BenchmarkPickSerial(b *testing.B, policies [][2]string, sizes []int) {
+	info := Outcome(nil)
+	for _, n := range sizes {
+		for _, pol := range policies {
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
+				p, closeFn := ReadyPicker(b, pol[0], pol[1], n)
+				defer closeFn()
+				b.ReportAllocs()
+				for b.Loop() {
+					res, err := p.Pick(balancer.PickInfo{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.Done != nil {
+						res.Done(info)
+					}
+				}
 			})
 		}
 	}
