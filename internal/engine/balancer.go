@@ -44,6 +44,7 @@ type engineBalancer struct {
 	endpoints map[string]*Endpoint // by endpointKey
 	children  map[*Endpoint]*child
 	order     []*Endpoint // endpoints in resolver order, duplicates removed
+	readyList readyList   // the READY ones, between publishes (eager policies)
 	counts    stateCounts // the endpoints in each connectivity state
 	// lastIn is, for each state, the endpoint that entered it last: its
 	// picker is what a call meets while no endpoint is READY.
@@ -184,6 +185,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.resolverErr = nil
 	b.locality = weightedtarget.LocalityFromResolverState(ccs.ResolverState)
 
+	b.readyList.invalidate()
 	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
 	var added []*child
@@ -207,6 +209,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 		e.resolved = ep
 		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
+		e.pos = len(b.order)
 		next[key] = e
 		b.order = append(b.order, e)
 	}
@@ -389,28 +392,7 @@ func (b *engineBalancer) publishLocked(now int64) { b.mode.publishLocked(b, now)
 // publishReadyLocked gives the parent an eager policy's picker: one over
 // the READY endpoints that are not ejected.
 func (b *engineBalancer) publishReadyLocked(now int64) {
-	// Resolver order keeps seeded runs reproducible without sorting on
-	// every update.
-	ready := make([]Ready, 0, len(b.order))
-	var ejected []Ready
-	var rampEnd int64 // earliest end of a running ramp
-	for _, e := range b.order {
-		if e.state != connectivity.Ready {
-			continue
-		}
-		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		if end := b.rampEndLocked(e, now); end != 0 {
-			r.RampStart, r.RampEnd = e.rampStart, end
-			if rampEnd == 0 || end < rampEnd {
-				rampEnd = end
-			}
-		}
-		if e.ejection.ejected {
-			ejected = append(ejected, r)
-			continue
-		}
-		ready = append(ready, r)
-	}
+	ready, ejected, rampEnd := b.readyEndpointsLocked(now)
 	if len(ready) == 0 {
 		// The cap never ejects the last READY endpoint, but one may have
 		// lost its connection since: placing on an ejected endpoint beats

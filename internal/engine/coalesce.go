@@ -75,6 +75,7 @@ func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
 	b.trackLocked(e, to, now)
 	e.picker = s.Picker
 	e.live.set(s.Picker)
+	b.readyChangedLocked(e)
 	b.counts.move(from, to)
 	if to <= connectivity.Shutdown {
 		b.lastIn[to] = e

@@ -43,11 +43,12 @@
 //   - metrics.go, policy.go, static.go, weightkeeper.go: what a policy
 //     supplies (its metrics, its Policy and Settings), pickers built without
 //     a balancer, and the owner of backend-reported weights;
-//   - balancer.go, coalesce.go, ejection.go, recording.go, weights.go,
-//     lazy.go, children.go: the balancer, one type whose methods are split
-//     by job (wiring and publishing; when a change is published; assessing
-//     and ejecting; recording metrics; weight updates; on-demand
-//     connections; the endpoints' children);
+//   - balancer.go, readylist.go, coalesce.go, ejection.go, recording.go,
+//     weights.go, lazy.go, children.go: the balancer, one type whose
+//     methods are split by job (wiring and publishing; the READY endpoints
+//     kept between publishes; when a change is published; assessing and
+//     ejecting; recording metrics; weight updates; on-demand connections;
+//     the endpoints' children);
 //   - registry.go: registering a policy with grpc.
 //
 // Two kinds of reference run the other way, each for a reason: balancer.go

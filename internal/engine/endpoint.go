@@ -74,6 +74,7 @@ type endpointCold struct {
 	addr string
 
 	// Guarded by the balancer's mu.
+	pos       int // index in the balancer's resolver order
 	state     connectivity.State
 	coldReady bool            // its next READY starts a slow-start ramp: it joined late, or its connection failed
 	ramping   bool            // in a slow-start ramp that began at rampStart

@@ -39,7 +39,7 @@ func healthBalancer(n int) (*engineBalancer, *benchCC) {
 	b.shared.ejector.Store(newEjector(DefaultEjection(), pen))
 	for i := 0; i < n; i++ {
 		e := newEndpoint(fmt.Sprint(i), &b.shared, false)
-		e.state, e.weight = connectivity.Ready, float64(1+i%1000)
+		e.state, e.weight, e.pos = connectivity.Ready, float64(1+i%1000), i
 		e.picker = fixedPicker{}
 		b.order = append(b.order, e)
 	}

@@ -36,7 +36,7 @@ var engineFiles = []string{
 	// balancer.
 	"metrics.go", "policy.go", "static.go", "weightkeeper.go",
 	// The balancer: one type whose methods are split by job.
-	"balancer.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "children.go",
+	"balancer.go", "readylist.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "children.go",
 	// Registering a policy with grpc.
 	"registry.go",
 }
@@ -54,6 +54,7 @@ var upwardAllowed = map[string]string{
 	"balancer.go -> weights.go":   "engineBalancer's own methods",
 	"balancer.go -> children.go":  "engineBalancer's own methods and its children",
 	"balancer.go -> coalesce.go":  "engineBalancer's own methods and its publishing state",
+	"balancer.go -> readylist.go": "engineBalancer's own methods and its READY list",
 	// The connect mode is chosen by the balancer and calls back into its
 	// publishing: a strategy of the one type.
 	"balancer.go -> lazy.go": "the onDemand connectMode",

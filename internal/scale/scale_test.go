@@ -193,6 +193,40 @@ func BenchmarkFlap(b *testing.B) {
 	}
 }
 
+// BenchmarkChange is BenchmarkFlap with each flap published on its own:
+// after it, virtual time passes beyond the window in which ours coalesce
+// changes, so every operation includes one picker built over all n
+// endpoints. It is the cost of one endpoint changing in a fleet that
+// changes rarely; BenchmarkFlap is the cost of churn.
+func BenchmarkChange(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		for _, p := range eagerPolicies {
+			if !runs(p, n) {
+				continue
+			}
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
+				f := newFleet(b, p, n)
+				defer f.bal.Close()
+				f.connectAll(b, 0)
+				scs := f.cc.SubConns()
+				quiet := time.Duration(2*n)*time.Microsecond + time.Millisecond
+				published := f.cc.Updates()
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sc := scs[i%len(scs)]
+					i++
+					sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+					sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+					sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+					f.elapse(quiet)
+				}
+				b.ReportMetric(float64(f.cc.Updates()-published)/float64(b.N), "pickers/op")
+			})
+		}
+	}
+}
+
 // BenchmarkResolverUpdate is one step of a rolling deploy over n READY
 // endpoints: a resolver update that swaps 1% of them for new ones (which
 // start connecting), alternating between two such lists.

@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/pickwise/pickwise/internal/fakecc"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// recordingPolicy keeps the last snapshot it was given.
+type recordingPolicy struct{ last **Snapshot }
+
+func (recordingPolicy) Configure(serviceconfig.LoadBalancingConfig) (Settings, error) {
+	return Settings{}, nil
+}
+
+func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
+	*p.last = s
+	return fixedPicker{}
+}
+
+// TestReadyListMatchesScan drives a balancer through random connectivity
+// changes, resolver updates (endpoints added, removed, reordered,
+// reweighted), ejections and readmissions, and checks after each step
+// that the READY list kept between publishes is the one a walk over
+// every endpoint gives, and that the last snapshot was built from it.
+func TestReadyListMatchesScan(t *testing.T) {
+	var last *Snapshot
+	spec := Spec{
+		Name:        "readylist_test",
+		ParseConfig: func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error) { return nil, nil },
+		NewPolicy:   func() Policy { return recordingPolicy{last: &last} },
+	}
+	cc := fakecc.NewClientConn()
+	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: SystemClock{}, Rand: NewSeededRand(1)})
+	defer b.Close()
+	ej := newEjector(DefaultEjection(), newPenalty(DefaultFailurePenalty()))
+
+	rnd := rand.New(rand.NewPCG(3, 5))
+	const pool = 40
+	update := func() {
+		var eps []resolver.Endpoint
+		for _, k := range rnd.Perm(pool)[:1+rnd.IntN(pool)] {
+			ep := resolver.Endpoint{Addresses: []resolver.Address{{Addr: fmt.Sprintf("127.0.0.1:%d", 30000+k)}}}
+			if rnd.IntN(3) == 0 {
+				ep = weight.Set(ep, weight.EndpointInfo{Weight: uint32(1 + rnd.IntN(5))})
+			}
+			eps = append(eps, ep)
+		}
+		if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update()
+	states := []connectivity.State{connectivity.Connecting, connectivity.Ready, connectivity.Ready, connectivity.Idle, connectivity.TransientFailure}
+	for step := 0; step < 5000; step++ {
+		switch r := rnd.IntN(100); {
+		case r < 5:
+			update()
+		case r < 12:
+			b.mu.Lock()
+			e := b.order[rnd.IntN(len(b.order))]
+			switch {
+			case e.ejection.ejected:
+				b.readmitLocked(e, 1)
+				b.publishLocked(b.clock.Nanotime())
+			case e.state == connectivity.Ready:
+				b.ejectEndpointLocked(e, ej, 1)
+				b.publishLocked(b.clock.Nanotime())
+			}
+			b.mu.Unlock()
+		default:
+			var live []*fakecc.SubConn
+			for _, sc := range cc.SubConns() {
+				if !sc.IsShutdown() {
+					live = append(live, sc)
+				}
+			}
+			if len(live) > 0 {
+				live[rnd.IntN(len(live))].UpdateState(balancer.SubConnState{ConnectivityState: states[rnd.IntN(len(states))]})
+			}
+		}
+		checkReadyList(t, b, &last, step)
+	}
+}
+
+func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	last := *lastp // written by NewPicker, under b.mu
+	ready, ejected, _ := b.scanReadyLocked(b.clock.Nanotime())
+	if l := &b.readyList; l.valid {
+		if !sameReady(l.ready, ready) || !sameReady(l.ejected, ejected) {
+			t.Fatalf("step %d: the kept list (%d READY, %d ejected) differs from a walk's (%d, %d)", step, len(l.ready), len(l.ejected), len(ready), len(ejected))
+		}
+	}
+	if len(ready) == 0 {
+		ready = ejected
+	}
+	if len(ready) > 0 && (last == nil || !sameReady(last.Endpoints, ready)) {
+		t.Fatalf("step %d: the last snapshot is not over the %d READY endpoints", step, len(ready))
+	}
+}
+
+func sameReady(a, b []Ready) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Stats != b[i].Stats || a[i].InvWeight != b[i].InvWeight || a[i].RampEnd != b[i].RampEnd || !samePicker(a[i].Picker, b[i].Picker) {
+			return false
+		}
+	}
+	return true
+}
+
+// samePicker compares pickers that may be of uncomparable types.
+func samePicker(a, b balancer.Picker) bool {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) {
+		return false
+	}
+	if a == nil || !reflect.TypeOf(a).Comparable() {
+		return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b)
+	}
+	return a == b
+}
