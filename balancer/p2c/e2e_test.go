@@ -4,7 +4,7 @@ package p2c_test
 // backends, with pickwise_p2c selected the way a user selects it (a blank
 // import and a service config). Unit tests over the fake ClientConn check
 // the picker's arithmetic; these check that the whole stack (resolver,
-// engine, endpointsharding, pickfirst, transport, Done callbacks) produces
+// engine, its per-endpoint pickfirst children, transport, Done callbacks) produces
 // the behaviour the design promises. Distribution checks use tolerances
 // wide enough for a noisy two-core machine under -race, and no assertion is
 // about speed.

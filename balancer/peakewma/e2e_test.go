@@ -4,7 +4,7 @@ package peakewma_test
 // backends, with pickwise_peak_ewma selected the way a user selects it (a
 // blank import and a service config). The picker tests check the cost
 // arithmetic in virtual time; these check that the whole stack (resolver,
-// engine, endpointsharding, pickfirst, transport, Done callbacks timed on
+// engine, its per-endpoint pickfirst children, transport, Done callbacks timed on
 // the wall clock) produces the behaviour the policy promises: a backend
 // that turns slow is dropped after its first slow answers and tried again
 // once it recovered, a backend that fails fast is not mistaken for a fast

@@ -507,7 +507,7 @@ func TestRandomHashWakesOne(t *testing.T) {
 	}
 	waitStates(t, h, connectivity.Connecting, 1)
 	// pickfirst may report CONNECTING before it creates its SubConn, on a
-	// goroutine of endpointsharding's: wait for the SubConn too.
+	// goroutine of the engine's: wait for the SubConn too.
 	if err := h.CC.WaitFor(h.Ctx, func(balancer.State) error {
 		if n := len(h.CC.SubConns()); n != 1 {
 			return fmt.Errorf("%d SubConns, want 1", n)

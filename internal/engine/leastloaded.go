@@ -120,8 +120,8 @@ func (p *LeastLoaded) draw() uint64 {
 // and no attempt record (p.pair), under the in-flight metric (below) or
 // Peak EWMA (pickPairTimed). It takes one draw and reads the two
 // candidates' lines, and, when neither has recent failures, compares
-// their loads, deciding as choose would (TestPairPathMatchesChoose);
-// everything else is pickAny's.
+// their loads, deciding as choose would (TestPairPathMatchesChoose; for
+// Peak EWMA up to peakPair's rounding); everything else is pickAny's.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
 	if !p.pair || a != nil {

@@ -23,7 +23,7 @@ import (
 type readyList struct {
 	valid   bool
 	ready   []Ready // sorted by Endpoint.pos
-	ejected []Ready // never modified in place: a snapshot may hold it
+	ejected []Ready // never edited in place: rebuilt on any change
 }
 
 // invalidate drops the list; the next publish rebuilds it.
@@ -61,11 +61,13 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 func (b *engineBalancer) readyEndpointsLocked(now int64) (ready, ejected []Ready, rampEnd int64) {
 	l := &b.readyList
 	if b.ramp == nil && l.valid {
-		return slices.Clone(l.ready), l.ejected, 0
+		return slices.Clone(l.ready), slices.Clone(l.ejected), 0
 	}
 	ready, ejected, rampEnd = b.scanReadyLocked(now)
 	if b.ramp == nil {
-		l.valid, l.ready, l.ejected = true, slices.Clone(ready), ejected
+		// Copies: a snapshot's slices are its own (a policy may fill in
+		// fields, as the weight keeper does ReportDone).
+		l.valid, l.ready, l.ejected = true, slices.Clone(ready), slices.Clone(ejected)
 	}
 	return ready, ejected, rampEnd
 }

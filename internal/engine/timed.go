@@ -75,7 +75,8 @@ func (st peakState) load(now int64, l *latency) (load float64, busy bool) {
 
 // peakPair is the Peak EWMA loads of two endpoints, each up to a factor
 // that is the same for both, so that they compare as their loads at any
-// time after both stamps do, and without the time: the two averages decay
+// time after both stamps do (up to decay's rounding, about 1e-7, and its
+// cut to 0 past 700 decay times, where both are idle anyway), and without the time: the two averages decay
 // at one rate, so between the later stamp and now both shrink by the same
 // factor, and only the earlier one's decay up to the later stamp tells
 // them apart. (The load of an endpoint with calls in flight and no sample
