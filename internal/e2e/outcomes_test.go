@@ -29,10 +29,11 @@ var loadAware = []struct {
 	{"least_request_experimental", lb("least_request_experimental", `{}`), false, false},
 }
 
-// TestOneTransientFailure: four backends at 2 ms, one caller making
-// sequential calls, so that every candidate is idle at each pick. Backend
-// 0 fails exactly one call; it must keep most of its share in each second
-// after it. The short run checks the first two seconds, where the failure
+// TestOneTransientFailure: four backends at 2 ms (5 ms for a latency
+// policy), one caller making sequential calls, so that every candidate is
+// idle at each pick. Backend 0 fails exactly one call; it must keep most
+// of its share in each second after it (a latency policy's seconds: see
+// below). The short run checks the first two seconds, where the failure
 // weighs most: its evidence is gone within a few dozen of the backend's
 // outcomes, and each check's window is still a second, so the bound is
 // the same. The baselines, which only log, get one second.
@@ -47,6 +48,14 @@ func TestOneTransientFailure(t *testing.T) {
 				shortParallel(t)
 			}
 			ctx, f, c := start(t, 4, p.config, nil)
+			if p.timed {
+				// Slower than start's 2 ms: at one caller a latency policy
+				// passes over a backend whose last answer took 3x the
+				// others' until that peak decays, and in-process backends
+				// at 2 ms see such peaks from the client's own GC and
+				// scheduling under the race detector.
+				setLatency(f, 5*time.Millisecond)
+			}
 			drive(ctx, c, 1, time.Second, time.Second, nil)
 			f.Backends[0].FailNext(1)
 			ws := drive(ctx, c, 1, time.Duration(seconds)*time.Second, time.Second, nil)
@@ -58,10 +67,24 @@ func TestOneTransientFailure(t *testing.T) {
 			if !p.ours {
 				return
 			}
+			// A latency policy at one caller follows its backends' noise:
+			// with no failure at all, one backend's share in a second
+			// ranged over 17-31% in 12 runs under the race detector. Its
+			// seconds are bounded more loosely, and their mean as tightly.
+			perSecond := 0.15
+			if p.timed {
+				perSecond = 0.10
+			}
+			sum := 0.0
 			for i, w := range ws {
-				if s := w.share(f.Backends[0].Name()); s < 0.15 {
-					t.Errorf("second %d: backend-0's share %.1f%%, want >= 15%%", i+1, 100*s)
+				s := w.share(f.Backends[0].Name())
+				sum += s
+				if s < perSecond {
+					t.Errorf("second %d: backend-0's share %.1f%%, want >= %.0f%%", i+1, 100*s, 100*perSecond)
 				}
+			}
+			if mean := sum / float64(len(ws)); mean < 0.15 {
+				t.Errorf("backend-0's mean share over the %d s %.1f%%, want >= 15%%", len(ws), 100*mean)
 			}
 		})
 	}
