@@ -188,14 +188,7 @@ func TestRebuildWide(t *testing.T) {
 	}
 	for i, f := range steps {
 		cur := f(slices.Clone(eps))
-		got, err := updateRing(prev, eps, cur, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := newRing(cur, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := rebuildAndFresh(t, prev, eps, cur)
 		if d := sameRing(got, want); d != "" {
 			t.Fatalf("step %d: %s", i, d)
 		}
@@ -236,14 +229,7 @@ func TestRebuildTies(t *testing.T) {
 	// build.
 	step := func(name string, prev *ring, from, to []endpoint) *ring {
 		t.Helper()
-		got, err := updateRing(prev, from, to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := newRing(to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, want := rebuildAndFresh(t, prev, from, to)
 		if !got.merged {
 			t.Errorf("%s: built afresh, want merged", name)
 		}
@@ -341,4 +327,18 @@ func TestRebuildErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rebuildAndFresh is prev (built over from) rebuilt for to, and a fresh
+// build over to, both at the default sizes.
+func rebuildAndFresh(t *testing.T, prev *ring, from, to []endpoint) (got, want *ring) {
+	t.Helper()
+	got, err := updateRing(prev, from, to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = newRing(to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio); err != nil {
+		t.Fatal(err)
+	}
+	return got, want
 }
