@@ -392,7 +392,7 @@ func (b *engineBalancer) publishLocked(now int64) { b.mode.publishLocked(b, now)
 // publishReadyLocked gives the parent an eager policy's picker: one over
 // the READY endpoints that are not ejected.
 func (b *engineBalancer) publishReadyLocked(now int64) {
-	ready, ejected, rampEnd := b.readyEndpointsLocked(now)
+	ready, ejected := b.readyEndpointsLocked()
 	if len(ready) == 0 {
 		// The cap never ejects the last READY endpoint, but one may have
 		// lost its connection since: placing on an ejected endpoint beats
@@ -410,8 +410,10 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 	snap := b.snapshotLocked(ready, now)
 	snap.Ejected = ejected
 	snap.ramp = b.ramp
+	var rampEnd int64
+	snap.ramps, rampEnd = b.rampsLocked(ready, now)
 	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready)
+		snap.Weights, snap.WeightsFallback, snap.dones = b.weights.forPicker(ready)
 		if snap.WeightsFallback {
 			b.recordFallbackLocked()
 		}

@@ -50,7 +50,7 @@ const (
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
-	cands   []candidate // snap.Endpoints, compacted for the pick path
+	cands   []Ready // snap.Endpoints, one pointer closer
 	choices int
 	metric  LoadMetric
 	kind    metricKind
@@ -61,17 +61,6 @@ type LeastLoaded struct {
 	ramping, uniform, penalty bool
 	system                    bool // snap.Rand is SystemRand: drawn from without the interface
 	pair                      bool // Pick's written-out common case applies (see Pick)
-}
-
-// candidate is what a pick reads of one endpoint besides the endpoint's
-// own line: its child picker and 1/weight, copied out of the snapshot's
-// Ready into an array of their own, two to a cache line. A candidate then
-// costs a pick a line of this array, which stays in cache for any fleet a
-// client has (320 KB at 10k endpoints), and the endpoint's line.
-type candidate struct {
-	e      *Endpoint
-	picker balancer.Picker
-	inv    float64 // Ready.InvWeight
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
@@ -88,7 +77,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 	}
 	p := &LeastLoaded{
 		snap:    snap,
-		cands:   make([]candidate, len(snap.Endpoints)),
+		cands:   snap.Endpoints,
 		choices: min(max(choices, 2), MaxChoices),
 		metric:  metric,
 		kind:    kind,
@@ -97,11 +86,9 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		penalty: snap.penalty != nil,
 	}
 	_, p.system = snap.Rand.(SystemRand)
+	p.ramping = snap.Ramping()
 	for i := range snap.Endpoints {
-		r := &snap.Endpoints[i]
-		p.cands[i] = candidate{e: r.Stats, picker: r.Picker, inv: r.InvWeight}
-		p.ramping = p.ramping || r.RampEnd != 0
-		p.uniform = p.uniform && r.InvWeight == snap.Endpoints[0].InvWeight
+		p.uniform = p.uniform && snap.Endpoints[i].InvWeight == snap.Endpoints[0].InvWeight
 	}
 	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && !p.ramping && len(snap.Ejected) == 0
 	return p
@@ -138,12 +125,12 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	i, j, coin := pairFrom(bits, len(p.cands))
 	c, d := &p.cands[i], &p.cands[j]
-	if p.penalty && (c.e.outcomeBits.Load()|d.e.outcomeBits.Load())>>32 != 0 {
+	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
 		// A candidate has recent failures: the failure check decides.
 		best, _, why, _ := p.choose([]int{i, j}, 0, coin)
 		return p.place(&p.cands[best], info, why, 0)
 	}
-	lc, ld := c.e.inFlight(), d.e.inFlight()
+	lc, ld := c.Stats.inFlight(), d.Stats.inFlight()
 	why := ReasonTie
 	if p.uniform {
 		switch {
@@ -153,19 +140,19 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 			why = ReasonLeastLoaded
 		}
 	} else {
-		switch cc, cd := float64(lc+1)*c.inv, float64(ld+1)*d.inv; {
+		switch cc, cd := float64(lc+1)*c.InvWeight, float64(ld+1)*d.InvWeight; {
 		case cd < cc:
 			c, why = d, ReasonLeastLoaded
 		case cd > cc:
 			why = ReasonLeastLoaded
 		}
 	}
-	res, err := c.picker.Pick(info)
+	res, err := c.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
-	c.e.started(why)
-	return withDone(res, c.e.done), nil
+	c.Stats.started(why)
+	return withDone(res, c.Stats.done), nil
 }
 
 // pickPairTimed is Pick's common case under Peak EWMA: choose for two
@@ -175,13 +162,13 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	s := p.snap
 	i, j, coin := pairFrom(p.draw(), len(p.cands))
 	c, d := &p.cands[i], &p.cands[j]
-	if p.penalty && (c.e.outcomeBits.Load()|d.e.outcomeBits.Load())>>32 != 0 {
+	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
 		now := s.Clock.Nanotime()
 		best, _, why, now := p.choose([]int{i, j}, now, coin)
 		return p.place(&p.cands[best], info, why, now)
 	}
-	kc, kd, busyC, busyD := peakPair(c.e.peakState(), d.e.peakState(), s.latency)
-	kc, kd = kc*c.inv, kd*d.inv
+	kc, kd, busyC, busyD := peakPair(c.Stats.peakState(), d.Stats.peakState(), s.latency)
+	kc, kd = kc*c.InvWeight, kd*d.InvWeight
 	w, why := c, ReasonTie
 	if kc != kd {
 		lo, hi, loCost, hiCost := c, d, kc, kd
@@ -198,16 +185,16 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 			}
 		}
 	}
-	res, err := w.picker.Pick(info)
+	res, err := w.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
 	now := s.Clock.Nanotime()
-	if w.e.wantsSample(now, s.latency) {
-		return startTimed(w.e, res, p.shared(w.e), why, now, s.Clock, s.latency), nil
+	if w.Stats.wantsSample(now, s.latency) {
+		return startTimed(w.Stats, res, p.shared(w.Stats), why, now, s.Clock, s.latency), nil
 	}
-	w.e.started(why)
-	return withDone(res, w.e.done), nil
+	w.Stats.started(why)
+	return withDone(res, w.Stats.done), nil
 }
 
 // pickAny is Pick in every case, for a call with attempt record a (nil:
@@ -280,7 +267,7 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 	if len(cands) == n {
 		kept := cands[:0:len(cands)]
 		for _, i := range cands {
-			if !a.Used(p.cands[i].e) {
+			if !a.Used(p.cands[i].Stats) {
 				kept = append(kept, i)
 			}
 		}
@@ -290,7 +277,7 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 		return kept
 	}
 	for k, i := range cands {
-		if a.Used(p.cands[i].e) {
+		if a.Used(p.cands[i].Stats) {
 			if j, ok := p.unusedEndpoint(cands, a); ok {
 				cands[k] = j
 			}
@@ -304,7 +291,7 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 // used (a small fleet), by a walk from a random start.
 func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 	n := len(p.cands)
-	usable := func(j int) bool { return !a.Used(p.cands[j].e) && !slices.Contains(cands, j) }
+	usable := func(j int) bool { return !a.Used(p.cands[j].Stats) && !slices.Contains(cands, j) }
 	for d := 0; d < retryDraws; d++ {
 		if j := reduce(uint32(p.draw()), n); usable(j) {
 			return j, true
@@ -321,16 +308,16 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 
 // place asks c's child for a connection with the reason why, timing the
 // call if the policy is latency-aware and the endpoint wants a sample.
-func (p *LeastLoaded) place(c *candidate, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
-	if p.timed && c.e.wantsSample(now, p.snap.latency) {
-		return pickTimed(c.e, c.picker, p.shared(c.e), info, why, now, p.snap.Clock, p.snap.latency)
+func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
+	if p.timed && c.Stats.wantsSample(now, p.snap.latency) {
+		return pickTimed(c.Stats, c.Picker, p.shared(c.Stats), info, why, now, p.snap.Clock, p.snap.latency)
 	}
-	res, err := c.picker.Pick(info)
+	res, err := c.Picker.Pick(info)
 	if err != nil {
 		return res, err
 	}
-	c.e.started(why)
-	return withDone(res, c.e.done), nil
+	c.Stats.started(why)
+	return withDone(res, c.Stats.done), nil
 }
 
 // shared is e's doneShared, for a timed call's Done: the snapshot's, which
@@ -366,24 +353,24 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	tie := true
 	for _, i := range cands {
 		c := &p.cands[i]
-		inv := c.inv
+		inv := c.InvWeight
 		if p.ramping {
 			// Only a ramping candidate needs the time; a timed pick has
 			// read the clock already.
-			if r := &s.Endpoints[i]; r.RampEnd != 0 {
+			if s.ramps[i].end != 0 {
 				if now == 0 {
 					now = s.Clock.Nanotime()
 				}
-				inv = s.EffectiveInvWeight(r, now)
+				inv = s.EffectiveInvWeight(i, now)
 			}
 		}
 		var cost float64
 		switch p.kind {
 		case inFlightMetric:
-			cost = float64(c.e.inFlight()+1) * inv
+			cost = float64(c.Stats.inFlight()+1) * inv
 		case peakMetric:
 			var busy bool
-			cost, busy = c.e.peakLoad(now, s.latency)
+			cost, busy = c.Stats.peakLoad(now, s.latency)
 			cost *= inv
 			idle = idle && !busy
 		default:
@@ -392,10 +379,10 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		if rawBest < 0 || cost < rawBestCost {
 			rawBest, rawBestCost = i, cost
 		}
-		if p.penalty && c.e.outcomeBits.Load()>>32 != 0 {
+		if p.penalty && c.Stats.outcomeBits.Load()>>32 != 0 {
 			// Only an endpoint with recent failures draws: the healthy
 			// common case reads one word.
-			if q := s.penalty.avoidance(c.e.outcomes(), s.fleetRate()); q > 0 && unitDraw(s.Rand) < q {
+			if q := s.penalty.avoidance(c.Stats.outcomes(), s.fleetRate()); q > 0 && unitDraw(s.Rand) < q {
 				if c := cost / (1 - q); avoided < 0 || c < avoidedCost {
 					avoided, avoidedCost = i, c
 				}
@@ -460,11 +447,12 @@ func closeCall(best, second float64, coin uint32) bool {
 	return float64(coin>>8)*(2*(closeBand-1))*best < (closeBand*best-second)*(1<<24)
 }
 
-// rawCost is r's cost at now before the failure check, as choose
-// computes it inline.
-func (p *LeastLoaded) rawCost(r *Ready, now int64) float64 {
+// rawCost is Endpoints[i]'s cost at now before the failure check, as
+// choose computes it inline.
+func (p *LeastLoaded) rawCost(i int, now int64) float64 {
 	s := p.snap
-	inv := s.EffectiveInvWeight(r, now)
+	r := &s.Endpoints[i]
+	inv := s.EffectiveInvWeight(i, now)
 	switch p.kind {
 	case inFlightMetric:
 		return float64(r.Stats.inFlight()+1) * inv
@@ -482,8 +470,7 @@ func unitDraw(r Rand) float64 { return float64(r.Uint64()>>11) / (1 << 53) }
 func (p *LeastLoaded) ReportCosts(now int64, record func(float64)) {
 	s := p.snap
 	for i := range s.Endpoints {
-		r := &s.Endpoints[i]
-		record(p.rawCost(r, now) / (1 - s.Avoidance(r.Stats)))
+		record(p.rawCost(i, now) / (1 - s.Avoidance(s.Endpoints[i].Stats)))
 	}
 }
 

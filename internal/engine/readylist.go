@@ -56,25 +56,23 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 
 // readyEndpointsLocked is the READY endpoints that are not ejected and
 // those that are, in resolver order, as of now, each a slice of its own
-// that the caller may keep; rampEnd is the earliest end of a running
-// ramp, 0 if none.
-func (b *engineBalancer) readyEndpointsLocked(now int64) (ready, ejected []Ready, rampEnd int64) {
+// that the caller may keep.
+func (b *engineBalancer) readyEndpointsLocked() (ready, ejected []Ready) {
 	l := &b.readyList
 	if b.ramp == nil && l.valid {
-		return slices.Clone(l.ready), slices.Clone(l.ejected), 0
+		return slices.Clone(l.ready), slices.Clone(l.ejected)
 	}
-	ready, ejected, rampEnd = b.scanReadyLocked(now)
+	ready, ejected = b.scanReadyLocked()
 	if b.ramp == nil {
-		// Copies: a snapshot's slices are its own (a policy may fill in
-		// fields, as the weight keeper does ReportDone).
+		// Copies: a snapshot's slices are its own.
 		l.valid, l.ready, l.ejected = true, slices.Clone(ready), slices.Clone(ejected)
 	}
-	return ready, ejected, rampEnd
+	return ready, ejected
 }
 
 // scanReadyLocked is readyEndpointsLocked computed from every endpoint's
 // state.
-func (b *engineBalancer) scanReadyLocked(now int64) (ready, ejected []Ready, rampEnd int64) {
+func (b *engineBalancer) scanReadyLocked() (ready, ejected []Ready) {
 	// Resolver order keeps seeded runs reproducible without sorting on
 	// every update.
 	ready = make([]Ready, 0, len(b.order))
@@ -83,17 +81,34 @@ func (b *engineBalancer) scanReadyLocked(now int64) (ready, ejected []Ready, ram
 			continue
 		}
 		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		if end := b.rampEndLocked(e, now); end != 0 {
-			r.RampStart, r.RampEnd = e.rampStart, end
-			if rampEnd == 0 || end < rampEnd {
-				rampEnd = end
-			}
-		}
 		if e.ejection.ejected {
 			ejected = append(ejected, r)
 			continue
 		}
 		ready = append(ready, r)
 	}
-	return ready, ejected, rampEnd
+	return ready, ejected
+}
+
+// rampsLocked is the slow-start ramps of ready as of now, nil if none is
+// ramping, and the earliest end of one, 0 if none.
+func (b *engineBalancer) rampsLocked(ready []Ready, now int64) (ramps []rampSpan, earliest int64) {
+	if b.ramp == nil {
+		return nil, 0
+	}
+	for i := range ready {
+		e := ready[i].Stats
+		end := b.rampEndLocked(e, now)
+		if end == 0 {
+			continue
+		}
+		if ramps == nil {
+			ramps = make([]rampSpan, len(ready))
+		}
+		ramps[i] = rampSpan{start: e.rampStart, end: end}
+		if earliest == 0 || end < earliest {
+			earliest = end
+		}
+	}
+	return ramps, earliest
 }

@@ -36,7 +36,7 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 		if snap.Weights != nil {
 			w = snap.Weights[i]
 		}
-		w *= snap.RampFactor(r, snap.Built)
+		w *= snap.RampFactor(i, snap.Built)
 		// Avoidance scales the share as it does a d-choice picker's: an
 		// endpoint passed over with probability q keeps 1-q of its picks.
 		ws[i] = w * (1 - snap.Avoidance(r.Stats))
@@ -67,25 +67,27 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			return res, err
 		}
 	}
-	r := &p.snap.Endpoints[p.sched.Next(pos)]
+	i := p.sched.Next(pos)
+	r := &p.snap.Endpoints[i]
 	if a != nil && a.earlier() && a.Used(r.Stats) {
 		// A retry: the next positions of the schedule, until one that no
 		// earlier attempt used. The schedule interleaves endpoints, so
 		// this takes a step or two; it gives up after as many steps as
 		// there are endpoints.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
-			if c := &p.snap.Endpoints[p.sched.Next(p.next.Add(1))]; !a.Used(c.Stats) {
-				r = c
+			j := p.sched.Next(p.next.Add(1))
+			if c := &p.snap.Endpoints[j]; !a.Used(c.Stats) {
+				i, r = j, c
 				break
 			}
 		}
 	}
 	var res balancer.PickResult
 	var err error
-	if r.ReportDone == nil {
+	if done := p.snap.WeightDone(i); done == nil {
 		res, err = PickEndpoint(r, info, p.why)
 	} else {
-		res, err = PickEndpointDone(r, info, p.why, r.ReportDone)
+		res, err = PickEndpointDone(r, info, p.why, done)
 	}
 	if a != nil {
 		return a.Record(r.Stats, res, err)

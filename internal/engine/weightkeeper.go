@@ -136,17 +136,20 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // above orcaweight.MaxMedianMultiple times that median (so that one
 // absurd report cannot take nearly every call), and whether fewer than
 // two have one (round-robin fallback). With per-call reports it also
-// gives each entry of ready the Done that reads them.
-func (k *weightKeeper) forPicker(ready []Ready) (ws []float64, fallback bool) {
+// returns, aligned with ready, the Dones that read them; nil otherwise.
+func (k *weightKeeper) forPicker(ready []Ready) (ws []float64, fallback bool, dones []func(balancer.DoneInfo)) {
 	ws = make([]float64, len(ready))
 	usable := make([]bool, len(ready))
+	if !k.cfg.OutOfBand {
+		dones = make([]func(balancer.DoneInfo), len(ready))
+	}
 	for i := range ready {
 		w := &ready[i].Stats.weights
 		ws[i] = w.weight
 		usable[i] = w.status == orcaweight.Usable
-		if !k.cfg.OutOfBand {
-			ready[i].ReportDone = w.done
+		if dones != nil {
+			dones[i] = w.done
 		}
 	}
-	return ws, orcaweight.FillMedian(ws, usable) < 2
+	return ws, orcaweight.FillMedian(ws, usable) < 2, dones
 }
