@@ -108,6 +108,25 @@ func (cc *ClientConn) SubConns() []*SubConn {
 	return append([]*SubConn(nil), cc.subConns...)
 }
 
+// SubConnsFrom is SubConns()[from:] (nil if there are no more), without
+// copying the ones before: a harness that waits for new SubConns one at a
+// time over a large fleet would otherwise spend its time copying.
+func (cc *ClientConn) SubConnsFrom(from int) []*SubConn {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if from >= len(cc.subConns) {
+		return nil
+	}
+	return append([]*SubConn(nil), cc.subConns[from:]...)
+}
+
+// NumSubConns is len(SubConns()).
+func (cc *ClientConn) NumSubConns() int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return len(cc.subConns)
+}
+
 // SubConnFor returns the newest SubConn for addr that has not been shut
 // down, or nil.
 func (cc *ClientConn) SubConnFor(addr string) *SubConn {

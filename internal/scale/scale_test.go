@@ -305,13 +305,15 @@ func BenchmarkWake(b *testing.B) {
 			b.Run(fmt.Sprintf("n=%d/policy=%s", n, p.name), func(b *testing.B) {
 				b.ReportAllocs()
 				var closing time.Duration
-				stalls := 0
+				stalls, pickers := 0, 0
 				for b.Loop() {
 					b.StopTimer()
 					f := newFleet(b, p, n)
+					published := f.cc.Updates()
 					b.StartTimer()
 					f.wake(b, keys)
 					b.StopTimer()
+					pickers += f.cc.Updates() - published
 					start := time.Now()
 					f.bal.Close()
 					closing += time.Since(start)
@@ -320,6 +322,7 @@ func BenchmarkWake(b *testing.B) {
 				}
 				b.ReportMetric(float64(closing.Nanoseconds())/float64(b.N), "close-ns")
 				b.ReportMetric(float64(stalls)/float64(b.N), "stalls/op")
+				b.ReportMetric(float64(pickers)/float64(b.N), "pickers/op")
 			})
 		}
 	}
@@ -353,7 +356,7 @@ func (f *fleet) wake(tb testing.TB, keys int) {
 			// key is simply picked again.
 			wait, cancelWait := context.WithTimeout(ctx, stallAfter)
 			err = f.cc.WaitFor(wait, func(balancer.State) error {
-				if len(f.cc.SubConns()) == seen && f.cc.Updates() == updates {
+				if f.cc.NumSubConns() == seen && f.cc.Updates() == updates {
 					return errors.New("no new SubConn or picker")
 				}
 				return nil
@@ -365,12 +368,12 @@ func (f *fleet) wake(tb testing.TB, keys int) {
 				}
 				f.stalls++
 			}
-			scs := f.cc.SubConns()
-			for _, sc := range scs[seen:] {
+			fresh := f.cc.SubConnsFrom(seen)
+			for _, sc := range fresh {
 				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
 				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
 			}
-			seen = len(scs)
+			seen += len(fresh)
 		}
 		f.elapse(100 * time.Microsecond)
 	}
