@@ -2,6 +2,7 @@ package orcaweight
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -40,24 +41,27 @@ const MaxMedianMultiple = 10
 // Usable weights must be finite and > 0, as Tracker.Update returns them.
 // weights and usable must have the same length. FillMedian runs when a
 // picker is built, not per pick; it allocates only for more than 64
-// usable endpoints, and sorts only when some weight needs the median
-// (one is unusable, or the largest is above MaxMedianMultiple times the
-// smallest).
+// usable endpoints, and selects the median (in linear time) only when
+// some weight needs it (one is unusable, or the largest is above
+// MaxMedianMultiple times the smallest).
 func FillMedian(weights []float64, usable []bool) (nUsable int) {
 	if len(weights) != len(usable) {
 		panic("orca: FillMedian: len(weights) != len(usable)")
 	}
 	var buf [64]float64
-	sorted := buf[:0]
+	usableWs := buf[:0]
+	if len(weights) > len(buf) {
+		usableWs = make([]float64, 0, len(weights))
+	}
 	least, most := math.Inf(1), 0.0
 	for i, ok := range usable {
 		if ok {
 			w := weights[i]
-			sorted = append(sorted, w)
+			usableWs = append(usableWs, w)
 			least, most = min(least, w), max(most, w)
 		}
 	}
-	nUsable = len(sorted)
+	nUsable = len(usableWs)
 	if nUsable < 2 {
 		for i := range weights {
 			weights[i] = 1
@@ -70,10 +74,10 @@ func FillMedian(weights []float64, usable []bool) (nUsable int) {
 	if nUsable == len(weights) && most <= least*MaxMedianMultiple {
 		return nUsable
 	}
-	slices.Sort(sorted)
-	median := sorted[nUsable/2]
+	median := selectNth(usableWs, nUsable/2)
 	if nUsable%2 == 0 {
-		lo := sorted[nUsable/2-1]
+		// The other middle value is the largest of those selected below.
+		lo := slices.Max(usableWs[:nUsable/2])
 		median = lo + (median-lo)/2 // cannot overflow, unlike (lo+median)/2
 	}
 	limit := median * MaxMedianMultiple // +Inf near MaxFloat64: then no bound applies
@@ -86,4 +90,51 @@ func FillMedian(weights []float64, usable []bool) (nUsable int) {
 		}
 	}
 	return nUsable
+}
+
+// selectNth reorders v so that v[k] is the value a sort would put there,
+// with nothing larger before it and nothing smaller after, and returns it:
+// a picker over thousands of endpoints is built on every connectivity
+// change, where sorting their weights to find a median would cost
+// O(n log n). Quickselect with a median-of-three pivot is O(n) on any
+// weights but adversarial ones; past twice the expected depth it sorts
+// what is left, which bounds it at O(n log n).
+func selectNth(v []float64, k int) float64 {
+	lo, hi := 0, len(v)-1
+	for depth := 2 * bits.Len(uint(len(v))); lo < hi; depth-- {
+		if depth == 0 {
+			slices.Sort(v[lo : hi+1])
+			break
+		}
+		// Median of three as the pivot, left in v[mid].
+		mid := lo + (hi-lo)/2
+		if v[mid] < v[lo] {
+			v[mid], v[lo] = v[lo], v[mid]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[mid] {
+			v[hi], v[mid] = v[mid], v[hi]
+		}
+		pivot := v[mid]
+		// Hoare's partition: afterwards v[lo..j] <= pivot <= v[j+1..hi].
+		i, j := lo-1, hi+1
+		for {
+			for i++; v[i] < pivot; i++ {
+			}
+			for j--; v[j] > pivot; j-- {
+			}
+			if i >= j {
+				break
+			}
+			v[i], v[j] = v[j], v[i]
+		}
+		if k <= j {
+			hi = j
+		} else {
+			lo = j + 1
+		}
+	}
+	return v[k]
 }

@@ -3,6 +3,7 @@ package orcaweight
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -117,5 +118,74 @@ func TestFillMedianAllocs(t *testing.T) {
 	u := []bool{true, true, true, false, true}
 	if a := testing.AllocsPerRun(100, func() { FillMedian(w, u) }); a != 0 {
 		t.Errorf("FillMedian allocates %v times per call, want 0", a)
+	}
+}
+
+// TestSelectNth checks the selection against a sort, on random values with
+// and without repeats, sorted and reversed runs, and all-equal values, at
+// every k of small slices and at random k of large ones.
+func TestSelectNth(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	gens := map[string]func(n int) []float64{
+		"random": func(n int) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = r.Float64() * 1000
+			}
+			return v
+		},
+		"repeats": func(n int) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = float64(r.IntN(4))
+			}
+			return v
+		},
+		"sorted": func(n int) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = float64(i)
+			}
+			return v
+		},
+		"reversed": func(n int) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = float64(n - i)
+			}
+			return v
+		},
+		"equal": func(n int) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = 7
+			}
+			return v
+		},
+	}
+	for name, gen := range gens {
+		for _, n := range []int{1, 2, 3, 4, 5, 8, 17, 100, 10000} {
+			ks := []int{0, n / 2, n - 1}
+			if n <= 17 {
+				ks = ks[:0]
+				for k := range n {
+					ks = append(ks, k)
+				}
+			}
+			for _, k := range ks {
+				v := gen(n)
+				want := slices.Clone(v)
+				slices.Sort(want)
+				got := selectNth(v, k)
+				if got != want[k] {
+					t.Fatalf("%s n=%d k=%d: %v, want %v", name, n, k, got, want[k])
+				}
+				for i := range v {
+					if i < k && v[i] > got || i > k && v[i] < got {
+						t.Fatalf("%s n=%d k=%d: v[%d] = %v on the wrong side of %v", name, n, k, i, v[i], got)
+					}
+				}
+			}
+		}
 	}
 }

@@ -74,17 +74,20 @@ import (
 type Schedule struct {
 	// Immutable after NewSchedule.
 
-	// Exactly one of narrow and wide holds the cycle: narrow when every
-	// endpoint index fits in 16 bits (all realistic fleets), halving the
-	// table's cache footprint; wide otherwise.
-	narrow []uint16
-	wide   []uint32
+	// table holds the cycle. Its indices fit in 16 bits: a cycle over more
+	// than 65,536 endpoints would be longer than schedMaxCycle, and the
+	// schedule sweeps instead.
+	table []uint16
 	// length is the cycle length L, and mult its Lemire fastmod multiplier,
 	// so Next reduces seq modulo L with two multiplications.
 	length uint64
 	mult   uint64
 	// slots[i] is how many positions of the cycle belong to endpoint i.
 	slots []uint32
+	// sweep, when not nil, is the order instead of a cycle: for a large
+	// fleet whose weights need a cycle longer than schedMaxCycle (see
+	// sweep.go). The fields above are then zero.
+	sweep *sweep
 }
 
 const (
@@ -143,7 +146,10 @@ func schedTarget(n int) int {
 // Building takes O(L + n) time for typical weights (O(L log n) at worst) and
 // O(L + n) memory for a cycle of L slots: about half a millisecond for 1000
 // endpoints with arbitrary weights, cheap enough to rebuild on every weight
-// update. A single endpoint gets a one-slot cycle whatever its weight.
+// update. A cycle longer than schedMaxCycle (weights that are not small
+// integers, over more than 2,048 endpoints) is not built: the schedule
+// sweeps instead (sweep.go), O(n) to build. A single endpoint gets a
+// one-slot cycle whatever its weight.
 // NewSchedule panics if weights is empty, because there is no order to
 // follow.
 func NewSchedule(weights []float64) *Schedule {
@@ -157,6 +163,9 @@ func NewSchedule(weights []float64) *Schedule {
 		// copies of endpoint 0.
 		slots[0] = 1
 	} else if !schedExactSlots(weights, slots) {
+		if schedTarget(n) > schedMaxCycle {
+			return &Schedule{sweep: newSweep(weights, schedTarget(n))}
+		}
 		schedQuantizedSlots(weights, slots)
 	}
 	var length uint64
@@ -168,13 +177,8 @@ func NewSchedule(weights []float64) *Schedule {
 		mult:   schedFastmodMultiplier(length),
 		slots:  slots,
 	}
-	if n <= 1<<16 {
-		s.narrow = make([]uint16, length)
-		schedFill(s.narrow, slots)
-	} else {
-		s.wide = make([]uint32, length)
-		schedFill(s.wide, slots)
-	}
+	s.table = make([]uint16, length)
+	schedFill(s.table, slots)
 	return s
 }
 
@@ -190,25 +194,36 @@ func NewSchedule(weights []float64) *Schedule {
 // is still within 1 + n*Slots(i)/Len of its proportional share: noise, once
 // in four billion picks.
 func (s *Schedule) Next(seq uint32) int {
-	pos := schedFastmod(seq, s.mult, s.length)
-	if s.narrow != nil {
-		return int(s.narrow[pos])
+	if s.sweep != nil {
+		return s.sweep.next(seq)
 	}
-	return int(s.wide[pos])
+	pos := schedFastmod(seq, s.mult, s.length)
+	return int(s.table[pos])
 }
 
-// Len is the length of one full cycle of the order.
+// Len is the length of one full cycle of the order, 0 for a sweep.
 func (s *Schedule) Len() int { return int(s.length) }
 
 // Slots returns how many positions of one cycle go to endpoint i (for tests
-// and metrics). i must be in [0, n).
-func (s *Schedule) Slots(i int) int { return int(s.slots[i]) }
-
-// schedUsable reports whether w is a weight the caller was supposed to pass:
-// positive and finite. NaN fails the comparison.
-func schedUsable(w float64) bool {
-	return w > 0 && !math.IsInf(w, 1)
+// and metrics), 0 for a sweep. i must be in [0, n).
+func (s *Schedule) Slots(i int) int {
+	if s.sweep != nil {
+		return 0
+	}
+	return int(s.slots[i])
 }
+
+// Share is the fraction of positions that go to endpoint i, in the long
+// run. i must be in [0, n).
+func (s *Schedule) Share(i int) float64 {
+	if s.sweep != nil {
+		return s.sweep.share(i)
+	}
+	return float64(s.slots[i]) / float64(s.length)
+}
+
+// Sweeps says that the order is a sweep rather than a cycle (sweep.go).
+func (s *Schedule) Sweeps() bool { return s.sweep != nil }
 
 // schedExactSlots fills slots with weight/GCD when every usable weight is an
 // integer and the reduced cycle fits schedMaxExactCycle, and reports whether
@@ -316,7 +331,7 @@ func schedPhase(i int) uint64 {
 // hold one on average. The build is O(L + n) for typical weights and
 // O(L log n) in the worst case, where weights conspire with the phases to
 // make many slots fall due together.
-func schedFill[T uint16 | uint32](table []T, slots []uint32) {
+func schedFill(table []uint16, slots []uint32) {
 	l := uint64(len(table))
 	phase := make([]uint64, len(slots))
 	for i := range phase {
@@ -367,7 +382,7 @@ func schedFill[T uint16 | uint32](table []T, slots []uint32) {
 		lo = hi
 	}
 	for p, v := range order {
-		table[p] = T(v >> 32)
+		table[p] = uint16(v >> 32)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
@@ -169,7 +170,7 @@ func BenchmarkBringUp(b *testing.B) {
 // getting it back (READY, IDLE, CONNECTING, READY), with a millisecond
 // between flaps: the steady-state cost of churn in a large fleet.
 func BenchmarkFlap(b *testing.B) {
-	benchmarkFlaps(b, func(int) time.Duration { return time.Millisecond })
+	benchmarkFlaps(b, eagerPolicies, func(int) time.Duration { return time.Millisecond }, nil)
 }
 
 // BenchmarkChange is BenchmarkFlap with each flap published on its own:
@@ -179,15 +180,61 @@ func BenchmarkFlap(b *testing.B) {
 // at once; three for grpc-go's). It is the cost of one endpoint changing
 // in a fleet that changes rarely; BenchmarkFlap is the cost of churn.
 func BenchmarkChange(b *testing.B) {
-	benchmarkFlaps(b, func(n int) time.Duration { return time.Duration(2*n)*time.Microsecond + time.Millisecond })
+	benchmarkFlaps(b, eagerPolicies, loneGap, nil)
 }
 
-// benchmarkFlaps flaps one endpoint after another of n READY ones, with
-// gap(n) of virtual time after each flap, and reports the pickers each
-// flap published.
-func benchmarkFlaps(b *testing.B, gap func(n int) time.Duration) {
+// BenchmarkWeightedChange is BenchmarkChange for the weighted round-robin
+// policies once every endpoint reports its own ORCA weight (qps 1 to 100
+// at the same utilization): the schedule each change rebuilds then
+// follows weights that are not a short integer cycle, as in a fleet that
+// reports load.
+func BenchmarkWeightedChange(b *testing.B) {
+	ps := []policy{{"pickwise_orca_wrr", `{"blackoutPeriod": "0s"}`}, {"weighted_round_robin", `{"blackoutPeriod": "0s"}`}}
+	benchmarkFlaps(b, ps, loneGap, reportWeights)
+}
+
+// reportWeights answers picks with per-call ORCA reports until every
+// endpoint has reported, each its own weight, and lets a weight update
+// fold them in: in virtual time for ours, in real time for grpc-go's,
+// whose update runs on a real timer each second.
+func reportWeights(tb testing.TB, f *fleet) {
+	tb.Helper()
+	qps := map[balancer.SubConn]float64{}
+	p := f.cc.State().Picker
+	for k := 0; len(qps) < len(f.eps); k++ {
+		if k > 100*len(f.eps) {
+			tb.Fatalf("%d of %d endpoints picked after %d picks", len(qps), len(f.eps), k)
+		}
+		res, err := p.Pick(balancer.PickInfo{Ctx: context.Background()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		q, ok := qps[res.SubConn]
+		if !ok {
+			q = float64(1 + len(qps)*37%100)
+			qps[res.SubConn] = q
+		}
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: q, CpuUtilization: 0.5}})
+		}
+	}
+	if f.clock != nil {
+		f.elapse(2 * time.Second)
+	} else {
+		time.Sleep(1500 * time.Millisecond)
+	}
+}
+
+// loneGap is virtual time past the coalescing window over n endpoints.
+func loneGap(n int) time.Duration { return time.Duration(2*n)*time.Microsecond + time.Millisecond }
+
+// benchmarkFlaps flaps one endpoint after another of n READY ones under
+// each of ps, with gap(n) of virtual time after each flap, and reports
+// the pickers each flap published. prepare, if not nil, runs once the
+// fleet is READY.
+func benchmarkFlaps(b *testing.B, ps []policy, gap func(n int) time.Duration, prepare func(testing.TB, *fleet)) {
 	for _, n := range []int{1000, 10000, 50000} {
-		for _, p := range eagerPolicies {
+		for _, p := range ps {
 			if !runs(p, n) {
 				continue
 			}
@@ -195,6 +242,9 @@ func benchmarkFlaps(b *testing.B, gap func(n int) time.Duration) {
 				f := newFleet(b, p, n)
 				defer f.bal.Close()
 				f.connectAll(b, 0)
+				if prepare != nil {
+					prepare(b, f)
+				}
 				scs := f.cc.SubConns()
 				published := f.cc.Updates()
 				b.ReportAllocs()

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/pickwise/pickwise/internal/mix"
+)
+
+// This file is the order a Schedule follows over a large fleet whose
+// weights do not reduce to a short integer cycle. The cycle table of
+// scheduler.go holds about 32 slots per endpoint, so over 10,000
+// endpoints it is 320,000 entries whose build, scattered over a few
+// megabytes, takes about 9 ms: on every weight update and on every
+// connectivity change, on the channel's queue. Past schedMaxCycle entries
+// the schedule sweeps instead.
+//
+// The sweep. Lay the endpoints' shares end to end on a circle of
+// circumference 2^64, each an arc as long as its share. Pick k lands at
+// k times 2^64 divided by the golden ratio, modulo 2^64: the Weyl
+// sequence the cycle table uses for its phases. By the three-gap theorem
+// the gaps between the picks that land on one arc take at most three
+// values, all within a small factor of 1/share (TestSweepGaps), and over
+// any window of picks every endpoint's count is within a few calls of its
+// share (TestSweepShares): as smooth as the table, without a table. The
+// build is O(n), and a pick finds its arc through a guide of n buckets,
+// each naming the arc its start falls on, from which it steps forward
+// over the arcs that start inside the bucket: one on average.
+//
+// The one-slot floor of the table is kept: no arc is shorter than one
+// slot of a table of schedTarget(n) slots would be, so every READY
+// endpoint is reached, and a bucket holds the starts of at most about 33
+// arcs whatever the weights, which bounds a pick's steps.
+
+// schedMaxCycle is the longest quantized cycle the schedule tabulates:
+// 65,536 entries, about 1.5 ms to build, reached at 2,048 endpoints.
+// Longer, it sweeps. (Integer cycles are capped at schedMaxExactCycle,
+// the same length, so they always tabulate.)
+const schedMaxCycle = 1 << 16
+
+// sweep is a Schedule's order over a large fleet; see the file comment.
+// Immutable.
+type sweep struct {
+	// start[i] is where endpoint i's arc begins; start[0] = 0, and the
+	// starts increase strictly, so every arc is at least one unit long.
+	start []uint64
+	// guide[b] is the endpoint whose arc holds floor(b*2^64/n), the first
+	// point of bucket b (the points u with floor(u*n/2^64) = b).
+	guide []uint32
+	n     uint64
+}
+
+// schedUsable reports whether w is a weight the caller was supposed to pass:
+// positive and finite. NaN fails the comparison.
+func schedUsable(w float64) bool {
+	return w > 0 && !math.IsInf(w, 1)
+}
+
+// circle is 2^64, the sweep's circumference, as a float64.
+const circle = 1 << 64
+
+// newSweep returns the sweep over weights. No arc is shorter than one slot
+// of a cycle of target slots would be, and bad weights (zero, negative,
+// NaN, infinite) get that floor, as they get one slot in a cycle.
+func newSweep(weights []float64, target int) *sweep {
+	n := len(weights)
+	// Dividing by the largest weight keeps sums finite for any weights.
+	var maxW float64
+	for _, w := range weights {
+		if schedUsable(w) && w > maxW {
+			maxW = w
+		}
+	}
+	arcs := make([]float64, n)
+	var sum float64
+	for i, w := range weights {
+		if schedUsable(w) {
+			arcs[i] = w / maxW
+			sum += arcs[i]
+		}
+	}
+	floor := sum / float64(target)
+	if sum == 0 {
+		floor = 1 // every weight is bad: equal shares
+	}
+	var total float64
+	for i := range arcs {
+		arcs[i] = max(arcs[i], floor)
+		total += arcs[i]
+	}
+	s := &sweep{start: make([]uint64, n), guide: make([]uint32, n), n: uint64(n)}
+	scale := circle / total
+	acc := arcs[0]
+	for i := 1; i < n; i++ {
+		// acc*scale < 2^64 in exact arithmetic; rounding may reach it,
+		// which the cap and the strict increase keep in range.
+		pos := acc * scale
+		start := uint64(math.MaxUint64)
+		if pos < circle {
+			start = uint64(pos)
+		}
+		s.start[i] = max(start, s.start[i-1]+1)
+		acc += arcs[i]
+	}
+	// Arcs are at least 1/(33n) of the circle (the floor against a total
+	// of at most 33/32 of the usable sum), so the last start is far below
+	// 2^64 - n and the strict increase never wraps.
+	//
+	// Bucket b's first point is floor(b*2^64/n): stepped by the quotient
+	// and remainder of 2^64/n, without a division per bucket.
+	q, r := bits.Div64(1, 0, s.n)
+	var first, rem uint64
+	e := 0
+	for b := range s.guide {
+		for e+1 < n && s.start[e+1] <= first {
+			e++
+		}
+		s.guide[b] = uint32(e)
+		first += q
+		if rem += r; rem >= s.n {
+			rem -= s.n
+			first++
+		}
+	}
+	return s
+}
+
+// next is the endpoint at position seq.
+func (s *sweep) next(seq uint32) int {
+	u := uint64(seq) * mix.Golden
+	b, _ := bits.Mul64(u, s.n)
+	e := int(s.guide[b])
+	for e+1 < len(s.start) && s.start[e+1] <= u {
+		e++
+	}
+	return e
+}
+
+// share is endpoint i's share of the circle.
+func (s *sweep) share(i int) float64 {
+	end := float64(circle)
+	if i+1 < len(s.start) {
+		end = float64(s.start[i+1])
+	}
+	return (end - float64(s.start[i])) / circle
+}

@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// sweepSets are weight sets past the longest cycle the schedule tabulates:
+// random over three decades, one heavy endpoint among light ones, equal
+// but fractional, and some bad weights among good ones.
+func sweepSets(r *rand.Rand) []struct {
+	name    string
+	weights []float64
+} {
+	bad := schedRandomWeights(r, 3000)
+	for i := 0; i < len(bad); i += 97 {
+		bad[i] = []float64{0, -1, math.NaN(), math.Inf(1)}[i%4]
+	}
+	return []struct {
+		name    string
+		weights []float64
+	}{
+		{"random/n=2049", schedRandomWeights(r, 2049)},
+		{"random/n=10000", schedRandomWeights(r, 10000)},
+		{"one-heavy/n=5000", schedRange(5000, func(i int) float64 {
+			if i == 17 {
+				return 1e12
+			}
+			return 1 + float64(i%7)/10
+		})},
+		{"fractional/n=4000", schedRange(4000, func(int) float64 { return 0.5 })},
+		{"bad/n=3000", bad},
+	}
+}
+
+// sweepSearch is the endpoint whose arc holds seq's point, by binary
+// search: what the guide must find.
+func sweepSearch(s *sweep, seq uint32) int {
+	u := uint64(seq) * 0x9E3779B97F4A7C15
+	i, found := slices.BinarySearch(s.start, u)
+	if found {
+		return i
+	}
+	return i - 1
+}
+
+// TestSweepChosen checks when a schedule sweeps: weights that need a cycle
+// longer than schedMaxCycle, never integer weights whose cycle fits.
+func TestSweepChosen(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+		sweeps  bool
+	}{
+		{"random/n=2048", schedRandomWeights(r, 2048), false},
+		{"random/n=2049", schedRandomWeights(r, 2049), true},
+		{"equal-integers/n=50000", schedRange(50000, func(int) float64 { return 3 }), false},
+		{"integers/n=40000", schedRange(40000, func(i int) float64 { return float64(1 + i%3) }), true},
+	} {
+		if got := NewSchedule(tc.weights).Sweeps(); got != tc.sweeps {
+			t.Errorf("%s: Sweeps() = %v, want %v", tc.name, got, tc.sweeps)
+		}
+	}
+}
+
+// TestSweepMatchesSearch checks the guided walk against a binary search
+// over the arcs, at random positions, at both ends of the counter's range
+// and across its wrap.
+func TestSweepMatchesSearch(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, tc := range sweepSets(r) {
+		t.Run(tc.name, func(t *testing.T) {
+			sch := NewSchedule(tc.weights)
+			if !sch.Sweeps() {
+				t.Fatal("not a sweep")
+			}
+			s := sch.sweep
+			seqs := []uint32{0, 1, 2, math.MaxUint32, math.MaxUint32 - 1}
+			for range 200000 {
+				seqs = append(seqs, r.Uint32())
+			}
+			for _, seq := range seqs {
+				if got, want := sch.Next(seq), sweepSearch(s, seq); got != want {
+					t.Fatalf("Next(%d) = %d, want %d", seq, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestSweepShares checks that a window of consecutive positions splits
+// within a few picks of the shares, far closer than independent random
+// draws would (whose error for an endpoint expecting m picks is about
+// sqrt(m)), and that each share is the weight's, or the floor's.
+func TestSweepShares(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, tc := range sweepSets(r) {
+		t.Run(tc.name, func(t *testing.T) {
+			sch := NewSchedule(tc.weights)
+			n := len(tc.weights)
+			var usable, sum float64
+			for _, w := range tc.weights {
+				if schedUsable(w) {
+					usable = max(usable, w)
+				}
+			}
+			for _, w := range tc.weights {
+				if schedUsable(w) {
+					sum += w / usable
+				}
+			}
+			floor := sum / float64(schedTarget(n))
+			var total, shares float64
+			arc := make([]float64, n)
+			for i, w := range tc.weights {
+				arc[i] = floor
+				if schedUsable(w) {
+					arc[i] = max(w/usable, floor)
+				}
+				total += arc[i]
+			}
+			for i := range n {
+				want := arc[i] / total
+				got := sch.Share(i)
+				shares += got
+				if math.Abs(got-want) > 1e-12+1e-9*want {
+					t.Fatalf("endpoint %d (weight %v): share %.6g, want %.6g", i, tc.weights[i], got, want)
+				}
+				if got < 1/(33*float64(n)) {
+					t.Fatalf("endpoint %d: share %.3g below the floor", i, got)
+				}
+			}
+			if math.Abs(shares-1) > 1e-9 {
+				t.Fatalf("shares sum to %v", shares)
+			}
+			const perEndpoint = 50 // picks an average endpoint expects
+			picks := perEndpoint * n
+			counts := make([]int, n)
+			start := r.Uint32()
+			for k := range picks {
+				counts[sch.Next(start+uint32(k))]++
+			}
+			worst := 0.0
+			for i, c := range counts {
+				worst = max(worst, math.Abs(float64(c)-sch.Share(i)*float64(picks)))
+			}
+			t.Logf("%d picks: largest count error %.2f picks (random draws: about %.0f)", picks, worst, 3*math.Sqrt(perEndpoint))
+			if worst > 4 {
+				t.Errorf("largest count error %.2f picks, want <= 4", worst)
+			}
+		})
+	}
+}
+
+// TestSweepGaps checks the smoothness of one endpoint's picks: the gaps
+// between them stay within a small factor of 1/share (the three-gap
+// theorem), where independent draws would leave gaps of several times
+// that, and runs of one endpoint are as short as its share allows.
+func TestSweepGaps(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, tc := range sweepSets(r) {
+		t.Run(tc.name, func(t *testing.T) {
+			sch := NewSchedule(tc.weights)
+			n := len(tc.weights)
+			last := make([]int, n)
+			for i := range last {
+				last[i] = -1
+			}
+			worst := 0.0 // largest gap over 1/share
+			worstRun := 0
+			run, prev := 0, -1
+			start := r.Uint32()
+			for k := range 40 * n {
+				e := sch.Next(start + uint32(k))
+				if e == prev {
+					run++
+				} else {
+					run, prev = 1, e
+				}
+				p := sch.Share(e)
+				if p < 0.5 {
+					worstRun = max(worstRun, run)
+				}
+				if last[e] >= 0 && p*float64(40*n) >= 20 {
+					worst = max(worst, float64(k-last[e])*p)
+				}
+				last[e] = k
+			}
+			t.Logf("largest gap %.2f / share; longest run of an endpoint below half the share %d", worst, worstRun)
+			if worst > 3 {
+				t.Errorf("largest gap %.2f times 1/share, want <= 3", worst)
+			}
+			if worstRun > 1 {
+				t.Errorf("an endpoint with less than half the picks was picked %d times in a row", worstRun)
+			}
+		})
+	}
+}
+
+// TestSweepNextAllocs checks that a sweep's pick allocates nothing.
+func TestSweepNextAllocs(t *testing.T) {
+	s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(29, 30)), 5000))
+	var seq uint32
+	sink := 0
+	if a := testing.AllocsPerRun(1000, func() {
+		seq++
+		sink += s.Next(seq)
+	}); a != 0 {
+		t.Errorf("Next allocates %v times per call", a)
+	}
+	_ = sink
+}
+
+// BenchmarkSweepNext is a pick's cost in a sweep against a cycle's, over
+// the largest fleet a cycle serves and past it.
+func BenchmarkSweepNext(b *testing.B) {
+	for _, n := range []int{2048, 2049, 10000, 50000} {
+		s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(31, uint64(n))), n))
+		b.Run(fmt.Sprintf("n=%d/sweeps=%v", n, s.Sweeps()), func(b *testing.B) {
+			var seq uint32
+			sink := 0
+			for b.Loop() {
+				seq++
+				sink += s.Next(seq)
+			}
+			schedBenchSink.Add(int64(sink))
+		})
+	}
+}
