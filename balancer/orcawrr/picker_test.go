@@ -1,6 +1,7 @@
 package orcawrr_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -399,4 +400,51 @@ func mustParse(t *testing.T, js string) serviceconfig.LoadBalancingConfig {
 
 func TestEmptyEndpointList(t *testing.T) {
 	testkit.CheckEmptyEndpointList(t, orcawrr.Name)
+}
+
+// TestRetryReportsReachTheRetriedEndpoint: a retry whose schedule position
+// falls on the endpoint an earlier attempt used steps to another one, and
+// the report of the call it places there must be read into that
+// endpoint's weight, not the one the schedule named. Only second attempts
+// report here, and with weights 300 and 100 the schedule names the heavy
+// endpoint for nearly every second attempt, which then steps to the light
+// one: a report read into the wrong endpoint would give the heavy one the
+// light one's weight, and plain picks would split evenly instead of 3:1.
+func TestRetryReportsReachTheRetriedEndpoint(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "weightHalfLife": "0s"}`)
+	as := testkit.Addrs(2)
+	h.Start(as...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(300, 1, 0), as[1]: report(100, 1, 0)}
+	serve(h, 400, time.Second, reports)
+	stepped := 0
+	for round := 0; round < 4; round++ {
+		for i := 0; i < 800; i++ {
+			info := balancer.PickInfo{Ctx: engine.WithAttempts(context.Background())}
+			first, err := h.CC.State().Picker.Pick(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.Done(balancer.DoneInfo{})
+			second, err := h.CC.State().Picker.Pick(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := first.SubConn.(*testkit.SubConn).Addr(), second.SubConn.(*testkit.SubConn).Addr()
+			if a == b {
+				t.Fatalf("retry placed on %s, which the first attempt used", a)
+			}
+			if b == as[1] {
+				stepped++
+			}
+			second.Done(balancer.DoneInfo{ServerLoad: reports[b]})
+		}
+		h.Clock.Advance(time.Second)
+	}
+	if stepped < 1000 {
+		t.Fatalf("only %d second attempts on the light endpoint: the test does not exercise the step", stepped)
+	}
+	got := serve(h, 800, 0, nil)
+	if share := shareOf(got, as[0]); math.Abs(share-0.75) > 0.02 {
+		t.Errorf("plain picks on %s: %.1f%%, want 75%% (weights 300:100)", as[0], 100*share)
+	}
 }

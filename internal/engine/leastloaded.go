@@ -50,7 +50,7 @@ const (
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
-	cands   []Ready // snap.Endpoints, one pointer closer
+	cands   []Ready // snap.Endpoints itself, here to save the pick a load through snap
 	choices int
 	metric  LoadMetric
 	kind    metricKind

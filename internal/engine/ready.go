@@ -8,9 +8,9 @@ import (
 
 // Ready is one READY endpoint in a picker's snapshot. A picker holds a slice
 // of them and never changes it; the counters it reads live in Stats. It is
-// what a pick reads besides the endpoint's own line, 32 bytes, two to a
-// cache line, so that a picker's array is all it copies of each endpoint
-// and stays in cache for any fleet a client has (320 KB at 10k
+// what a pick reads besides the endpoint's own line: 32 bytes, two to a
+// cache line, so that the array a publish copies and a picker reads in
+// place stays in cache for any fleet a client has (320 KB at 10k
 // endpoints). What only some snapshots need (slow start's ramps, the Done
 // that reads per-call reports) is kept beside it, not in it.
 type Ready struct {

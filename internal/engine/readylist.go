@@ -18,8 +18,9 @@ import (
 // or picker changes, and dropped (valid false) on anything rarer that
 // changes what it holds: a resolver update, an ejection or a readmission,
 // an ejected endpoint's change. The next publish then walks the endpoints
-// and keeps the result. It is not kept while slow start is on: a ramp's
-// fields depend on the time of the publish. Guarded by the balancer's mu.
+// and keeps the result. Slow start's ramps, which depend on the time of
+// the publish, are not in it: each publish computes them (rampsLocked).
+// Guarded by the balancer's mu.
 type readyList struct {
 	valid   bool
 	ready   []Ready // sorted by Endpoint.pos
@@ -59,14 +60,12 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 // that the caller may keep.
 func (b *engineBalancer) readyEndpointsLocked() (ready, ejected []Ready) {
 	l := &b.readyList
-	if b.ramp == nil && l.valid {
+	if l.valid {
 		return slices.Clone(l.ready), slices.Clone(l.ejected)
 	}
 	ready, ejected = b.scanReadyLocked()
-	if b.ramp == nil {
-		// Copies: a snapshot's slices are its own.
-		l.valid, l.ready, l.ejected = true, slices.Clone(ready), slices.Clone(ejected)
-	}
+	// Copies: a snapshot's slices are its own.
+	l.valid, l.ready, l.ejected = true, slices.Clone(ready), slices.Clone(ejected)
 	return ready, ejected
 }
 

@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/pickwise/pickwise/internal/fakecc"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -16,10 +18,13 @@ import (
 )
 
 // recordingPolicy keeps the last snapshot it was given.
-type recordingPolicy struct{ last **Snapshot }
+type recordingPolicy struct {
+	last     **Snapshot
+	settings Settings
+}
 
-func (recordingPolicy) Configure(serviceconfig.LoadBalancingConfig) (Settings, error) {
-	return Settings{}, nil
+func (p recordingPolicy) Configure(serviceconfig.LoadBalancingConfig) (Settings, error) {
+	return p.settings, nil
 }
 
 func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
@@ -31,13 +36,21 @@ func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
 // changes, resolver updates (endpoints added, removed, reordered,
 // reweighted), ejections and readmissions, and checks after each step
 // that the READY list kept between publishes is the one a walk over
-// every endpoint gives, and that the last snapshot was built from it.
+// every endpoint gives, and that the last snapshot was built from it;
+// with and without slow start, whose ramps the list leaves out.
 func TestReadyListMatchesScan(t *testing.T) {
+	slow := &SlowStartConfig{Window: lbconfig.Duration(time.Second), Aggression: 1, MinWeightPercent: 10}
+	for _, settings := range []Settings{{}, {SlowStart: slow}} {
+		t.Run(fmt.Sprintf("slowStart=%v", settings.SlowStart != nil), func(t *testing.T) { readyListMatchesScan(t, settings) })
+	}
+}
+
+func readyListMatchesScan(t *testing.T, settings Settings) {
 	var last *Snapshot
 	spec := Spec{
 		Name:        "readylist_test",
 		ParseConfig: func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error) { return nil, nil },
-		NewPolicy:   func() Policy { return recordingPolicy{last: &last} },
+		NewPolicy:   func() Policy { return recordingPolicy{last: &last, settings: settings} },
 	}
 	cc := fakecc.NewClientConn()
 	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: SystemClock{}, Rand: NewSeededRand(1)})
