@@ -19,11 +19,13 @@ import (
 // a table read at a position derived from the caller's atomic counter.
 //
 // Slot counts. If every weight is an integer and the reduced total
-// (sum/GCD) is at most schedMaxExactCycle, endpoint i gets exactly
+// (sum/GCD) is at most schedExactLimit(n), endpoint i gets exactly
 // weight_i/GCD slots, so {5,1,1} is a cycle of 7. Otherwise the weights are
 // quantized to a cycle of about T = schedTarget(n) slots: endpoint i gets
 // s_i = max(1, round(w_i*T/W)) where W is the sum of the weights. The floor of
 // one slot keeps every READY endpoint reachable, however small its weight.
+// A quantized cycle longer than schedMaxCycle is not built: the schedule
+// sweeps instead (sweep.go).
 //
 // Quantization error. Let p_i = w_i/W, x_i = p_i*T (the ideal count),
 // d_i = s_i - x_i and L = sum s_i = T + D with D = sum d_i. Rounding gives
@@ -74,9 +76,9 @@ import (
 type Schedule struct {
 	// Immutable after NewSchedule.
 
-	// table holds the cycle. Its indices fit in 16 bits: a cycle over more
-	// than 65,536 endpoints would be longer than schedMaxCycle, and the
-	// schedule sweeps instead.
+	// table holds the cycle. Its indices fit in 16 bits: every endpoint
+	// holds a slot at least, and no table is longer than
+	// schedMaxExactCycle (65,536) entries.
 	table []uint16
 	// length is the cycle length L, and mult its Lemire fastmod multiplier,
 	// so Next reduces seq modulo L with two multiplications.
@@ -91,11 +93,10 @@ type Schedule struct {
 }
 
 const (
-	// schedMaxExactCycle caps the cycle that honours integer weights exactly.
-	// 1<<16 slots is a 128 KiB table; a longer exact cycle would cost more
-	// memory and build time than the quantized one without a meaningfully
-	// better split for realistic weights.
-	schedMaxExactCycle = 1 << 16
+	// schedExactPerEndpoint and schedMaxExactCycle cap the cycle that
+	// honours integer weights exactly (see schedExactLimit).
+	schedExactPerEndpoint = 4
+	schedMaxExactCycle    = 1 << 16
 	// schedIntTolerance is how far from an integer a weight may be and still
 	// count as one: weights that went through float arithmetic (xDS, JSON)
 	// may carry representation error.
@@ -127,12 +128,11 @@ const (
 // max(32n, 1024), capped at 1<<20.
 //
 // 32 slots for an endpoint of average weight keeps its rounding error within
-// 1/64 of its share while the table for 1000 endpoints stays at 32000
-// entries (64 KiB), built in about half a millisecond. The floor of 1024
-// gives small fleets with fractional weights (say {1.5, 1}) sub-0.1%
-// precision for free. The cap bounds the table (2 MiB; 4 MiB past 65536
-// endpoints) and the build time for huge fleets, which then get fewer than
-// 32 slots per average endpoint.
+// 1/64 of its share. The floor of 1024 gives small fleets with fractional
+// weights (say {1.5, 1}) sub-0.1% precision for free. A quantized table is
+// built only up to schedMaxCycle entries (128 endpoints); past that T sets
+// the sweep's floor, the share of one slot of such a cycle, and the cap
+// keeps that floor from vanishing over huge fleets.
 func schedTarget(n int) int {
 	return min(max(schedSlotsPerEndpoint*n, schedMinTarget), schedMaxTarget)
 }
@@ -146,9 +146,9 @@ func schedTarget(n int) int {
 // Building takes O(L + n) time for typical weights (O(L log n) at worst) and
 // O(L + n) memory for a cycle of L slots: about half a millisecond for 1000
 // endpoints with arbitrary weights, cheap enough to rebuild on every weight
-// update. A cycle longer than schedMaxCycle (weights that are not small
-// integers, over more than 2,048 endpoints) is not built: the schedule
-// sweeps instead (sweep.go), O(n) to build. A single endpoint gets a
+// update. A quantized cycle longer than schedMaxCycle (weights that are
+// not small integers, over more than 128 endpoints) is not built: the
+// schedule sweeps instead (sweep.go), O(n) to build. A single endpoint gets a
 // one-slot cycle whatever its weight.
 // NewSchedule panics if weights is empty, because there is no order to
 // follow.
@@ -225,11 +225,23 @@ func (s *Schedule) Share(i int) float64 {
 // Sweeps says that the order is a sweep rather than a cycle (sweep.go).
 func (s *Schedule) Sweeps() bool { return s.sweep != nil }
 
+// schedExactLimit is the longest exact cycle over n endpoints: what a
+// table costs little to build (schedMaxCycle), or a few entries an
+// endpoint, so that equal and nearly equal integer weights keep an exact
+// cycle at any fleet size (its build is O(n) then), within the table's
+// 16-bit indices. Longer, an exact cycle would cost more build time than
+// the quantized cycle or the sweep, on every change, without a
+// meaningfully better split.
+func schedExactLimit(n int) uint64 {
+	return uint64(min(max(schedMaxCycle, schedExactPerEndpoint*n), schedMaxExactCycle))
+}
+
 // schedExactSlots fills slots with weight/GCD when every usable weight is an
-// integer and the reduced cycle fits schedMaxExactCycle, and reports whether
+// integer and the reduced cycle fits schedExactLimit, and reports whether
 // it did. Unusable weights get one slot: the smallest share that still keeps
 // the endpoint in rotation.
 func schedExactSlots(weights []float64, slots []uint32) bool {
+	limit := schedExactLimit(len(weights))
 	var g uint64
 	for _, w := range weights {
 		if !schedUsable(w) {
@@ -249,7 +261,7 @@ func schedExactSlots(weights []float64, slots []uint32) bool {
 		}
 		// Checked per step so the sum cannot overflow on huge weights.
 		total += c
-		if total > schedMaxExactCycle {
+		if total > limit {
 			return false
 		}
 		slots[i] = uint32(c)

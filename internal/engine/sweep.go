@@ -11,9 +11,9 @@ import (
 // weights do not reduce to a short integer cycle. The cycle table of
 // scheduler.go holds about 32 slots per endpoint, so over 10,000
 // endpoints it is 320,000 entries whose build, scattered over a few
-// megabytes, takes about 9 ms: on every weight update and on every
-// connectivity change, on the channel's queue. Past schedMaxCycle entries
-// the schedule sweeps instead.
+// megabytes, takes about 9 ms (a millisecond over 1,000): on every weight
+// update and on every connectivity change, on the channel's queue. Past
+// schedMaxCycle entries the schedule sweeps instead.
 //
 // The sweep. Lay the endpoints' shares end to end on a circle of
 // circumference 2^64, each an arc as long as its share. Pick k lands at
@@ -32,11 +32,13 @@ import (
 // endpoint is reached, and a bucket holds the starts of at most about 33
 // arcs whatever the weights, which bounds a pick's steps.
 
-// schedMaxCycle is the longest quantized cycle the schedule tabulates:
-// 65,536 entries, about 1.5 ms to build, reached at 2,048 endpoints.
-// Longer, it sweeps. (Integer cycles are capped at schedMaxExactCycle,
-// the same length, so they always tabulate.)
-const schedMaxCycle = 1 << 16
+// schedMaxCycle is the longest cycle the schedule tabulates: 4,096
+// entries (a quantized cycle reaches it at 128 endpoints), built in tens of
+// microseconds. Past it the table's build grows to a millisecond at 1,000
+// endpoints and 9 ms at 10,000 (BenchmarkNewSchedule), where a sweep
+// takes a fraction of that for a few nanoseconds more per pick, so the
+// schedule sweeps.
+const schedMaxCycle = 1 << 12
 
 // sweep is a Schedule's order over a large fleet; see the file comment.
 // Immutable.

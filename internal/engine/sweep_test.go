@@ -23,7 +23,8 @@ func sweepSets(r *rand.Rand) []struct {
 		name    string
 		weights []float64
 	}{
-		{"random/n=2049", schedRandomWeights(r, 2049)},
+		{"random/n=129", schedRandomWeights(r, 129)},
+		{"random/n=1000", schedRandomWeights(r, 1000)},
 		{"random/n=10000", schedRandomWeights(r, 10000)},
 		{"one-heavy/n=5000", schedRange(5000, func(i int) float64 {
 			if i == 17 {
@@ -56,8 +57,10 @@ func TestSweepChosen(t *testing.T) {
 		weights []float64
 		sweeps  bool
 	}{
-		{"random/n=2048", schedRandomWeights(r, 2048), false},
-		{"random/n=2049", schedRandomWeights(r, 2049), true},
+		{"random/n=128", schedRandomWeights(r, 128), false},
+		{"random/n=129", schedRandomWeights(r, 129), true},
+		{"integers/n=2000", schedRange(2000, func(i int) float64 { return float64(1 + i%3) }), false},
+		{"integers-1..100/n=1000", schedRange(1000, func(i int) float64 { return float64(1 + i%100) }), true},
 		{"equal-integers/n=50000", schedRange(50000, func(int) float64 { return 3 }), false},
 		{"integers/n=40000", schedRange(40000, func(i int) float64 { return float64(1 + i%3) }), true},
 	} {
@@ -218,7 +221,7 @@ func TestSweepNextAllocs(t *testing.T) {
 // BenchmarkSweepNext is a pick's cost in a sweep against a cycle's, over
 // the largest fleet a cycle serves and past it.
 func BenchmarkSweepNext(b *testing.B) {
-	for _, n := range []int{2048, 2049, 10000, 50000} {
+	for _, n := range []int{128, 129, 1000, 10000, 50000} {
 		s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(31, uint64(n))), n))
 		b.Run(fmt.Sprintf("n=%d/sweeps=%v", n, s.Sweeps()), func(b *testing.B) {
 			var seq uint32
