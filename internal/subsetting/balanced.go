@@ -1,6 +1,7 @@
 package subsetting
 
 import (
+	"math"
 	"slices"
 	"strconv"
 
@@ -16,13 +17,15 @@ import (
 // assignment up to its own row, so clients agree without talking to each
 // other.
 //
-// Cost: (clientIndex+1) x backends score mixes, about 0.2 s for the last
-// of 10,000 clients over 10,000 backends (BenchmarkBalanced), because no
-// row can be computed without the scores of every row before it. A
-// policy recomputing on every change of the backend list should keep a
+// Cost: every row up to clientIndex must be computed, because no row can
+// be computed without every row before it; with the two-level scores each
+// costs about as much as the backends it walks past, not the fleet's size
+// (see [BalancedCache]): about 20 ms for the last of 10,000 clients over
+// 10,000 backends, 45 ms over 50,000, 40 ms over 100 (BenchmarkBalanced).
+// A policy recomputing on every change of the backend list should keep a
 // [BalancedCache], which gives the same answer and pays that only on the
 // first call and when half the list changes: replacing one backend then
-// takes about 4 ms at that size (BenchmarkBalancedCache).
+// takes about 5 ms at 10,000 backends (BenchmarkBalancedCache).
 //
 // With subsetSize >= the number of distinct backends every backend is
 // returned. Errors: ErrSubsetSize, ErrClientIndex.
@@ -42,7 +45,12 @@ func Balanced(backends []string, subsetSize, clientIndex, clientCount int) ([]st
 //
 //  1. Every (client, backend) pair gets a score that depends only on the
 //     client index and the backend's identity, so a surviving backend keeps
-//     all its scores when others join or leave.
+//     all its scores when others join or leave. The score is two-level
+//     ([pairScore]): each backend falls in one of 4,096 buckets by its
+//     identity, each client ranks the buckets by its own pseudo-random
+//     permutation, and within a bucket ranks the backends by a mix of the
+//     pair, so that a client's best backends can be found without scoring
+//     the whole fleet.
 //  2. With q, r = divmod(clientCount*subsetSize, backends), every backend
 //     must end with q or q+1 clients (so exactly r end with q+1). Which
 //     ones get q+1 is not fixed in advance: whoever fills first. Fixing
@@ -63,8 +71,8 @@ func Balanced(backends []string, subsetSize, clientIndex, clientCount int) ([]st
 //     spread is at most 1 by construction.
 //
 // This greedy is the definition; [BalancedCache] computes it without
-// sorting every client's scores, and the tests compare it, row for row,
-// with a direct implementation.
+// scoring every pair, and the tests compare it, row for row, with a
+// direct implementation.
 //
 // Early clients get exactly their rendezvous subsets; later ones are
 // steered by capacity. When a backend leaves, its clients take other
@@ -75,13 +83,29 @@ func Balanced(backends []string, subsetSize, clientIndex, clientCount int) ([]st
 // backend, who must change):
 //
 //	fleet (clients x backends, k)   remove  add    replace  remove, 8 samples
-//	1,000 x 100, k=20 (q=200)       1.35x   1.36x  2.35x    mean 1.41x, worst 1.49x
-//	300 x 100, k=10 (q=30)          2.67x   2.53x  3.57x
-//	300 x 300, k=10 (q=10)          5.60x   4.40x  5.70x    mean 5.24x, worst 5.90x
+//	1,000 x 100, k=20 (q=200)       1.41x   1.40x  2.21x    mean 1.45x, worst 1.51x
+//	300 x 100, k=10 (q=30)          2.60x   2.73x  2.87x
+//	300 x 300, k=10 (q=10)          5.80x   4.10x  6.10x    mean 5.40x, worst 6.20x
+//
+// Larger fleets with as few clients per backend churn more, and there the
+// buckets hold several backends each (5 at 20,000 backends, 12 at
+// 50,000), which adds to it: mean of 16 removals (BenchmarkChurn), with
+// the plain rendezvous score (mix of the pair alone) and with the
+// two-level one:
+//
+//	fleet (clients x backends, k)   plain   two-level
+//	10,000 x 5,000, k=20 (q=40)     7.7x    7.8x
+//	10,000 x 5,000, k=10 (q=20)     9.7x    9.4x
+//	10,000 x 10,000, k=20 (q=20)    9.3x    10.4x
+//	10,000 x 10,000, k=10 (q=10)    11.7x   12.7x
+//	10,000 x 20,000, k=20 (q=10)    10.6x   12.7x
+//	10,000 x 20,000, k=10 (q=5)     12.4x   15.8x
+//	10,000 x 50,000, k=20 (q=4)     14.5x   14.1x
+//	10,000 x 50,000, k=10 (q=2)     13.6x   18.2x
 //
 // So the 2x target holds when backends have many clients each (q in the
 // hundreds) and not when they have few: with q=10 the capacity steering
-// of the last clients dominates. SRE moves 44x to 281x the minimum in the
+// of the last clients dominates, more so the more clients there are. SRE moves 44x to 281x the minimum in the
 // same cases. Where churn matters more than exact balance use [Stable]
 // (exactly the minimum churn, statistical balance).
 //
@@ -130,3 +154,166 @@ func stableID(clientIndex int) string {
 // stepped by the golden ratio, so that consecutive indices land far apart
 // before mixing.
 func clientSeed(c int) uint64 { return mix.Mix64(uint64(c)*mix.Golden + 0x632be59bd9b4e019) }
+
+// The scores are two-level so that a client's best backends can be found
+// without scoring every backend. Each backend falls in one of buckets
+// buckets by its identity alone; each client orders the buckets by its own
+// pseudo-random permutation and, within a bucket, the backends by the
+// rendezvous mix of the pair. A client's top candidates are then the
+// members of its first few buckets, which the permutation's inverse lists
+// in order at a few table reads each.
+//
+// The number of buckets is fixed, not derived from the number of backends,
+// so that a surviving backend keeps its bucket, and with it every score,
+// when others join or leave. 4,096 keeps buckets small (2.4 backends each
+// at 10,000 backends, 12 at 50,000), so that sorting a bucket is nearly
+// free, and keeps the correlation between a client's picks low: fewer,
+// larger groups raised the churn at 2,000 to 10,000 backends (64 buckets,
+// and also 4,096 ranked in two levels, a client ranking 64 groups of 64
+// buckets and then the buckets within each group), while 256 and 1,024
+// buckets matched the plain rendezvous score. Ranking that many buckets by a mix each would cost
+// 4,096 mixes per client, so the rank is a permutation whose inverse is
+// as cheap as the rank itself: a client reads its buckets in order.
+const (
+	bucketBits = 12
+	buckets    = 1 << bucketBits
+	halfBits   = bucketBits / 2
+	halfMask   = 1<<halfBits - 1
+	rounds     = 4 // Feistel rounds: with random round functions, enough for an unbiased-looking order
+)
+
+// bucketOf is the bucket of the backend with identity hash h. It has its
+// own mix so that bucket membership says nothing about the pair mixes
+// that order a bucket's members.
+func bucketOf(h uint64) uint16 {
+	return uint16(mix.Mix64(h^0x3c6ef372fe94f82b)>>(64-bucketBits)) & bucketMask
+}
+
+// Test hooks, set only by tests (and restored after them): bucketMask
+// crowds the backends into few buckets, so that buckets hold hundreds of
+// members and whole buckets can leave at once, and hashMask makes many
+// identities hash alike, so that scores tie and the ties are broken by
+// identity. Both apply to the reference too, which derives its scores
+// from the same functions, so the answers must still agree.
+var (
+	bucketMask uint16 = buckets - 1
+	hashMask   uint64 = math.MaxUint64
+)
+
+// roundWord holds eight round-function values of client seed's
+// permutation: round i's at inputs 8w..8w+7, one per byte, read by
+// roundByte. Both the per-client tables and the direct evaluation use
+// these words, so the two cannot disagree.
+func roundWord(seed uint64, i, w int) uint64 {
+	return mix.Mix64(seed ^ uint64(8*i+w+1)*0xD6E8FEB86659FD93)
+}
+
+// roundByte is the round function's value at x from the word holding it.
+func roundByte(word uint64, x uint16) uint16 { return uint16(word>>(8*(x&7))) & halfMask }
+
+// roundValue is round i's function at x for client seed.
+func roundValue(seed uint64, i int, x uint16) uint16 {
+	return roundByte(roundWord(seed, i, int(x>>3)), x)
+}
+
+// bucketRank is bucket g's rank in client seed's order (buckets-1 first):
+// a balanced Feistel network over the bucket number's two halves, which is
+// a permutation whatever its round functions, here pseudo-random per
+// client. It costs one mix per round; a client ranking many buckets fills
+// a [bucketOrder] instead.
+func bucketRank(seed uint64, g uint16) uint16 {
+	l, r := g>>halfBits, g&halfMask
+	for i := range rounds {
+		l, r = r, l^roundValue(seed, i, r)
+	}
+	return l<<halfBits | r
+}
+
+// bucketRankFrom returns bucketRank(seed, g) and true if that rank is at
+// least least, and false otherwise, then often without computing the rank:
+// its top half is the output of the network's third round, the last round
+// filling in the bottom half, so a rank whose top half is below least's is
+// ruled out at three mixes instead of four. The updates of the cache ask
+// this of every client, and it rules out most of them.
+func bucketRankFrom(seed uint64, g, least uint16) (rank uint16, ok bool) {
+	l, r := g>>halfBits, g&halfMask
+	for i := range rounds - 1 {
+		l, r = r, l^roundValue(seed, i, r)
+	}
+	if r < least>>halfBits {
+		return 0, false
+	}
+	l, r = r, l^roundValue(seed, rounds-1, r)
+	rank = l<<halfBits | r
+	return rank, rank >= least
+}
+
+// pairScore is the score of a backend with identity hash h for the client
+// with seed seed, rank being the rank of the backend's bucket for that
+// client: the rank in the top bits, so a client's order is its buckets in
+// its own order, then the rendezvous mix of the pair within a bucket. It
+// is the one definition of the score; the reference in the tests and
+// every path of [BalancedCache] go through it.
+func pairScore(rank uint16, seed, h uint64) uint64 {
+	return uint64(rank)<<(64-bucketBits) | mix.Mix64(h^seed)>>bucketBits
+}
+
+// bucketOrder is one client's bucket permutation as the words of its
+// round functions: filling it costs rounds x 8 mixes, after which a rank,
+// or a bucket from its rank, is a few table reads.
+type bucketOrder struct {
+	w [rounds][1 << (halfBits - 3)]uint64
+}
+
+// init makes o client seed's order.
+func (o *bucketOrder) init(seed uint64) {
+	for i := range rounds {
+		for w := range o.w[i] {
+			o.w[i][w] = roundWord(seed, i, w)
+		}
+	}
+}
+
+// f is round i's function at x. x is a half, below 64, except in
+// buckets(-1, nil), which reads f at uint16(-1)>>halfBits before finding
+// that it has no rank to fill: the &7 keeps that read in range.
+func (o *bucketOrder) f(i int, x uint16) uint16 { return roundByte(o.w[i][x>>3&7], x) }
+
+// rank is bucketRank(seed, g) for o's seed.
+func (o *bucketOrder) rank(g uint16) uint16 {
+	l, r := g>>halfBits, g&halfMask
+	for i := range rounds {
+		l, r = r, l^o.f(i, r)
+	}
+	return l<<halfBits | r
+}
+
+// buckets fills gs with the buckets of ranks from, from-1, ... (from-len(gs)
+// >= -1). Consecutive ranks share their top half, the input of the
+// network's last round, which is where the inverse starts, so that round
+// is read once per 64 ranks rather than once per rank.
+func (o *bucketOrder) buckets(from int, gs []uint16) {
+	l := uint16(from) >> halfBits
+	fl := o.f(rounds-1, l)
+	for j := range gs {
+		rank := uint16(from - j)
+		if rank>>halfBits != l {
+			l = rank >> halfBits
+			fl = o.f(rounds-1, l)
+		}
+		l1, r1 := rank&halfMask^fl, l
+		for i := rounds - 2; i >= 0; i-- {
+			l1, r1 = r1^o.f(i, l1), l1
+		}
+		gs[j] = l1<<halfBits | r1
+	}
+}
+
+// bucket is the bucket of the given rank: the network run backwards.
+func (o *bucketOrder) bucket(rank uint16) uint16 {
+	l, r := rank>>halfBits, rank&halfMask
+	for i := rounds - 1; i >= 0; i-- {
+		l, r = r^o.f(i, l), l
+	}
+	return l<<halfBits | r
+}

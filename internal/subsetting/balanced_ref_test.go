@@ -2,12 +2,12 @@ package subsetting
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // assignRef is the balanced assignment as it was first written, kept as
@@ -20,7 +20,7 @@ import (
 // particular order.
 //
 // Cost: per row, len(h) score mixes and a sort, so
-// O(count * len(h) * log len(h)) time: 9.7 s for the last of 10,000
+// O(count * len(h) * log len(h)) time: 14 s for the last of 10,000
 // clients over 10,000 backends, which is why it is no longer used.
 func assignRef(h []uint64, k, count, last int) [][]int32 {
 	nb := len(h)
@@ -37,7 +37,7 @@ func assignRef(h []uint64, k, count, last int) [][]int32 {
 		seed := clientSeed(c)
 		for b := range nb {
 			order[b] = int32(b)
-			score[b] = mix.Mix64(h[b] ^ seed)
+			score[b] = balancedScore(seed, h[b])
 		}
 		slices.SortFunc(order, func(a, b int32) int {
 			if score[a] > score[b] {
@@ -107,6 +107,13 @@ func assignRef(h []uint64, k, count, last int) [][]int32 {
 	return rows
 }
 
+// balancedScore is pairScore with the bucket and its rank computed
+// directly, one pair at a time, as the reference wants: the cache never
+// scores that way.
+func balancedScore(seed, h uint64) uint64 {
+	return pairScore(bucketRank(seed, bucketOf(h)), seed, h)
+}
+
 // refRow is client index's subset under the reference algorithm.
 func refRow(ids []string, k, index, count int) []string {
 	ids = Normalize(ids)
@@ -143,12 +150,14 @@ func refAll(ids []string, k, count int) [][]string {
 }
 
 // wants are the candidate-list lengths the comparisons run with: the
-// default, and lists so short that nearly every row walks past its
-// candidates and nearly every insertion cuts a list.
+// default, lists so short that nearly every row extends its list and
+// nearly every insertion cuts one, and short lists that are never
+// extended, so that nearly every row's walk goes on in overflow.
 var wants = []struct {
-	name string
-	want int // 0: candidates(k)
-}{{"default", 0}, {"want=1", 1}, {"want=3", 3}}
+	name     string
+	want     int // 0: computed; else also the size of every extension
+	noExtend bool
+}{{"default", 0, false}, {"want=1", 1, false}, {"want=3", 3, false}, {"want=3,overflow", 3, true}}
 
 // TestBalancedMatchesReference compares Balanced and BalancedAll with the
 // reference algorithm over many fleet shapes, from scratch: the same
@@ -190,7 +199,7 @@ func TestBalancedMatchesReference(t *testing.T) {
 		}
 		for _, w := range wants {
 			name := fmt.Sprintf("%s/%dx%d/k=%d/index=%d", w.name, c.count, c.backends, c.k, c.index)
-			bc := BalancedCache{fixedWant: w.want}
+			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
 			got, err := bc.Subset(ids, c.k, c.index, c.count)
 			if err != nil {
 				t.Fatal(err)
@@ -201,7 +210,7 @@ func TestBalancedMatchesReference(t *testing.T) {
 			if !all {
 				continue
 			}
-			bc = BalancedCache{fixedWant: w.want}
+			bc = BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
 			if diff := cmp.Diff(ref, bc.all(Normalize(ids), c.k, c.count)); diff != "" {
 				t.Fatalf("%s: all rows (-reference +got):\n%s", name, diff)
 			}
@@ -228,7 +237,7 @@ func TestBalancedCacheMatchesReference(t *testing.T) {
 			count := 20 + r.IntN(400)
 			k := 1 + r.IntN(25)
 			index := r.IntN(count)
-			bc := BalancedCache{fixedWant: w.want}
+			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
 			for step := range 25 {
 				switch r.IntN(8) {
 				case 0: // remove a few
@@ -270,5 +279,141 @@ func TestBalancedCacheMatchesReference(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBalancedCacheCrowded is TestBalancedCacheMatchesReference under the
+// test hooks, at 800 to 4,800 backends: backends crowded into few buckets
+// (hundreds of members each, sorted by sortScored, and whole buckets
+// leaving at once) and identities that hash alike (scores that tie, at a
+// list's cut and within a bucket, broken by identity). Each regime of
+// subset sizes goes through every kind of change once, in random order:
+// removals of a few, of more than 16 and of every member of a bucket,
+// additions of a few and of a third of the fleet (which fill lists until
+// insertions cut them), renames, and changes of the client, of the fleet's
+// size and of the subset size. Besides subsets of 1 to 25, where lists are
+// cheap to extend, subsets of a quarter to a half of the fleet make lists
+// too long to find by walking buckets, and subsets of most of it make the
+// rows walk to its end. Each step compares the caches of every list
+// length with one reference row.
+func TestBalancedCacheCrowded(t *testing.T) {
+	small, long, most := 0, 1, 2 // the regimes of subset sizes
+	hooks := []struct {
+		name       string
+		bucketMask uint16
+		hashMask   uint64
+		backends   int // to 1.5 times that
+		regimes    []int
+	}{
+		{"8 buckets", 7, math.MaxUint64, 3200, []int{small, small}},
+		// Every list scores the one bucket's every member.
+		{"1 bucket", 0, math.MaxUint64, 800, []int{small}},
+		{"256 hashes", buckets - 1, 0xff, 800, []int{small, long, most}},
+		{"64 buckets", 63, math.MaxUint64, 800, []int{small, long, most}},
+	}
+	changes := []string{
+		"remove a few", "remove 17 to 40", "empty a bucket", "add a few", "add a third",
+		"rename a tenth", "another client", "the last client", "another fleet", "another subset size",
+	}
+	for hi, hook := range hooks {
+		t.Run(hook.name, func(t *testing.T) {
+			defer func(b uint16, h uint64) { bucketMask, hashMask = b, h }(bucketMask, hashMask)
+			bucketMask, hashMask = hook.bucketMask, hook.hashMask
+			r := rand.New(rand.NewPCG(uint64(hi), 17))
+			next := 0
+			fresh := func() string {
+				next++
+				return fmt.Sprintf("10.%d.%d.%d:9090", 200+hi, next/250, next%250)
+			}
+			ids := backendIDs(hook.backends + r.IntN(hook.backends/2))
+			var regime, k, count, index int
+			size := func() {
+				switch n := len(ids); regime {
+				case small:
+					k = 1 + r.IntN(25)
+				case long:
+					k = n/4 + r.IntN(n/4)
+				case most:
+					// Lists extended 3 at a time (want=3) reach the
+					// fleet's end 2 short of it and run out: without
+					// ties, their lengths are multiples of 3.
+					for len(ids)%3 != 2 {
+						ids = ids[:len(ids)-1]
+					}
+					k = len(ids) - 1
+				}
+			}
+			// A few clients per backend, and few clients where subsets are
+			// large, which keeps both the reference's time and that of the
+			// lists extended one backend at a time in bounds.
+			fleet := func() {
+				count = 1 + r.IntN(max(1, min(200, 4000/k)))
+				index = r.IntN(count)
+			}
+			caches := make([]BalancedCache, len(wants))
+			for i, w := range wants {
+				caches[i] = BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
+			}
+			for _, regime = range hook.regimes {
+				r.Shuffle(len(changes), func(i, j int) { changes[i], changes[j] = changes[j], changes[i] })
+				for _, change := range append([]string{"regime"}, changes...) {
+					switch change {
+					case "regime":
+						size()
+						fleet()
+					case "remove a few":
+						for range 1 + r.IntN(4) {
+							i := r.IntN(len(ids))
+							ids = slices.Delete(ids, i, i+1)
+						}
+					case "remove 17 to 40":
+						for range 17 + r.IntN(24) {
+							i := r.IntN(len(ids))
+							ids = slices.Delete(ids, i, i+1)
+						}
+					case "empty a bucket":
+						// Unless the bucket is most of the fleet (one bucket).
+						g := bucketOf(idHash(ids[r.IntN(len(ids))]))
+						if kept := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return bucketOf(idHash(id)) == g }); len(kept) > len(ids)/2 {
+							ids = kept
+						}
+					case "add a few":
+						for range 1 + r.IntN(20) {
+							ids = append(ids, fresh())
+						}
+					case "add a third":
+						for range len(ids) / 3 {
+							ids = append(ids, fresh())
+						}
+					case "rename a tenth":
+						for range len(ids) / 10 {
+							ids[r.IntN(len(ids))] = fresh()
+						}
+					case "another client":
+						index = r.IntN(count)
+					case "the last client":
+						index = count - 1
+					case "another fleet":
+						fleet()
+					case "another subset size":
+						size()
+						if index >= count || count > 4000/k {
+							fleet()
+						}
+					}
+					want := refRow(ids, k, index, count)
+					for i := range caches {
+						got, err := caches[i].Subset(ids, k, index, count)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if diff := cmp.Diff(want, got); diff != "" {
+							t.Fatalf("%s, %s (%d backends, %d clients, k=%d, index %d): (-reference +cache):\n%s",
+								wants[i].name, change, len(ids), count, k, index, diff)
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -5,9 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/cespare/xxhash/v2"
-	"github.com/pickwise/pickwise/internal/mix"
 )
 
 // BalancedCache computes [Balanced] subsets and keeps, from one call to the
@@ -22,25 +19,39 @@ import (
 // before the end of the list. So the cache keeps, per client, its
 // best-scoring backends in order (its candidates: exactly the backends
 // scoring at least a per-client cutoff), and replaying the rows walks
-// those short lists. Building them takes every (client, backend) score,
-// (clientIndex+1) x backends mixes, which nothing can skip because one
-// score says nothing about another; that is the cost of the first call
-// and of a change of half the list or more. A smaller change scores only
-// the backends that joined (one mix per client each) and drops the ones
-// that left, because a surviving backend keeps its scores.
+// those short lists. The scores are two-level (see [pairScore]): a
+// client's order is its own permutation of a fixed set of buckets, then
+// the pair's mix within a bucket, so its best backends are the members of
+// its first buckets, which the inverse permutation lists in order. A list
+// therefore costs a few dozen table reads and one mix per candidate, not
+// one mix per backend. The first call, like a change of half the list or
+// more, was measured (BenchmarkBalanced, the last of 10,000 clients with
+// subsets of 20) at about 2 microseconds per client over 10,000 backends
+// and 4 to 5 over 100 or over 50,000: in a small fleet the lists are found
+// by scoring every backend, since a client's first buckets hold too few,
+// and in a large one sorting the identities and the late rows' longer
+// lists add to it. A smaller change scores only the backends that joined (one score
+// per client each) and drops the ones that left, because a surviving
+// backend keeps its scores.
 //
-// A list is as long as its row is expected to walk: about 2.5 subsetSize
-// while most backends have room, longer for the late rows, which skip
-// the backends already full (sized from the fraction of backends with
-// room when the row is reached, up to [maxCandidates]). A walk that runs
-// past its list anyway continues over the backends that still have room,
-// so no answer depends on how long the lists are.
+// A list starts as long as its row is expected to walk: about subsetSize
+// plus a few while most backends have room, longer for the late rows,
+// which skip the backends already full (sized from the fraction of
+// backends with room when the row is reached). A walk that runs past the
+// end extends the list by walking further buckets, up to [maxCandidates];
+// past that, or in a fleet too small for buckets to pay, it continues
+// over the backends that still have room (overflow), so no answer depends
+// on how long the lists are.
 //
-// Memory: the lists hold about 3.5 subsetSize entries of 4 bytes per
-// client up to clientIndex (more when most backends fill before the last
-// rows), and the rest is a few dozen bytes per backend. Measured for
-// client 9,999 of 10,000 with subsets of 20: 3.3 MB over 100 backends,
-// 4.7 MB over 10,000, 7.8 MB over 50,000.
+// Memory: the lists hold 1.5 to 3 subsetSize entries of 4 bytes per
+// client up to clientIndex (the more, the fewer clients per backend, as
+// the late rows skip the backends already full), with room for a quarter
+// more, and the rest is a few dozen bytes per backend and 16 KB for the
+// buckets. Measured (heap retained after the first call) for client 9,999
+// of 10,000 with subsets of 20: 2.2 MB over 100 backends, 3.7 MB over
+// 10,000, 7.5 MB over 50,000. Changes of the backends make lists move; the
+// space they leave is reclaimed (see compact), so the lists never take
+// much more than 1.25 times their capacity (TestBalancedCacheMemory).
 //
 // A BalancedCache is not safe for concurrent use. The zero value is ready
 // to use.
@@ -48,19 +59,30 @@ type BalancedCache struct {
 	// Backends, by slot: a backend keeps its slot while it stays in the
 	// list, so candidate lists survive changes of the others. Slots of
 	// backends that left are reused.
-	id    []string
-	hash  []uint64
-	alive []bool
-	free  []int32
-	order []int32  // live slots in identity order
-	spare []int32  // the previous order's array, for the next reorder
-	ohash []uint64 // hash[order[i]]: the scan loop reads one dense array
+	id     []string
+	hash   []uint64
+	alive  []bool
+	free   []int32
+	bucket []uint16 // bucketOf(hash[s])
+	order  []int32  // live slots in identity order
+	spare  []int32  // the previous order's array, for the next reorder
+	ohash  []uint64 // hash[order[i]]: the scan loop reads dense arrays
+	obuck  []uint16 // bucket[order[i]]
+
+	// The live slots grouped by bucket, in identity order within one:
+	// bucket g's are bslot[bstart[g]:bstart[g+1]], their hashes beside
+	// them in bhash. Regrouped after every change of the list (one pass,
+	// like reorder), for build's walk over a client's first buckets.
+	bstart []int32
+	bslot  []int32
+	bhash  []uint64
 
 	// Candidates of clients 0..len(lists)-1. lists[c] holds, best first
 	// (score descending, identity ascending), exactly the live backends
-	// whose score for client c is >= cutoff[c]; nil until first built.
-	// want[c] is the length it was built for: an insertion into a full
-	// list (len == cap) raises the cutoff back to want[c]'s threshold.
+	// whose score for client c is >= cutoff[c]; nil from resize until
+	// replay builds it, so that between calls every list is built.
+	// want[c] is the length it was built with: an insertion into a full
+	// list (len == cap) cuts it back to its best want[c] first.
 	lists  [][]int32
 	cutoff []uint64
 	want   []int32
@@ -69,6 +91,14 @@ type BalancedCache struct {
 	// fixedWant, when > 0, replaces the computed list length: tests make
 	// lists tiny so that walks overflow and insertions cut.
 	fixedWant int
+	// noExtend, set by tests, leaves every walk past the end of a list to
+	// overflow.
+	noExtend bool
+
+	// What alloc carves lists from, and how much it has carved since the
+	// lists were last compacted into one array (see compact).
+	slab   []int32
+	carved int
 
 	buf []scored // scratch for building lists and for overflow walks
 	run run      // scratch for replaying rows
@@ -88,22 +118,29 @@ type scored struct {
 // those (overflow) costs about what walking a list of the bound does.
 func maxCandidates(k int) int { return 16*k + 64 }
 
-// covers is how many of nb backends are expected to score at least
-// cutoff: the walk depth a list with that cutoff serves.
-func covers(cutoff uint64, nb int) int {
-	return int(float64(nb) * (float64(math.MaxUint64-cutoff) / math.MaxUint64))
-}
-
 // wantFor is how many candidates a row should have when open of the nb
 // backends still have room: its walk takes k backends from those, so it
 // is expected to go about k x nb/open deep (k+4: the feasibility rules
-// skip a few). The margin, three standard deviations of a list's Poisson
-// length, makes a walk past the end rare, which matters while open is
-// large, since such a walk scans every backend with room.
+// skip a few). The margin, three standard deviations of that depth (a
+// negative binomial: the backends without room are spread over the
+// client's order independently of it), makes a walk past the end rare,
+// which matters while open is large, since such a walk scans every
+// backend with room. Lists are built to exactly their length, so the
+// margin need not cover any noise of the length itself, and the early
+// rows, which skip almost nothing, get short lists.
 func wantFor(k, nb, open int) int {
-	depth := float64(k+4) * float64(nb) / float64(max(open, 1))
-	w := depth + 3*math.Sqrt(depth) + 4
+	p := float64(max(open, 1)) / float64(nb)
+	depth := float64(k+4) / p
+	w := depth + 3*math.Sqrt(float64(k+4)*(1-p))/p + 4
 	return int(min(w, float64(maxCandidates(k)), float64(nb)))
+}
+
+// startFor is the length an extendable list starts with: the walk its
+// row is expected to take (see wantFor), without the margin, since a
+// walk that goes further extends the list at about the cost of having
+// built it longer.
+func startFor(k, nb, open int) int {
+	return (k+4)*nb/max(open, 1) + 4
 }
 
 // Subset returns what [Balanced] returns for the same arguments, reusing
@@ -118,7 +155,9 @@ func (bc *BalancedCache) Subset(backends []string, subsetSize, clientIndex, clie
 		return ids, nil
 	}
 	bc.sync(ids, clientIndex+1)
-	return bc.names(bc.replay(subsetSize, clientCount, clientIndex, nil)), nil
+	row := bc.replay(subsetSize, clientCount, clientIndex, nil)
+	bc.compact()
+	return bc.names(row), nil
 }
 
 // all returns every client's row, as BalancedAll does; ids are
@@ -127,6 +166,7 @@ func (bc *BalancedCache) all(ids []string, k, count int) [][]string {
 	bc.sync(ids, count)
 	rows := make([][]int32, count)
 	bc.replay(k, count, count-1, rows)
+	bc.compact()
 	out := make([][]string, count)
 	for i, row := range rows {
 		out[i] = bc.names(row)
@@ -199,6 +239,9 @@ func (bc *BalancedCache) sync(ids []string, clients int) {
 			bc.insertEverywhere(s)
 		}
 	}
+	if len(removed)+len(added) > 0 {
+		bc.group()
+	}
 	bc.resize(clients)
 }
 
@@ -227,6 +270,10 @@ func (bc *BalancedCache) reset(ids []string, clients int) {
 	n := len(ids)
 	bc.id = append(bc.id[:0], ids...)
 	bc.hash = idHashes(ids)
+	bc.bucket = slices.Grow(bc.bucket[:0], n)[:n]
+	for i, h := range bc.hash {
+		bc.bucket[i] = bucketOf(h)
+	}
 	bc.alive = slices.Grow(bc.alive[:0], n)[:n]
 	bc.order = slices.Grow(bc.order[:0], n)[:n]
 	for i := range ids {
@@ -234,24 +281,28 @@ func (bc *BalancedCache) reset(ids []string, clients int) {
 		bc.order[i] = int32(i)
 	}
 	bc.ohash = append(bc.ohash[:0], bc.hash...)
+	bc.obuck = append(bc.obuck[:0], bc.bucket...)
+	bc.group()
 	bc.free = bc.free[:0]
 	clear(bc.lists) // keeps nothing alive; resize re-slices
 	bc.lists = bc.lists[:0]
+	bc.carved = 0 // what the lists took is garbage now, but for the array being carved
 	bc.cutoff, bc.want, bc.seed = bc.cutoff[:0], bc.want[:0], bc.seed[:0]
 	bc.resize(clients)
 }
 
 // newSlot gives identity id a slot, reusing a free one if any.
 func (bc *BalancedCache) newSlot(id string) int32 {
-	h := xxhash.Sum64String(id)
+	h := idHash(id)
 	if n := len(bc.free); n > 0 {
 		s := bc.free[n-1]
 		bc.free = bc.free[:n-1]
-		bc.id[s], bc.hash[s], bc.alive[s] = id, h, true
+		bc.id[s], bc.hash[s], bc.bucket[s], bc.alive[s] = id, h, bucketOf(h), true
 		return s
 	}
 	bc.id = append(bc.id, id)
 	bc.hash = append(bc.hash, h)
+	bc.bucket = append(bc.bucket, bucketOf(h))
 	bc.alive = append(bc.alive, true)
 	return int32(len(bc.id) - 1)
 }
@@ -275,9 +326,34 @@ func (bc *BalancedCache) reorder(added []int32) {
 	merged = append(merged, added[i:]...)
 	bc.order, bc.spare = merged, bc.order
 	bc.ohash = slices.Grow(bc.ohash[:0], len(merged))[:len(merged)]
+	bc.obuck = slices.Grow(bc.obuck[:0], len(merged))[:len(merged)]
 	for i, s := range merged {
-		bc.ohash[i] = bc.hash[s]
+		bc.ohash[i], bc.obuck[i] = bc.hash[s], bc.bucket[s]
 	}
+}
+
+// group rebuilds the grouping of the live slots by bucket from the order
+// (a counting sort), keeping identity order within a bucket.
+func (bc *BalancedCache) group() {
+	start := clearedInt32(bc.bstart, buckets+1)
+	for _, g := range bc.obuck {
+		start[g+1]++
+	}
+	for g := range buckets {
+		start[g+1] += start[g]
+	}
+	n := len(bc.order)
+	bc.bslot = slices.Grow(bc.bslot[:0], n)[:n]
+	bc.bhash = slices.Grow(bc.bhash[:0], n)[:n]
+	for i, g := range bc.obuck {
+		p := start[g]
+		bc.bslot[p], bc.bhash[p] = bc.order[i], bc.ohash[i]
+		start[g]++
+	}
+	// Each start[g] has moved to its bucket's end, the next one's start.
+	copy(start[1:], start[:buckets])
+	start[0] = 0
+	bc.bstart = start
 }
 
 // resize keeps the lists of clients 0..clients-1 and makes room for the
@@ -308,30 +384,225 @@ func threshold(want, n int) uint64 {
 	return math.MaxUint64 - (math.MaxUint64/uint64(n))*uint64(want)
 }
 
-// build computes client c's candidates from scratch, about want of them:
-// one mix per backend, the bulk of a first call's time.
+// walkable reports whether n more candidates are cheaper to find by
+// walking a client's buckets (about n x buckets/backends of them) than by
+// scoring every backend.
+func (bc *BalancedCache) walkable(n int) bool {
+	nb := len(bc.order)
+	return n < nb && n*buckets < nb*nb
+}
+
+// build computes client c's candidates from scratch: its best want
+// backends (more only on equal scores), and the cutoff is the last one's
+// score, so the list is exactly the backends scoring at least that.
+//
+// In a fleet large enough that the client's first buckets hold them
+// ([BalancedCache.walkable]) it walks its buckets in order: see extend.
+// Otherwise (small fleets, or the long lists of the late rows, where the
+// walk would visit more buckets than there are backends) it scores every
+// backend at a few table reads and a mix each and sorts those above a
+// threshold.
 func (bc *BalancedCache) build(c, want int) {
-	seed, t := bc.seed[c], threshold(want, len(bc.order))
+	if bc.walkable(want) {
+		bc.lists[c] = bc.lists[c][:0]
+		bc.extend(c, want, true)
+		return
+	}
+	seed, nb := bc.seed[c], len(bc.order)
+	o := bc.orderOf(c)
+	// The scores are uniform over the uint64 range (a uniform rank above
+	// uniform mix bits), so a threshold set for a little more than want
+	// usually keeps enough; if not, it is lowered.
 	buf := bc.buf[:0]
-	for i, h := range bc.ohash {
-		if s := mix.Mix64(h ^ seed); s >= t {
-			buf = append(buf, scored{s, bc.order[i]})
+	for extra := want/4 + 8; ; extra *= 4 {
+		t := threshold(want+extra, nb)
+		buf = buf[:0]
+		for i, h := range bc.ohash {
+			if s := pairScore(o.rank(bc.obuck[i]), seed, h); s >= t {
+				buf = append(buf, scored{s, bc.order[i]})
+			}
+		}
+		if len(buf) >= want || t == 0 {
+			break
 		}
 	}
 	bc.sortScored(buf)
-	// Room for insertions: a list grows by about want/backends per new
-	// backend; insertEverywhere raises the cutoff back to want's when it
-	// fills.
-	capacity := len(buf) + len(buf)/4 + 2
-	list := bc.lists[c][:0]
-	if cap(list) < capacity || cap(list) > 2*capacity {
-		list = make([]int32, 0, capacity)
+	// Cut to want, keeping the backends that tie with the last one kept.
+	if len(buf) > want {
+		n := want
+		for n < len(buf) && buf[n].score == buf[want-1].score {
+			n++
+		}
+		buf = buf[:n]
 	}
+	var cut uint64
+	if len(buf) < nb {
+		cut = buf[len(buf)-1].score
+	}
+	list := bc.room(bc.lists[c][:0], len(buf))
 	for _, x := range buf {
 		list = append(list, x.slot)
 	}
-	bc.lists[c], bc.cutoff[c], bc.want[c] = list, t, int32(want)
+	bc.lists[c], bc.cutoff[c], bc.want[c] = list, cut, int32(len(list))
 	bc.buf = buf
+}
+
+// extend appends to client c's list its next n backends (more only on
+// equal scores, fewer only when none are left), those just below the
+// cutoff, or from the top when fresh, and lowers the cutoff to the last
+// one's score. It walks the client's buckets from the cutoff's down (the
+// permutation's inverse) and scores only their members: about n x
+// buckets/backends buckets and n mixes, whatever the fleet's size.
+//
+// Lists are built short, for the walk their row is expected to take, and
+// extended when a walk runs past the end: extending costs about what
+// building longer would have, but only for the rows that need it.
+func (bc *BalancedCache) extend(c, n int, fresh bool) {
+	seed := bc.seed[c]
+	list := bc.lists[c]
+	want := len(list) + n
+	list = bc.room(list, want)
+	o := bc.orderOf(c)
+	cut := bc.cutoff[c]
+	r := buckets - 1
+	if !fresh {
+		r = int(cut >> (64 - bucketBits))
+	}
+	nb := len(bc.order)
+	for r >= 0 && len(list) < want {
+		// The next ranks' buckets first, about as many as the backends
+		// still wanted fill, in a loop without branches that the
+		// processor overlaps; the walk below mispredicts on every
+		// bucket's size anyway.
+		gs := bc.run.gs[:min((want-len(list))*buckets/nb+2, len(bc.run.gs), r+1)]
+		o.buckets(r, gs)
+		r0 := r
+		r -= len(gs)
+		for j, g := range gs {
+			from, to := bc.bstart[g], bc.bstart[g+1]
+			if from == to {
+				continue
+			}
+			rank := uint16(r0 - j)
+			members := bc.buf[:0]
+			for i := from; i < to; i++ {
+				if sc := pairScore(rank, seed, bc.bhash[i]); fresh || sc < cut {
+					members = append(members, scored{sc, bc.bslot[i]})
+				}
+			}
+			bc.buf = members
+			// Buckets come in descending rank, the top bits of the score,
+			// so sorting each one sorts the list.
+			bc.sortBucket(members)
+			if need := want - len(list); len(members) >= need && need > 0 {
+				// The last bucket needed: keep its best, and those that
+				// tie with the last one kept.
+				m := need
+				for m < len(members) && members[m].score == members[need-1].score {
+					m++
+				}
+				members = members[:m]
+			}
+			for _, x := range members {
+				list = append(list, x.slot)
+			}
+			if len(members) > 0 {
+				cut = members[len(members)-1].score
+			}
+			if len(list) >= want {
+				r = r0 - j - 1
+				break
+			}
+		}
+	}
+	if len(list) < want {
+		cut = 0 // every backend is in the list
+	}
+	bc.lists[c], bc.cutoff[c], bc.want[c] = list, cut, int32(len(list))
+}
+
+// room returns list with room for n entries and a quarter more for
+// insertions (a list grows by about its length/backends per new backend;
+// insertEverywhere cuts it back when it fills), moving it if it has too
+// little room or far too much.
+func (bc *BalancedCache) room(list []int32, n int) []int32 {
+	want := n + n/4 + 2
+	if cap(list) >= want && cap(list) <= 2*want {
+		return list
+	}
+	return append(bc.alloc(want), list...)
+}
+
+// alloc returns an empty list with room for n, carved from a shared
+// array: one allocation per many lists instead of one each. The capacity
+// is exact, so a list that outgrows it moves out rather than over its
+// neighbour. An array holds a quarter of what was carved before it (up to
+// 256 KB), so that a first call makes a few dozen allocations and the
+// unused end of the last array stays small beside the lists.
+func (bc *BalancedCache) alloc(n int) []int32 {
+	if cap(bc.slab)-len(bc.slab) < n {
+		bc.slab = make([]int32, 0, max(n, min(bc.carved/4, 1<<16), 1<<10))
+	}
+	l := len(bc.slab)
+	bc.slab = bc.slab[:l+n]
+	bc.carved += n
+	return bc.slab[l : l : l+n]
+}
+
+// compact copies the lists into one new array once the space that lists
+// moving out (or dropped by resize) left behind in the shared arrays
+// exceeds a quarter of the lists' own. That space stays allocated while
+// any list carved next to it lives, so without this it would grow with
+// every change of the backends that moves a few lists (by half over 3,000
+// rolling restarts at 10,000 clients x 10,000 backends, and rising). With
+// it the shared arrays hold at most 1.25 times the lists' capacity plus
+// the unused end of the one being carved, for a copy of the lists each
+// time moves have carved a quarter of their size again. Called between
+// calls, when nothing holds a list but bc.lists.
+func (bc *BalancedCache) compact() {
+	live := 0
+	for _, list := range bc.lists {
+		live += cap(list)
+	}
+	if bc.carved-live <= live/4 {
+		return
+	}
+	slab := make([]int32, live)
+	at := 0
+	for c, list := range bc.lists {
+		n := copy(slab[at:], list)
+		bc.lists[c] = slab[at : at+n : at+cap(list)]
+		at += cap(list)
+	}
+	bc.slab, bc.carved = slab, live
+}
+
+// sortBucket sorts one bucket's members into walk order. Buckets hold a
+// few backends each, for which an insertion sort beats any other; a large
+// one (a fleet of hundreds of thousands) goes to sortScored. The members
+// come in identity order and the insertion sort is stable, so comparing
+// the scores alone leaves equal scores in identity order, as compare
+// wants.
+func (bc *BalancedCache) sortBucket(buf []scored) {
+	if len(buf) > 16 {
+		bc.sortScored(buf)
+		return
+	}
+	for i := 1; i < len(buf); i++ {
+		x := buf[i]
+		j := i
+		for ; j > 0 && buf[j-1].score < x.score; j-- {
+			buf[j] = buf[j-1]
+		}
+		buf[j] = x
+	}
+}
+
+// scoreOf is slot s's score for the client with seed seed, computed
+// directly: rounds+1 mixes, for the insertions, which score the entries
+// of the few lists a new backend enters as they search them.
+func (bc *BalancedCache) scoreOf(seed uint64, s int32) uint64 {
+	return pairScore(bucketRank(seed, bc.bucket[s]), seed, bc.hash[s])
 }
 
 // sortScored sorts a client's candidates into walk order. Sorting the
@@ -388,23 +659,21 @@ func (bc *BalancedCache) dropDead() {
 
 // removeEverywhere takes the backend in slot s, which is leaving, out of
 // the lists that hold it: those of the clients for which it scores at
-// least the cutoff. One mix per client instead of dropDead's pass over
-// every list entry.
+// least the cutoff. One score per client instead of dropDead's pass over
+// every list entry. Every list is built by then (see lists).
 func (bc *BalancedCache) removeEverywhere(s int32) {
-	h := bc.hash[s]
+	g, h := bc.bucket[s], bc.hash[s]
 	for c, list := range bc.lists {
-		if list == nil {
-			continue
-		}
 		seed := bc.seed[c]
-		x := scored{mix.Mix64(h ^ seed), s}
-		if x.score < bc.cutoff[c] {
+		// As in insertEverywhere, the rank alone rules out most clients.
+		rank, ok := bucketRankFrom(seed, g, uint16(bc.cutoff[c]>>(64-bucketBits)))
+		if !ok || pairScore(rank, seed, h) < bc.cutoff[c] {
 			continue
 		}
-		i, found := slices.BinarySearchFunc(list, x, func(e int32, x scored) int {
-			return bc.compare(scored{mix.Mix64(bc.hash[e] ^ seed), e}, x)
-		})
-		if found {
+		// A linear search: a binary one would score every entry it
+		// probes, at rounds+1 mixes each, while the slots compare at a
+		// load each, and only the few lists that hold s are searched.
+		if i := slices.Index(list, s); i >= 0 {
 			bc.lists[c] = slices.Delete(list, i, i+1)
 		}
 	}
@@ -413,42 +682,44 @@ func (bc *BalancedCache) removeEverywhere(s int32) {
 // insertEverywhere adds the new backend in slot s to the lists of the
 // clients for which it scores at least the cutoff.
 func (bc *BalancedCache) insertEverywhere(s int32) {
-	h := bc.hash[s]
+	g, h := bc.bucket[s], bc.hash[s]
 	for c, list := range bc.lists {
-		if list == nil {
-			continue // not built yet
-		}
 		seed := bc.seed[c]
-		sc := mix.Mix64(h ^ seed)
+		// The rank alone rules out most clients (few buckets reach a
+		// cutoff's), sparing the pair's mix, and mostly at three of its
+		// four mixes.
+		rank, ok := bucketRankFrom(seed, g, uint16(bc.cutoff[c]>>(64-bucketBits)))
+		if !ok {
+			continue
+		}
+		sc := pairScore(rank, seed, h)
 		if sc < bc.cutoff[c] {
 			continue
 		}
 		if len(list) == cap(list) {
-			// Full: drop what scores below the cutoff of a fresh list of
-			// want[c], and if that leaves the list full (a client with
-			// unusually many high scores), give it more room. Cutting by
-			// score rather than to a length keeps the list exactly the
-			// backends at or above the cutoff, ties included.
-			if t := threshold(int(bc.want[c]), len(bc.order)); t > bc.cutoff[c] {
-				p, _ := slices.BinarySearchFunc(list, t, func(e int32, t uint64) int {
-					if mix.Mix64(bc.hash[e]^seed) >= t {
-						return -1
-					}
-					return 1
-				})
-				list, bc.cutoff[c] = list[:p], t
+			// Full: cut it back to its best want[c], as built (keeping
+			// the backends that tie with the last one kept), and if that
+			// leaves it full (ties, or a list built with every backend),
+			// give it more room. The cutoff rises to the last one kept,
+			// so the list stays exactly the backends at or above it.
+			if w := int(bc.want[c]); w < len(list) {
+				t := bc.scoreOf(seed, list[w-1])
+				for w < len(list) && bc.scoreOf(seed, list[w]) == t {
+					w++
+				}
+				list, bc.cutoff[c] = list[:w], t
 				if sc < t {
 					bc.lists[c] = list
 					continue
 				}
 			}
 			if len(list) == cap(list) {
-				list = append(make([]int32, 0, 2*cap(list)), list...)
+				list = append(bc.alloc(2*cap(list)), list...)
 			}
 		}
 		x := scored{sc, s}
 		i, _ := slices.BinarySearchFunc(list, x, func(e int32, x scored) int {
-			return bc.compare(scored{mix.Mix64(bc.hash[e] ^ seed), e}, x)
+			return bc.compare(scored{bc.scoreOf(seed, e), e}, x)
 		})
 		list = list[:len(list)+1]
 		copy(list[i+1:], list[i:])
@@ -478,8 +749,24 @@ type run struct {
 	pos              []int32 // index in open
 	rooms            []int32 // backends per room (hi - n), 0..hi
 	row              []int32
-	keys             []uint64 // sortScored's
-	tmp              []scored // sortScored's
+	keys             []uint64   // sortScored's
+	gs               [64]uint16 // extend's next buckets
+	tmp              []scored   // sortScored's
+	o                bucketOrder
+	oc               int // the client whose order o is, plus one (0: none)
+}
+
+// orderOf is client c's bucket order, filled only if the last one filled
+// was another client's, so that a row which builds, extends and overflows
+// its list pays rounds x 8 mixes once. A client's seed depends on its
+// index alone, so the order stays valid from one call to the next.
+func (bc *BalancedCache) orderOf(c int) *bucketOrder {
+	r := &bc.run
+	if r.oc != c+1 {
+		r.o.init(bc.seed[c])
+		r.oc = c + 1
+	}
+	return &r.o
 }
 
 // replay computes rows 0..last of the assignment of k backends to each of
@@ -527,17 +814,29 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 	if hi >= L {
 		ge = nb
 	}
+	// wantFor's square root and divisions are a tenth of an update's time
+	// in a small fleet if taken per row, and its argument, the backends
+	// with room, changes only when one fills.
+	want, wantOpen := bc.fixedWant, -1
 	for c := 0; c <= last; c++ {
-		want := bc.fixedWant
-		if want == 0 {
-			want = wantFor(k, nb, len(r.open))
+		if bc.fixedWant == 0 && len(r.open) != wantOpen {
+			want, wantOpen = wantFor(k, nb, len(r.open)), len(r.open)
 		}
-		// A list that covers less than its row's expected walk is rebuilt,
-		// a quarter longer so that small changes of the walk do not
-		// rebuild it again; one built for a longer walk is kept, being
-		// merely generous. Coverage is read from the cutoff, not the
-		// length, whose Poisson noise would trigger rebuilds.
-		if list := bc.lists[c]; list == nil || len(list) < nb && covers(bc.cutoff[c], nb) < want {
+		// A list is built for the row's expected walk. Where lists can be
+		// extended (walkable), a walk that runs past the end extends it
+		// below. Elsewhere a list shorter than that is rebuilt, a quarter
+		// longer so that small changes of the walk, or a few removals, do
+		// not rebuild it again; a longer one is kept, being merely
+		// generous. Lists are built to an exact length, so the length is
+		// the coverage.
+		if list := bc.lists[c]; list == nil {
+			w := want
+			if bc.fixedWant == 0 && bc.walkable(w) {
+				// Lists that can be extended start at the expected walk.
+				w = min(w, startFor(k, nb, len(r.open)))
+			}
+			bc.build(c, w)
+		} else if len(list) < want && bc.cutoff[c] != 0 && !bc.walkable(want) {
 			bc.build(c, want+want/4)
 		}
 		// The clients after this one can complete the assignment iff
@@ -571,15 +870,30 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 			room:    k - len(row),
 			n:       r.n, row: row,
 		}
-		for _, s := range bc.lists[c] {
-			if p.room == 0 {
+		list := bc.lists[c]
+		for i := 0; ; {
+			for ; i < len(list) && p.room > 0; i++ {
+				// Late rows' lists are mostly full backends: skip them
+				// here, without the call.
+				if s := list[i]; r.n[s] < p.hi {
+					p.consider(s)
+				}
+			}
+			if p.room == 0 || bc.cutoff[c] == 0 {
 				break
 			}
-			// Late rows' lists are mostly full backends: skip them here,
-			// without the call.
-			if r.n[s] < p.hi {
-				p.consider(s)
+			// Extend by the walk the picks left are expected to take,
+			// unless the list is at its bound or the extension would cost
+			// more than overflow's scan of the backends with room.
+			n := bc.fixedWant
+			if n == 0 {
+				n = (p.room+4)*nb/max(len(r.open), 1) + 4
 			}
+			if bc.noExtend || len(list)+n > maxCandidates(k) || !bc.walkable(n) {
+				break
+			}
+			bc.extend(c, n, false)
+			list = bc.lists[c]
 		}
 		if p.room > 0 {
 			bc.overflow(c, &p)
@@ -630,10 +944,43 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 
 // overflow continues client c's walk past its candidates, over the
 // backends that still have room and score below the cutoff, best first.
-// Rows whose lists are capped end up here; the backends with room are
-// then few, which is what keeps this cheap.
+//
+// While many backends have room it continues down the client's buckets
+// from the cutoff's, as build does: the rows that get here then have a
+// few picks left, found within a few buckets. (They are not that rare:
+// the members of a bucket tend to fill together, the clients that rank
+// it first taking them all, so the number of full backends in a list
+// varies more than if they filled one by one.) When few have room, which
+// is where the capped lists of the late rows end up, going through those
+// few is cheaper than the buckets that hold them.
 func (bc *BalancedCache) overflow(c int, p *picker) {
 	seed, cut := bc.seed[c], bc.cutoff[c]
+	o := bc.orderOf(c)
+	if open := len(bc.run.open); open*open >= 2*p.room*buckets {
+		// About room x buckets/open buckets to walk, against open to scan.
+		for r := int(cut >> (64 - bucketBits)); r >= 0 && p.room > 0; r-- {
+			g := o.bucket(uint16(r))
+			band := bc.buf[:0]
+			for i := bc.bstart[g]; i < bc.bstart[g+1]; i++ {
+				s := bc.bslot[i]
+				if p.n[s] >= p.hi {
+					continue // full, or in the row
+				}
+				if sc := pairScore(uint16(r), seed, bc.bhash[i]); sc < cut {
+					band = append(band, scored{sc, s})
+				}
+			}
+			bc.sortBucket(band)
+			for _, x := range band {
+				if p.room == 0 {
+					break
+				}
+				p.consider(x.slot)
+			}
+			bc.buf = band
+		}
+		return
+	}
 	// A category the walk has stopped accepting stays closed for the rest
 	// of the row (maxLow and room-needDef only fall), so it is left out.
 	noLow, defOnly := p.maxLow <= 0, p.room <= p.needDef
@@ -643,7 +990,7 @@ func (bc *BalancedCache) overflow(c int, p *picker) {
 		if n >= p.hi || noLow && p.hi-n < p.left || defOnly && n >= p.lo {
 			continue
 		}
-		if sc := mix.Mix64(bc.hash[s] ^ seed); sc < cut {
+		if sc := pairScore(o.rank(bc.bucket[s]), seed, bc.hash[s]); sc < cut {
 			rest = append(rest, scored{sc, s})
 		}
 	}
@@ -651,8 +998,9 @@ func (bc *BalancedCache) overflow(c int, p *picker) {
 	// The walk usually needs a few of them, so they are taken in bands of
 	// about twice the picks left, best band first, each sorted: the
 	// scores are uniform below the cutoff (they do not depend on which
-	// backends earlier rows filled), so a band's bounds follow from its
-	// size.
+	// backends earlier rows filled; buckets make them lumpy, which only
+	// makes a band larger or smaller than planned), so a band's bounds
+	// follow from its size.
 	top := cut
 	for size := 2*p.room + 8; p.room > 0 && len(rest) > 0; size *= 2 {
 		var bottom uint64

@@ -158,3 +158,46 @@ func TestChurnSpread(t *testing.T) {
 		t.Logf("%-14v balanced, %d removals: churn mean %.2fx, worst %.2fx the minimum", sz, samples, sum/samples, worst)
 	}
 }
+
+// BenchmarkChurn measures, rather than times, the churn of the balanced
+// mode in fleets too large for the tests, where the buckets hold several
+// backends each: 10,000 clients with subsets of 10 or 20 over 5,000 to
+// 50,000 backends (40 down to 2 clients per backend), one backend removed
+// at a time at 16 places of the list. It reports the mean and the worst
+// pairs changed, as a multiple of the minimum (the removed backend's
+// clients), which BalancedAll's doc comment quotes. Run it with
+// -benchtime 1x.
+func BenchmarkChurn(b *testing.B) {
+	var fleets []size
+	for _, k := range []int{10, 20} {
+		for _, nb := range []int{5000, 10000, 20000, 50000} {
+			fleets = append(fleets, size{10000, nb, k})
+		}
+	}
+	for _, sz := range fleets {
+		b.Run(fmt.Sprintf("clients=%d/backends=%d/k=%d", sz.clients, sz.backends, sz.subset), func(b *testing.B) {
+			ids := backendIDs(sz.backends)
+			for b.Loop() {
+				before, err := BalancedAll(ids, sz.subset, sz.clients)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var sum, worst float64
+				const samples = 16
+				for i := range samples {
+					removed := ids[(2*i+1)*sz.backends/(2*samples)]
+					without := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == removed })
+					after, err := BalancedAll(without, sz.subset, sz.clients)
+					if err != nil {
+						b.Fatal(err)
+					}
+					r := float64(churn(before, after)) / float64(max(load(before, removed), 1))
+					sum += r
+					worst = max(worst, r)
+				}
+				b.ReportMetric(sum/samples, "churn-mean-x")
+				b.ReportMetric(worst, "churn-worst-x")
+			}
+		})
+	}
+}
