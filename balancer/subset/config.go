@@ -43,14 +43,14 @@ var defaultChild = DefaultChildPolicy
 // MaxBalancedClientCount bounds clientCount in balanced mode: every client
 // computes the assignment of all clients before it, and the channel's
 // balancer calls wait for it, so an absurd count would stall the channel.
-// The first computation scores every (client, backend) pair up to this
-// client's row: at the bound, the last client takes about 25 ms with 100
-// backends, 45 ms with 1,000, 0.2 s with 10,000 and 0.7 s with 50,000
-// (measured, subsets of 20). The policy keeps what it computed (3 to
-// 8 MB at the bound, O(clientIndex * subsetSize) plus a few dozen bytes
-// per backend), so a later change of a few backends takes a few
-// milliseconds (4 ms at 10,000 backends, 12 ms at 50,000); a change of
-// half the list or more costs a first computation again. Beyond the
+// The first computation walks every row up to this client's: at the
+// bound, the last client takes about 35 ms with 100 backends, 19 ms with
+// 1,000, 15 ms with 10,000 and 40 ms with 50,000 (measured, subsets of
+// 20). The policy keeps what it computed (2 to 8 MB at the bound,
+// O(clientIndex * subsetSize) plus a few dozen bytes per backend), so a
+// later change of a few backends takes a few milliseconds (5 ms at
+// 10,000 backends, 13 ms at 50,000); a change of half the list or more
+// costs a first computation again. Beyond the
 // bound use ModeStable, whose cost does not depend on the index.
 const MaxBalancedClientCount = 10000
 

@@ -105,8 +105,8 @@ func Balanced(backends []string, subsetSize, clientIndex, clientCount int) ([]st
 //
 // So the 2x target holds when backends have many clients each (q in the
 // hundreds) and not when they have few: with q=10 the capacity steering
-// of the last clients dominates, more so the more clients there are. SRE moves 44x to 281x the minimum in the
-// same cases. Where churn matters more than exact balance use [Stable]
+// of the last clients dominates, more so the more clients there are. SRE
+// moves 44x to 281x the minimum in the same cases. Where churn matters more than exact balance use [Stable]
 // (exactly the minimum churn, statistical balance).
 //
 // Errors: ErrSubsetSize, and ErrClientIndex for clientCount < 1.
