@@ -519,10 +519,18 @@ func TestScheduleConcurrentShares(t *testing.T) {
 	}
 }
 
-// TestScheduleNextAllocs checks that a pick allocates nothing.
+// TestScheduleNextAllocs checks that a pick allocates nothing, from a
+// table or from a sweep.
 func TestScheduleNextAllocs(t *testing.T) {
-	for _, n := range []int{3, 1000} {
-		s := NewSchedule(schedRange(n, func(i int) float64 { return float64(1 + i%5) }))
+	for _, n := range []int{3, 1000, 5000} {
+		w := schedRange(n, func(i int) float64 { return float64(1 + i%5) })
+		if n == 5000 {
+			w = schedRandomWeights(rand.New(rand.NewPCG(29, 30)), n)
+		}
+		s := NewSchedule(w)
+		if s.Sweeps() != (n == 5000) {
+			t.Fatalf("n=%d: Sweeps() = %v", n, s.Sweeps())
+		}
 		var seq uint32
 		sink := 0
 		if a := testing.AllocsPerRun(1000, func() {

@@ -204,20 +204,6 @@ func TestSweepGaps(t *testing.T) {
 	}
 }
 
-// TestSweepNextAllocs checks that a sweep's pick allocates nothing.
-func TestSweepNextAllocs(t *testing.T) {
-	s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(29, 30)), 5000))
-	var seq uint32
-	sink := 0
-	if a := testing.AllocsPerRun(1000, func() {
-		seq++
-		sink += s.Next(seq)
-	}); a != 0 {
-		t.Errorf("Next allocates %v times per call", a)
-	}
-	_ = sink
-}
-
 // BenchmarkSweepNext is a pick's cost in a sweep against a cycle's, over
 // the largest fleet a cycle serves and past it.
 func BenchmarkSweepNext(b *testing.B) {
