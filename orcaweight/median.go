@@ -41,8 +41,8 @@ const MaxMedianMultiple = 10
 // Usable weights must be finite and > 0, as Tracker.Update returns them.
 // weights and usable must have the same length. FillMedian runs when a
 // picker is built, not per pick; it allocates only for more than 64
-// usable endpoints, and selects the median (in linear time) only when
-// some weight needs it (one is unusable, or the largest is above
+// endpoints, and selects the median (in linear time) only when some
+// weight needs it (one is unusable, or the largest is above
 // MaxMedianMultiple times the smallest).
 func FillMedian(weights []float64, usable []bool) (nUsable int) {
 	if len(weights) != len(usable) {
@@ -97,8 +97,8 @@ func FillMedian(weights []float64, usable []bool) (nUsable int) {
 // a picker over thousands of endpoints is built on every connectivity
 // change, where sorting their weights to find a median would cost
 // O(n log n). Quickselect with a median-of-three pivot is O(n) on any
-// weights but adversarial ones; past twice the expected depth it sorts
-// what is left, which bounds it at O(n log n).
+// weights but adversarial ones; past 2 log2(n) rounds it sorts what is
+// left, which bounds it at O(n log n). v must not be empty.
 func selectNth(v []float64, k int) float64 {
 	lo, hi := 0, len(v)-1
 	for depth := 2 * bits.Len(uint(len(v))); lo < hi; depth-- {

@@ -16,7 +16,8 @@ import (
 // endpoints instead of bursting, but both mutate shared state on every pick,
 // so a concurrent picker would need a lock. Here the whole cycle is
 // precomputed once per weight change into an immutable table, and a pick is
-// a table read at a position derived from the caller's atomic counter.
+// a table read at a position derived from the caller's atomic counter (or,
+// past schedMaxCycle, a point of the sweep in sweep.go).
 //
 // Slot counts. If every weight is an integer and the reduced total
 // (sum/GCD) is at most schedExactLimit(n), endpoint i gets exactly
@@ -38,7 +39,7 @@ import (
 //
 //	|s_i/(L*p_i) - 1| <= (1/(2*x_i) + n/T) / (1 - n/(2*T)).
 //
-// With T >= 32n (every fleet up to 32768 endpoints), an endpoint of average
+// With T >= 32n (every fleet a quantized table serves), an endpoint of average
 // weight (x_i = T/n >= 32) is within 3/63 ~= 4.8% of its share, and heavier
 // ones are closer. That is the adversarial worst case, in which every other
 // endpoint rounds the same way; independent rounding errors mostly cancel and
@@ -130,9 +131,8 @@ const (
 // 32 slots for an endpoint of average weight keeps its rounding error within
 // 1/64 of its share. The floor of 1024 gives small fleets with fractional
 // weights (say {1.5, 1}) sub-0.1% precision for free. A quantized table is
-// built only up to schedMaxCycle entries (128 endpoints); past that T sets
-// the sweep's floor, the share of one slot of such a cycle, and the cap
-// keeps that floor from vanishing over huge fleets.
+// built only up to schedMaxCycle entries (128 endpoints), so the cap
+// matters only to the tests that exercise the quantization.
 func schedTarget(n int) int {
 	return min(max(schedSlotsPerEndpoint*n, schedMinTarget), schedMaxTarget)
 }
@@ -144,8 +144,8 @@ func schedTarget(n int) int {
 // report can neither take an endpoint out of rotation nor hand it the cycle.
 //
 // Building takes O(L + n) time for typical weights (O(L log n) at worst) and
-// O(L + n) memory for a cycle of L slots: about half a millisecond for 1000
-// endpoints with arbitrary weights, cheap enough to rebuild on every weight
+// O(L + n) memory for a cycle of L slots: tens of microseconds for the
+// largest table (schedMaxCycle), cheap enough to rebuild on every weight
 // update. A quantized cycle longer than schedMaxCycle (weights that are
 // not small integers, over more than 128 endpoints) is not built: the
 // schedule sweeps instead (sweep.go), O(n) to build. A single endpoint gets a
@@ -164,7 +164,7 @@ func NewSchedule(weights []float64) *Schedule {
 		slots[0] = 1
 	} else if !schedExactSlots(weights, slots) {
 		if schedTarget(n) > schedMaxCycle {
-			return &Schedule{sweep: newSweep(weights, schedTarget(n))}
+			return &Schedule{sweep: newSweep(weights, schedSlotsPerEndpoint*n)}
 		}
 		schedQuantizedSlots(weights, slots)
 	}
@@ -192,7 +192,7 @@ func NewSchedule(weights []float64) *Schedule {
 // the uint32 counter wraps, cutting one cycle short once every 2^32 picks.
 // The cut cycle is a prefix of a smooth order, so each endpoint's count in it
 // is still within 1 + n*Slots(i)/Len of its proportional share: noise, once
-// in four billion picks.
+// in four billion picks. A sweep wraps the same way.
 func (s *Schedule) Next(seq uint32) int {
 	if s.sweep != nil {
 		return s.sweep.next(seq)
@@ -228,7 +228,7 @@ func (s *Schedule) Sweeps() bool { return s.sweep != nil }
 // schedExactLimit is the longest exact cycle over n endpoints: what a
 // table costs little to build (schedMaxCycle), or a few entries an
 // endpoint, so that equal and nearly equal integer weights keep an exact
-// cycle at any fleet size (its build is O(n) then), within the table's
+// cycle (whose build is O(n) then) up to 65,536 endpoints, the table's
 // 16-bit indices. Longer, an exact cycle would cost more build time than
 // the quantized cycle or the sweep, on every change, without a
 // meaningfully better split.

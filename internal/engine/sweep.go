@@ -28,7 +28,7 @@ import (
 // over the arcs that start inside the bucket: one on average.
 //
 // The one-slot floor of the table is kept: no arc is shorter than one
-// slot of a table of schedTarget(n) slots would be, so every READY
+// slot of a table of 32 slots an endpoint would be, so every READY
 // endpoint is reached, and a bucket holds the starts of at most about 33
 // arcs whatever the weights, which bounds a pick's steps.
 
@@ -46,8 +46,9 @@ type sweep struct {
 	// start[i] is where endpoint i's arc begins; start[0] = 0, and the
 	// starts increase strictly, so every arc is at least one unit long.
 	start []uint64
-	// guide[b] is the endpoint whose arc holds floor(b*2^64/n), the first
-	// point of bucket b (the points u with floor(u*n/2^64) = b).
+	// guide[b] is the endpoint whose arc holds floor(b*2^64/n), at or
+	// just before the first point of bucket b (the points u with
+	// floor(u*n/2^64) = b): a pick walks forward from there.
 	guide []uint32
 	n     uint64
 }
@@ -61,9 +62,10 @@ func schedUsable(w float64) bool {
 // circle is 2^64, the sweep's circumference, as a float64.
 const circle = 1 << 64
 
-// newSweep returns the sweep over weights. No arc is shorter than one slot
-// of a cycle of target slots would be, and bad weights (zero, negative,
-// NaN, infinite) get that floor, as they get one slot in a cycle.
+// newSweep returns the sweep over weights, at least two of them. No arc is
+// shorter than one slot of a cycle of target slots would be, and bad
+// weights (zero, negative, NaN, infinite) get that floor, as they get one
+// slot in a cycle. target is 32 slots an endpoint.
 func newSweep(weights []float64, target int) *sweep {
 	n := len(weights)
 	// Dividing by the largest weight keeps sums finite for any weights.
@@ -104,9 +106,10 @@ func newSweep(weights []float64, target int) *sweep {
 		s.start[i] = max(start, s.start[i-1]+1)
 		acc += arcs[i]
 	}
-	// Arcs are at least 1/(33n) of the circle (the floor against a total
-	// of at most 33/32 of the usable sum), so the last start is far below
-	// 2^64 - n and the strict increase never wraps.
+	// The total is at most the usable sum plus n floors, sum*(1+n/target)
+	// = sum*33/32, so every arc, at least one floor, is at least 1/(33n)
+	// of the circle: the last start is far below 2^64 - n and the strict
+	// increase never wraps.
 	//
 	// Bucket b's first point is floor(b*2^64/n): stepped by the quotient
 	// and remainder of 2^64/n, without a division per bucket.
