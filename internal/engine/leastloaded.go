@@ -200,8 +200,7 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 // pickAny is Pick in every case, for a call with attempt record a (nil:
 // none).
 func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.PickResult, error) {
-	eps := p.snap.Endpoints
-	n := len(eps)
+	n := len(p.cands)
 	var now int64 // Clock.Nanotime; 0 until someone needs it
 	if p.timed {
 		now = p.snap.Clock.Nanotime()
@@ -214,7 +213,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 		}
 		res, err := p.place(&p.cands[0], info, ReasonOnlyReady, now)
 		if a != nil {
-			return a.Record(eps[0].Stats, res, err)
+			return a.Record(p.cands[0].Stats, res, err)
 		}
 		return res, err
 	}
@@ -248,7 +247,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	best, _, why, now := p.choose(cands, now, coin)
 	res, err := p.place(&p.cands[best], info, why, now)
 	if a != nil {
-		return a.Record(eps[best].Stats, res, err)
+		return a.Record(p.cands[best].Stats, res, err)
 	}
 	return res, err
 }

@@ -273,20 +273,7 @@ func schedExactSlots(weights []float64, slots []uint32) bool {
 // weights and 1 for the rest (see the quantization note at the top of the
 // file).
 func schedQuantizedSlots(weights []float64, slots []uint32) {
-	// Dividing by the largest weight first keeps the sum finite even when the
-	// weights are near math.MaxFloat64: every term is in (0, 1].
-	var maxW float64
-	for _, w := range weights {
-		if schedUsable(w) && w > maxW {
-			maxW = w
-		}
-	}
-	var sum float64
-	for _, w := range weights {
-		if schedUsable(w) {
-			sum += w / maxW
-		}
-	}
+	maxW, sum := schedScale(weights)
 	target := float64(schedTarget(len(weights)))
 	for i, w := range weights {
 		c := 1.0

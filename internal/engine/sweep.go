@@ -59,6 +59,24 @@ func schedUsable(w float64) bool {
 	return w > 0 && !math.IsInf(w, 1)
 }
 
+// schedScale is the largest usable weight and the sum of the usable
+// weights divided by it: dividing by the largest first keeps the sum
+// finite even when the weights are near math.MaxFloat64, every term being
+// in (0, 1]. sum is 0 when no weight is usable.
+func schedScale(weights []float64) (maxW, sum float64) {
+	for _, w := range weights {
+		if schedUsable(w) && w > maxW {
+			maxW = w
+		}
+	}
+	for _, w := range weights {
+		if schedUsable(w) {
+			sum += w / maxW
+		}
+	}
+	return maxW, sum
+}
+
 // circle is 2^64, the sweep's circumference, as a float64.
 const circle = 1 << 64
 
@@ -68,19 +86,11 @@ const circle = 1 << 64
 // slot in a cycle. target is 32 slots an endpoint.
 func newSweep(weights []float64, target int) *sweep {
 	n := len(weights)
-	// Dividing by the largest weight keeps sums finite for any weights.
-	var maxW float64
-	for _, w := range weights {
-		if schedUsable(w) && w > maxW {
-			maxW = w
-		}
-	}
+	maxW, sum := schedScale(weights)
 	arcs := make([]float64, n)
-	var sum float64
 	for i, w := range weights {
 		if schedUsable(w) {
 			arcs[i] = w / maxW
-			sum += arcs[i]
 		}
 	}
 	floor := sum / float64(target)

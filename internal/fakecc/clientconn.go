@@ -102,11 +102,7 @@ func (cc *ClientConn) Updates() int {
 }
 
 // SubConns returns every SubConn created so far, oldest first.
-func (cc *ClientConn) SubConns() []*SubConn {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return append([]*SubConn(nil), cc.subConns...)
-}
+func (cc *ClientConn) SubConns() []*SubConn { return cc.SubConnsFrom(0) }
 
 // SubConnsFrom is SubConns()[from:] (nil if there are no more), without
 // copying the ones before: a harness that waits for new SubConns one at a
