@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -159,6 +160,74 @@ func timedPicker(clk *manualClock) (*LeastLoaded, *Endpoint, *latency) {
 		latency:   lat,
 	}
 	return NewLeastLoaded(snap, 2, NewPeakEWMA(snap)), e, lat
+}
+
+// TestLargeFleetTimesFewerCalls checks fleetSampleGap: over 2,000
+// endpoints, a picker times each endpoint at most every 2ms, not every
+// 150µs, and every call again once that much time has passed.
+func TestLargeFleetTimesFewerCalls(t *testing.T) {
+	const n = 2000
+	lat := testLatency()
+	if got, want := lat.sampleGap(n), int64(2*time.Millisecond); got != want {
+		t.Fatalf("sampleGap(%d) = %v, want %v", n, time.Duration(got), time.Duration(want))
+	}
+	if got := lat.sampleGap(10); got != lat.sampleEvery {
+		t.Fatalf("sampleGap(10) = %v, want the per-endpoint gap %v", time.Duration(got), time.Duration(lat.sampleEvery))
+	}
+	clk := &manualClock{now: int64(time.Hour)}
+	shared := &doneShared{clock: clk}
+	shared.latency.Store(lat)
+	snap := &Snapshot{Clock: clk, Rand: NewSeededRand(3), latency: lat}
+	for i := 0; i < n; i++ {
+		e := newEndpoint(fmt.Sprint(i), shared, false)
+		e.rtt.bits.Store(math.Float64bits(float64(time.Millisecond))) // past its first answer
+		snap.Endpoints = append(snap.Endpoints, Ready{Picker: fixedPicker{}, Stats: e, InvWeight: 1})
+	}
+	p := NewLeastLoaded(snap, 2, NewPeakEWMA(snap))
+	// timedSince counts the endpoints whose last timed call started at or
+	// after t0.
+	timedSince := func(t0 int64) int {
+		c := 0
+		for _, r := range snap.Endpoints {
+			if r.Stats.rtt.lastTimed.Load() >= t0 {
+				c++
+			}
+		}
+		return c
+	}
+	burst := func() {
+		for i := 0; i < 4*n; i++ {
+			pickDone(t, p)(ok())
+		}
+	}
+	start := clk.now
+	burst()
+	if got := timedSince(start); got < n/2 {
+		t.Fatalf("%d of %d endpoints timed in the first burst, want most", got, n)
+	}
+	// 0.5ms on: past the 150µs a small fleet waits, short of the 2ms. An
+	// endpoint that no call reached in the first burst is timed now; one
+	// timed then is not.
+	first := make([]bool, n)
+	for i, r := range snap.Endpoints {
+		first[i] = r.Stats.rtt.lastTimed.Load() >= start
+	}
+	clk.advance(500 * time.Microsecond)
+	burst()
+	again := 0
+	for i, r := range snap.Endpoints {
+		if first[i] && r.Stats.rtt.lastTimed.Load() >= clk.now {
+			again++
+		}
+	}
+	if again != 0 {
+		t.Errorf("%d endpoints timed again after 0.5ms, want none before 2ms", again)
+	}
+	clk.advance(2 * time.Millisecond)
+	burst()
+	if got := timedSince(clk.now); got < n/2 {
+		t.Errorf("%d of %d endpoints timed again after 2.5ms, want most", got, n)
+	}
 }
 
 func pickDone(t *testing.T, p *LeastLoaded) func(balancer.DoneInfo) {

@@ -54,7 +54,8 @@ type LeastLoaded struct {
 	choices int
 	metric  LoadMetric
 	kind    metricKind
-	timed   bool // kind is peakMetric: read the clock once per pick, time calls that need a sample
+	timed   bool  // kind is peakMetric: read the clock once per pick, time calls that need a sample
+	gap     int64 // if timed, the least time between timed calls to one endpoint (latency.sampleGap)
 	// What picks may skip: ramping is false while no endpoint of the
 	// snapshot is in its slow-start ramp, uniform true when their weights
 	// are equal, penalty false when the failure penalty is off.
@@ -84,6 +85,9 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		timed:   kind == peakMetric,
 		uniform: true,
 		penalty: snap.penalty != nil,
+	}
+	if p.timed {
+		p.gap = snap.latency.sampleGap(len(p.cands))
 	}
 	_, p.system = snap.Rand.(SystemRand)
 	p.ramping = snap.Ramping()
@@ -190,7 +194,7 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 		return res, err
 	}
 	now := s.Clock.Nanotime()
-	if w.Stats.wantsSample(now, s.latency) {
+	if w.Stats.wantsSample(now, p.gap) {
 		return startTimed(w.Stats, res, p.shared(w.Stats), why, now, s.Clock, s.latency), nil
 	}
 	w.Stats.started(why)
@@ -308,7 +312,7 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 // place asks c's child for a connection with the reason why, timing the
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
-	if p.timed && c.Stats.wantsSample(now, p.snap.latency) {
+	if p.timed && c.Stats.wantsSample(now, p.gap) {
 		return pickTimed(c.Stats, c.Picker, p.shared(c.Stats), info, why, now, p.snap.Clock, p.snap.latency)
 	}
 	res, err := c.Picker.Pick(info)

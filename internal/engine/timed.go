@@ -13,9 +13,11 @@ import (
 // its latency into the endpoint's average. latency.go holds the average
 // itself and its settings.
 
-// wantsSample reports whether a call placed on e at now should be timed.
-func (e *Endpoint) wantsSample(now int64, l *latency) bool {
-	return now-e.rtt.lastTimed.Load() >= l.sampleEvery || e.rtt.bits.Load() == 0
+// wantsSample reports whether a call placed on e at now should be timed,
+// given the picker's least gap between timed calls to one endpoint
+// (latency.sampleGap).
+func (e *Endpoint) wantsSample(now, gap int64) bool {
+	return now-e.rtt.lastTimed.Load() >= gap || e.rtt.bits.Load() == 0
 }
 
 // staleAfter is the gap between samples, in decay times, after which a
