@@ -3,10 +3,11 @@ package orcaweight
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pickwise/pickwise/internal/median"
 )
 
 func TestFillMedian(t *testing.T) {
@@ -119,73 +120,26 @@ func TestFillMedianAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { FillMedian(w, u) }); a != 0 {
 		t.Errorf("FillMedian allocates %v times per call, want 0", a)
 	}
+	// Over a large fleet it allocates only when it needs the median: not
+	// when every weight is usable and within the bound, nor when none is.
+	const n = 10000
+	w, u = make([]float64, n), make([]bool, n)
+	for i := range w {
+		w[i], u[i] = float64(1+i%7), true
+	}
+	if a := testing.AllocsPerRun(10, func() { FillMedian(w, u) }); a != 0 {
+		t.Errorf("FillMedian over %d usable weights allocates %v times per call, want 0", n, a)
+	}
+	clear(u)
+	if a := testing.AllocsPerRun(10, func() { FillMedian(w, u) }); a != 0 {
+		t.Errorf("FillMedian over %d unusable weights allocates %v times per call, want 0", n, a)
+	}
 }
 
-// TestSelectNth checks the selection against a sort, on random values with
-// and without repeats, sorted and reversed runs, and all-equal values, at
-// every k of small slices and at random k of large ones.
-func TestSelectNth(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	gens := map[string]func(n int) []float64{
-		"random": func(n int) []float64 {
-			v := make([]float64, n)
-			for i := range v {
-				v[i] = r.Float64() * 1000
-			}
-			return v
-		},
-		"repeats": func(n int) []float64 {
-			v := make([]float64, n)
-			for i := range v {
-				v[i] = float64(r.IntN(4))
-			}
-			return v
-		},
-		"sorted": func(n int) []float64 {
-			v := make([]float64, n)
-			for i := range v {
-				v[i] = float64(i)
-			}
-			return v
-		},
-		"reversed": func(n int) []float64 {
-			v := make([]float64, n)
-			for i := range v {
-				v[i] = float64(n - i)
-			}
-			return v
-		},
-		"equal": func(n int) []float64 {
-			v := make([]float64, n)
-			for i := range v {
-				v[i] = 7
-			}
-			return v
-		},
-	}
-	for name, gen := range gens {
-		for _, n := range []int{1, 2, 3, 4, 5, 8, 17, 100, 10000} {
-			ks := []int{0, n / 2, n - 1}
-			if n <= 17 {
-				ks = ks[:0]
-				for k := range n {
-					ks = append(ks, k)
-				}
-			}
-			for _, k := range ks {
-				v := gen(n)
-				want := slices.Clone(v)
-				slices.Sort(want)
-				got := selectNth(v, k)
-				if got != want[k] {
-					t.Fatalf("%s n=%d k=%d: %v, want %v", name, n, k, got, want[k])
-				}
-				for i := range v {
-					if i < k && v[i] > got || i > k && v[i] < got {
-						t.Fatalf("%s n=%d k=%d: v[%d] = %v on the wrong side of %v", name, n, k, i, v[i], got)
-					}
-				}
-			}
-		}
+// TestMaxMedianMultipleIsTheEngines keeps the documented bound and the
+// one the engine applies the same.
+func TestMaxMedianMultipleIsTheEngines(t *testing.T) {
+	if MaxMedianMultiple != median.MaxMultiple {
+		t.Errorf("MaxMedianMultiple = %d, the engine's bound is %d", MaxMedianMultiple, median.MaxMultiple)
 	}
 }

@@ -393,11 +393,12 @@ func (b *engineBalancer) publishLocked(now int64) { b.mode.publishLocked(b, now)
 // the READY endpoints that are not ejected.
 func (b *engineBalancer) publishReadyLocked(now int64) {
 	ready, ejected := b.readyEndpointsLocked()
+	kept := &b.readyList.weights // what the list keeps of ready's weights
 	if len(ready) == 0 {
 		// The cap never ejects the last READY endpoint, but one may have
 		// lost its connection since: placing on an ejected endpoint beats
 		// failing every call.
-		ready, ejected = ejected, nil
+		ready, ejected, kept = ejected, nil, nil
 	}
 
 	if len(ready) == 0 {
@@ -413,7 +414,7 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 	var rampEnd int64
 	snap.ramps, rampEnd = b.rampsLocked(ready, now)
 	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback, snap.dones = b.weights.forPicker(ready)
+		snap.Weights, snap.WeightsFallback, snap.dones = b.weights.forPicker(ready, kept)
 		if snap.WeightsFallback {
 			b.recordFallbackLocked()
 		}

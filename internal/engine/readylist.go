@@ -25,11 +25,13 @@ type readyList struct {
 	valid   bool
 	ready   []Ready // sorted by Endpoint.pos
 	ejected []Ready // never edited in place: rebuilt on any change
+	weights readyWeights
 }
 
 // invalidate drops the list; the next publish rebuilds it.
 func (l *readyList) invalidate() {
 	l.valid, l.ready, l.ejected = false, nil, nil
+	l.weights.valid = false
 }
 
 // readyChangedLocked brings the list up to date after e's state or picker
@@ -50,8 +52,14 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 		l.ready[i].Picker = e.picker
 	case want:
 		l.ready = slices.Insert(l.ready, i, Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight})
+		if l.weights.valid {
+			l.weights.insert(i, e)
+		}
 	case found:
 		l.ready = slices.Delete(l.ready, i, i+1)
+		if l.weights.valid {
+			l.weights.remove(i)
+		}
 	}
 }
 

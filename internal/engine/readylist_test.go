@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 
 	"github.com/pickwise/pickwise/internal/fakecc"
 	"github.com/pickwise/pickwise/lbconfig"
@@ -40,8 +44,16 @@ func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
 // with and without slow start, whose ramps the list leaves out.
 func TestReadyListMatchesScan(t *testing.T) {
 	slow := &SlowStartConfig{Window: lbconfig.Duration(time.Second), Aggression: 1, MinWeightPercent: 10}
-	for _, settings := range []Settings{{}, {SlowStart: slow}} {
-		t.Run(fmt.Sprintf("slowStart=%v", settings.SlowStart != nil), func(t *testing.T) { readyListMatchesScan(t, settings) })
+	weights := &WeightsConfig{UpdatePeriod: time.Second} // no blackout, no expiry
+	for _, tc := range []struct {
+		name     string
+		settings Settings
+	}{
+		{"plain", Settings{}},
+		{"slowStart", Settings{SlowStart: slow}},
+		{"weights", Settings{Weights: weights}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { readyListMatchesScan(t, tc.settings) })
 	}
 }
 
@@ -53,7 +65,12 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 		NewPolicy:   func() Policy { return recordingPolicy{last: &last, settings: settings} },
 	}
 	cc := fakecc.NewClientConn()
-	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: SystemClock{}, Rand: NewSeededRand(1)})
+	var clock Clock = SystemClock{}
+	timers := &queueClock{} // weight updates run when the test says
+	if settings.Weights != nil {
+		clock = timers
+	}
+	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: clock, Rand: NewSeededRand(1)})
 	defer b.Close()
 	ej := newEjector(DefaultEjection(), newPenalty(DefaultFailurePenalty()))
 
@@ -78,6 +95,16 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 		switch r := rnd.IntN(100); {
 		case r < 5:
 			update()
+		case r < 10 && settings.Weights != nil:
+			// Endpoints of the last snapshot report weights through their
+			// calls, and a weight update folds them in and publishes.
+			if last != nil && last.dones != nil {
+				for range 1 + rnd.IntN(5) {
+					k := rnd.IntN(len(last.dones))
+					last.dones[k](balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: float64(1 + rnd.IntN(50)), CpuUtilization: 0.5}})
+				}
+			}
+			timers.fire()
 		case r < 12:
 			b.mu.Lock()
 			e := b.order[rnd.IntN(len(b.order))]
@@ -116,6 +143,13 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int)
 			t.Fatalf("step %d: the kept list (%d READY, %d ejected) differs from a walk's (%d, %d)", step, len(l.ready), len(l.ejected), len(ready), len(ejected))
 		}
 	}
+	if w := &b.readyList.weights; w.valid {
+		var fresh readyWeights
+		fresh.fill(b.readyList.ready)
+		if !slices.Equal(w.ws, fresh.ws) || !slices.Equal(w.usable, fresh.usable) || !slices.EqualFunc(w.dones, fresh.dones, sameFunc) {
+			t.Fatalf("step %d: the kept weights %v (usable %v) differ from the endpoints' %v (%v)", step, w.ws, w.usable, fresh.ws, fresh.usable)
+		}
+	}
 	if len(ready) == 0 {
 		ready = ejected
 	}
@@ -134,6 +168,12 @@ func sameReady(a, b []Ready) bool {
 		}
 	}
 	return true
+}
+
+// sameFunc reports whether two funcs are the same closure: the same
+// code over the same captured state, which == cannot compare.
+func sameFunc(a, b func(balancer.DoneInfo)) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
 // samePicker compares pickers that may be of uncomparable types.

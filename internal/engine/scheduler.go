@@ -79,13 +79,16 @@ type Schedule struct {
 
 	// table holds the cycle. Its indices fit in 16 bits: every endpoint
 	// holds a slot at least, and no table is longer than
-	// schedMaxExactCycle (65,536) entries.
+	// schedMaxExactCycle (65,536) entries. It is nil when every weight is
+	// the same: the cycle is then the endpoints in order, one slot each,
+	// and a change to a fleet of any size rebuilds it in O(1).
 	table []uint16
 	// length is the cycle length L, and mult its Lemire fastmod multiplier,
 	// so Next reduces seq modulo L with two multiplications.
 	length uint64
 	mult   uint64
-	// slots[i] is how many positions of the cycle belong to endpoint i.
+	// slots[i] is how many positions of the cycle belong to endpoint i;
+	// nil with table, when each has one.
 	slots []uint32
 	// sweep, when not nil, is the order instead of a cycle: for a large
 	// fleet whose weights need a cycle longer than schedMaxCycle (see
@@ -157,15 +160,21 @@ func NewSchedule(weights []float64) *Schedule {
 	if n == 0 {
 		panic("engine: NewSchedule needs at least one weight")
 	}
-	slots := make([]uint32, n)
+	if schedEqual(weights) {
+		// The exact cycle would be every endpoint once, in the order of
+		// their phases; in index order it is as smooth, and needs no table.
+		return &Schedule{length: uint64(n), mult: schedFastmodMultiplier(uint64(n))}
+	}
+	var slots []uint32
 	if n == 1 {
 		// Quantizing a lone fractional weight would build a table of T
 		// copies of endpoint 0.
-		slots[0] = 1
-	} else if !schedExactSlots(weights, slots) {
+		slots = []uint32{1}
+	} else if slots = schedExactSlots(weights); slots == nil {
 		if schedTarget(n) > schedMaxCycle {
 			return &Schedule{sweep: newSweep(weights, schedSlotsPerEndpoint*n)}
 		}
+		slots = make([]uint32, n)
 		schedQuantizedSlots(weights, slots)
 	}
 	var length uint64
@@ -198,7 +207,21 @@ func (s *Schedule) Next(seq uint32) int {
 		return s.sweep.next(seq)
 	}
 	pos := schedFastmod(seq, s.mult, s.length)
+	if s.table == nil {
+		return int(pos)
+	}
 	return int(s.table[pos])
+}
+
+// schedEqual reports whether every weight is the same (NaN never is), so
+// that each endpoint's share is one slot in n whatever the weight.
+func schedEqual(weights []float64) bool {
+	for _, w := range weights[1:] {
+		if w != weights[0] {
+			return false
+		}
+	}
+	return weights[0] == weights[0]
 }
 
 // Len is the length of one full cycle of the order, 0 for a sweep.
@@ -207,8 +230,11 @@ func (s *Schedule) Len() int { return int(s.length) }
 // Slots returns how many positions of one cycle go to endpoint i (for tests
 // and metrics), 0 for a sweep. i must be in [0, n).
 func (s *Schedule) Slots(i int) int {
-	if s.sweep != nil {
+	switch {
+	case s.sweep != nil:
 		return 0
+	case s.slots == nil:
+		return 1
 	}
 	return int(s.slots[i])
 }
@@ -219,7 +245,7 @@ func (s *Schedule) Share(i int) float64 {
 	if s.sweep != nil {
 		return s.sweep.share(i)
 	}
-	return float64(s.slots[i]) / float64(s.length)
+	return float64(s.Slots(i)) / float64(s.length)
 }
 
 // Sweeps says that the order is a sweep rather than a cycle (sweep.go).
@@ -236,37 +262,56 @@ func schedExactLimit(n int) uint64 {
 	return uint64(min(max(schedMaxCycle, schedExactPerEndpoint*n), schedMaxExactCycle))
 }
 
-// schedExactSlots fills slots with weight/GCD when every usable weight is an
-// integer and the reduced cycle fits schedExactLimit, and reports whether
-// it did. Unusable weights get one slot: the smallest share that still keeps
-// the endpoint in rotation.
-func schedExactSlots(weights []float64, slots []uint32) bool {
-	limit := schedExactLimit(len(weights))
-	var g uint64
+// schedExactSlots returns weight/GCD for each endpoint when every usable
+// weight is an integer and the reduced cycle fits schedExactLimit, and nil
+// otherwise. Unusable weights get one slot: the smallest share that still
+// keeps the endpoint in rotation. It allocates only once it knows the
+// cycle fits: over a large fleet with fractional weights, which sweep,
+// the slots would be garbage.
+func schedExactSlots(weights []float64) []uint32 {
+	// One pass finds the GCD and the sum of the weights, in 128 bits so
+	// that no sum of weights up to 2^53 overflows; the cycle's length is
+	// that sum over the GCD, plus a slot for each unusable weight.
+	var g, hi, lo, unusable uint64
 	for _, w := range weights {
 		if !schedUsable(w) {
+			unusable++
 			continue
 		}
 		r := math.Round(w)
 		if r < 1 || r > schedMaxExactWeight || math.Abs(w-r) > schedIntTolerance {
-			return false
+			return nil
 		}
 		g = schedGCD(g, uint64(r))
+		var carry uint64
+		lo, carry = bits.Add64(lo, uint64(r), 0)
+		hi += carry
 	}
-	var total uint64
-	for i, w := range weights {
-		c := uint64(1)
+	limit, total := schedExactLimit(len(weights)), unusable
+	if g != 0 {
+		if hi >= g {
+			return nil // the quotient does not even fit 64 bits
+		}
+		q, _ := bits.Div64(hi, lo, g)
+		if q > limit {
+			return nil
+		}
+		total += q
+	}
+	if total > limit {
+		return nil
+	}
+	slot := func(w float64) uint64 {
 		if g != 0 && schedUsable(w) {
-			c = uint64(math.Round(w)) / g
+			return uint64(math.Round(w)) / g
 		}
-		// Checked per step so the sum cannot overflow on huge weights.
-		total += c
-		if total > limit {
-			return false
-		}
-		slots[i] = uint32(c)
+		return 1
 	}
-	return true
+	slots := make([]uint32, len(weights))
+	for i, w := range weights {
+		slots[i] = uint32(slot(w))
+	}
+	return slots
 }
 
 // schedQuantizedSlots fills slots with max(1, round(w_i*T/W)) for usable

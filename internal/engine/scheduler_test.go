@@ -166,6 +166,10 @@ func TestScheduleOrderMatchesReference(t *testing.T) {
 				}
 				return a.i - b.i
 			})
+			if schedEqual(tc.weights) {
+				// Equal weights: one slot each, in index order.
+				slices.SortFunc(ref, func(a, b slot) int { return a.i - b.i })
+			}
 			got := schedCycle(s)
 			if len(got) != len(ref) {
 				t.Fatalf("Len = %d, reference %d", len(got), len(ref))
@@ -387,7 +391,9 @@ func TestScheduleBadWeights(t *testing.T) {
 		{"mixed-fractional", []float64{1.5, inf, -2, 3}, nil},
 		{"huge", []float64{math.MaxFloat64, math.MaxFloat64, 1}, []int{512, 512, 1}},
 		{"tiny", []float64{math.SmallestNonzeroFloat64, 1}, []int{1, 1024}},
-		{"huge-integers", []float64{1 << 60, 1 << 60}, []int{512, 512}},
+		{"huge-integers", []float64{1 << 60, 1 << 60, 1 << 59}, []int{410, 410, 205}},
+		{"huge-equal", []float64{1 << 60, 1 << 60}, []int{1, 1}},
+		{"nan-equal", []float64{nan, nan}, []int{1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewSchedule(tc.weights)
@@ -462,7 +468,12 @@ func TestScheduleNextPeriodic(t *testing.T) {
 				t.Fatalf("n=%d: a sweep, want a cycle", n)
 			}
 			L := uint32(s.Len())
-			at := func(p uint32) int { return int(s.table[p]) }
+			at := func(p uint32) int {
+				if s.table == nil {
+					return int(p)
+				}
+				return int(s.table[p])
+			}
 			for seq := range 2 * min(L, 1<<17) {
 				if got, want := s.Next(seq), s.Next(seq%L); got != want {
 					t.Fatalf("Next(%d) = %d, Next(%d) = %d", seq, got, seq%L, want)

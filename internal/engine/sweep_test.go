@@ -32,7 +32,7 @@ func sweepSets(r *rand.Rand) []struct {
 			}
 			return 1 + float64(i%7)/10
 		})},
-		{"fractional/n=4000", schedRange(4000, func(int) float64 { return 0.5 })},
+		{"fractional/n=4000", schedRange(4000, func(i int) float64 { return 0.5 + float64(i%2)/4 })},
 		{"bad/n=3000", bad},
 	}
 }
@@ -62,6 +62,10 @@ func TestSweepChosen(t *testing.T) {
 		{"integers/n=2000", schedRange(2000, func(i int) float64 { return float64(1 + i%3) }), false},
 		{"integers-1..100/n=1000", schedRange(1000, func(i int) float64 { return float64(1 + i%100) }), true},
 		{"equal-integers/n=50000", schedRange(50000, func(int) float64 { return 3 }), false},
+		{"equal-fractions/n=100000", schedRange(100000, func(int) float64 { return 0.3 }), false},
+		{"unusable/n=70000", schedRange(70000, func(i int) float64 { return []float64{0, math.NaN()}[i%2] }), true},
+		{"huge-common-factor/n=5000", schedRange(5000, func(i int) float64 { return float64(uint64(1+i%2) << 52) }), false},
+		{"huge-sum/n=5000", schedRange(5000, func(i int) float64 { return float64(1<<53 - 1 - 2*(i%2)) }), true},
 		{"integers/n=40000", schedRange(40000, func(i int) float64 { return float64(1 + i%3) }), true},
 	} {
 		if got := NewSchedule(tc.weights).Sweeps(); got != tc.sweeps {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
@@ -29,17 +30,29 @@ type WeightedRR struct {
 // position so that many clients with the same weights do not move through
 // the backends in step.
 func NewWeightedRR(snap *Snapshot) *WeightedRR {
-	ws := make([]float64, len(snap.Endpoints))
+	// The schedule reads its weights and keeps none, so while neither slow
+	// start nor avoidance changes one, it is given the snapshot's own: over
+	// a large fleet their copy would be a good part of what a publish
+	// allocates, and of the collections that follow.
+	ws, own := snap.Weights, false
+	if ws == nil {
+		ws, own = make([]float64, len(snap.Endpoints)), true
+	}
 	for i := range snap.Endpoints {
 		r := &snap.Endpoints[i]
-		w := 1 / r.InvWeight
+		base := 1 / r.InvWeight
 		if snap.Weights != nil {
-			w = snap.Weights[i]
+			base = snap.Weights[i]
 		}
-		w *= snap.RampFactor(i, snap.Built)
 		// Avoidance scales the share as it does a d-choice picker's: an
 		// endpoint passed over with probability q keeps 1-q of its picks.
-		ws[i] = w * (1 - snap.Avoidance(r.Stats))
+		w := base * snap.RampFactor(i, snap.Built) * (1 - snap.Avoidance(r.Stats))
+		if !own && w != base {
+			ws, own = slices.Clone(ws), true
+		}
+		if own {
+			ws[i] = w
+		}
 	}
 	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}
 	if snap.WeightsFallback {

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/median"
 	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -24,6 +26,11 @@ type weightKeeper struct {
 	// usable is the buffer update fills for the metrics, reused so that an
 	// update of a large fleet does not allocate one each time.
 	usable []float64
+	// scratch and medianScratch are forPicker's buffers, reused the same
+	// way: scratch for the weights of a list that is not the balancer's
+	// READY list, medianScratch for selecting the median.
+	scratch       readyWeights
+	medianScratch []float64
 }
 
 // newWeightKeeper starts keeping weights for every endpoint in all.
@@ -137,19 +144,64 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // absurd report cannot take nearly every call), and whether fewer than
 // two have one (round-robin fallback). With per-call reports it also
 // returns, aligned with ready, the Dones that read them; nil otherwise.
-func (k *weightKeeper) forPicker(ready []Ready) (ws []float64, fallback bool, dones []func(balancer.DoneInfo)) {
-	ws = make([]float64, len(ready))
-	usable := make([]bool, len(ready))
+// kept, when not nil, is the list's copy of what ready's endpoints hold
+// (readyWeights), read from them first if it is not valid; nil when ready
+// is not the list's.
+func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback bool, dones []func(balancer.DoneInfo)) {
+	if kept == nil {
+		kept = &k.scratch
+		kept.valid = false
+	}
+	if !kept.valid {
+		kept.fill(ready)
+	}
+	ws = slices.Clone(kept.ws)
 	if !k.cfg.OutOfBand {
-		dones = make([]func(balancer.DoneInfo), len(ready))
+		dones = slices.Clone(kept.dones)
 	}
+	return ws, median.Fill(ws, kept.usable, &k.medianScratch) < 2, dones
+}
+
+// readyWeights is, for a policy that keeps weights, what a picker needs of
+// each endpoint of readyList.ready beside its Ready, aligned with it: the
+// weight as of the last weight update, whether it was usable, and the
+// Done that reads per-call reports. It lives here for the reason the list
+// does: read from the endpoints, it is two dependent cache misses each.
+// It is edited with the list and dropped (valid false) when the list is,
+// on every weight update and on a change of weight config; the next
+// publish reads it afresh (weightKeeper.forPicker).
+type readyWeights struct {
+	valid  bool
+	ws     []float64
+	usable []bool
+	dones  []func(balancer.DoneInfo)
+}
+
+// fill reads the weights of ready from its endpoints into w, reusing w's
+// buffers, and marks w valid.
+func (w *readyWeights) fill(ready []Ready) {
+	n := len(ready)
+	if cap(w.ws) < n {
+		w.ws, w.usable, w.dones = make([]float64, n), make([]bool, n), make([]func(balancer.DoneInfo), n)
+	}
+	w.ws, w.usable, w.dones = w.ws[:n], w.usable[:n], w.dones[:n]
 	for i := range ready {
-		w := &ready[i].Stats.weights
-		ws[i] = w.weight
-		usable[i] = w.status == orcaweight.Usable
-		if dones != nil {
-			dones[i] = w.done
-		}
+		ew := &ready[i].Stats.weights
+		w.ws[i], w.usable[i], w.dones[i] = ew.weight, ew.status == orcaweight.Usable, ew.done
 	}
-	return ws, orcaweight.FillMedian(ws, usable) < 2, dones
+	w.valid = true
+}
+
+// insert adds e's weights at index i, as the list adds e.
+func (w *readyWeights) insert(i int, e *Endpoint) {
+	w.ws = slices.Insert(w.ws, i, e.weights.weight)
+	w.usable = slices.Insert(w.usable, i, e.weights.status == orcaweight.Usable)
+	w.dones = slices.Insert(w.dones, i, e.weights.done)
+}
+
+// remove drops the weights at index i, as the list drops its endpoint.
+func (w *readyWeights) remove(i int) {
+	w.ws = slices.Delete(w.ws, i, i+1)
+	w.usable = slices.Delete(w.usable, i, i+1)
+	w.dones = slices.Delete(w.dones, i, i+1)
 }

@@ -15,6 +15,7 @@ import (
 // configureWeightsLocked applies a policy's WeightsConfig (nil turns weight
 // keeping off) and (re)starts the update timer.
 func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
+	b.readyList.weights.valid = false
 	switch {
 	case cfg == nil:
 		if b.weights != nil {
@@ -48,6 +49,7 @@ func (b *engineBalancer) scheduleWeightUpdateLocked() {
 		nowNs := b.clock.Nanotime()
 		wm := b.weightMetrics()
 		b.recordWeightsLocked(wm, k.update(time.Unix(0, nowNs), b.order, wm != nil))
+		b.readyList.weights.valid = false // the weights it kept are the last update's
 		b.publishLocked(nowNs)
 		b.scheduleWeightUpdateLocked()
 	})
