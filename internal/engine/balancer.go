@@ -214,10 +214,11 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		b.order = append(b.order, e)
 	}
 	var removed []*child
+	var picks pickCounts // of the removed endpoints, which no later flush sees
 	for key, e := range b.endpoints {
 		if _, kept := next[key]; !kept {
 			e.weights.closeOOB()
-			b.flushPicksLocked(e)
+			b.takePicksLocked(e, &picks)
 			c := b.children[e]
 			c.removed = true
 			delete(b.children, e)
@@ -225,6 +226,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			b.counts.move(e.state, noStateYet)
 		}
 	}
+	b.recordPicksLocked(&picks)
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
@@ -353,9 +355,7 @@ func (b *engineBalancer) Close() {
 	if b.weights != nil {
 		b.weights.stop(b.order)
 	}
-	for _, e := range b.order {
-		b.flushPicksLocked(e)
-	}
+	b.flushPicksLocked()
 	b.flushOutcomesLocked()
 	b.picker = nil
 	kids := b.children

@@ -25,8 +25,9 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	m := b.policyMetrics
 	now := b.clock.Nanotime()
 	var ready, ramping, ejected int64
+	var picks pickCounts
 	for _, e := range b.order {
-		b.flushPicksLocked(e)
+		b.takePicksLocked(e, &picks)
 		if e.state != connectivity.Ready {
 			continue
 		}
@@ -38,6 +39,7 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 			ejected++
 		}
 	}
+	b.recordPicksLocked(&picks)
 	b.flushOutcomesLocked()
 	m.ready.Record(r, ready, b.target, b.locality)
 	m.ramping.Record(r, ramping, b.target, b.locality)
@@ -56,9 +58,7 @@ func (b *engineBalancer) flushTick() {
 	if b.closed {
 		return
 	}
-	for _, e := range b.order {
-		b.flushPicksLocked(e)
-	}
+	b.flushPicksLocked()
 	b.flushOutcomesLocked()
 }
 
@@ -84,20 +84,48 @@ func (b *engineBalancer) flushOutcomesLocked() {
 	record(m.elsewhere, b.shared.avoidedRetry.Swap(0))
 }
 
-// flushPicksLocked records the picks counted on e since its last flush.
-// The per-endpoint counters are 32 bits wide and wrap; a difference of
-// two readings is right as long as fewer than 2^32 picks of one endpoint
-// fall between collections.
-func (b *engineBalancer) flushPicksLocked(e *Endpoint) {
-	m := b.policyMetrics
-	if m == nil {
+// pickCounts is the picks of some endpoints since their last flush, by
+// reason. A flush sums them and records one count per reason, not one per
+// endpoint and reason: the metric has no endpoint label, and over a large
+// fleet the records were most of what a flush, and Close, cost.
+type pickCounts [MaxPickReasons]uint64
+
+// takePicksLocked adds the picks counted on e since its last flush to c
+// and marks them flushed. The per-endpoint counters are 32 bits wide and
+// wrap; a difference of two readings is right as long as fewer than 2^32
+// picks of one endpoint fall between collections.
+func (b *engineBalancer) takePicksLocked(e *Endpoint, c *pickCounts) {
+	if b.policyMetrics == nil {
 		return
 	}
 	for i := range e.picks {
 		n := e.picks[i].Load()
 		if d := n - e.flushedPicks[i]; d != 0 {
 			e.flushedPicks[i] = n
+			c[i] += uint64(d)
+		}
+	}
+}
+
+// recordPicksLocked records c.
+func (b *engineBalancer) recordPicksLocked(c *pickCounts) {
+	m := b.policyMetrics
+	if m == nil {
+		return
+	}
+	for i, d := range c {
+		if d != 0 {
 			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
 		}
 	}
+}
+
+// flushPicksLocked records the picks counted on every endpoint since the
+// last flush.
+func (b *engineBalancer) flushPicksLocked() {
+	var c pickCounts
+	for _, e := range b.order {
+		b.takePicksLocked(e, &c)
+	}
+	b.recordPicksLocked(&c)
 }
