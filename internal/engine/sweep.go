@@ -87,24 +87,26 @@ const circle = 1 << 64
 func newSweep(weights []float64, target int) *sweep {
 	n := len(weights)
 	maxW, sum := schedScale(weights)
-	arcs := make([]float64, n)
-	for i, w := range weights {
-		if schedUsable(w) {
-			arcs[i] = w / maxW
-		}
-	}
 	floor := sum / float64(target)
 	if sum == 0 {
 		floor = 1 // every weight is bad: equal shares
 	}
+	// Each arc is computed twice, for the total and for the starts,
+	// rather than kept: over a large fleet an array of them would be a
+	// good part of what a change allocates.
+	arc := func(w float64) float64 {
+		if schedUsable(w) {
+			return max(w/maxW, floor)
+		}
+		return floor
+	}
 	var total float64
-	for i := range arcs {
-		arcs[i] = max(arcs[i], floor)
-		total += arcs[i]
+	for _, w := range weights {
+		total += arc(w)
 	}
 	s := &sweep{start: make([]uint64, n), guide: make([]uint32, n), n: uint64(n)}
 	scale := circle / total
-	acc := arcs[0]
+	acc := arc(weights[0])
 	for i := 1; i < n; i++ {
 		// acc*scale < 2^64 in exact arithmetic; rounding may reach it,
 		// which the cap and the strict increase keep in range.
@@ -114,7 +116,7 @@ func newSweep(weights []float64, target int) *sweep {
 			start = uint64(pos)
 		}
 		s.start[i] = max(start, s.start[i-1]+1)
-		acc += arcs[i]
+		acc += arc(weights[i])
 	}
 	// The total is at most the usable sum plus n floors, sum*(1+n/target)
 	// = sum*33/32, so every arc, at least one floor, is at least 1/(33n)
