@@ -35,8 +35,10 @@
 // burst of consecutive calls. Each client starts at a random point of the
 // cycle, so that clients with the same weights do not visit the backends
 // in step. The order is rebuilt every weightUpdatePeriod; a pick is one
-// atomic increment and a table lookup, and the per-call report hook is
-// built once per endpoint, so picking allocates nothing.
+// atomic increment and a table lookup (over a large fleet with weights
+// that are not small integers, a short walk of a sweep; with equal weights,
+// nothing more than the increment), and the per-call report hook is built
+// once per endpoint, so picking allocates nothing.
 //
 // The fields gRFC A58 defines for grpc's weighted_round_robin keep their
 // names, defaults and meaning, so a config moves from one to the other by

@@ -37,13 +37,13 @@
 // and a caller's cancellations are not samples at all.
 //
 // Timing a call takes two clock reads, which cost more than the rest of a
-// pick. At up to about 6,500 calls a second to one endpoint (one per
-// decayTime/65536, 150µs at the default) every call is timed; above that,
-// one call per 150µs is: 65,536 samples per decay time, where timing every
-// call would add samples of the same moments. Over more than 150
-// endpoints the gap is 1µs times their number (10ms at 10,000), so that a
-// picker times about a million calls a second at most. In-flight counts
-// and server-side failures still count every call.
+// pick. A call is timed when it starts at least decayTime/65536 (150µs at
+// the default) after the last timed call to its endpoint: up to 65,536
+// samples per decay time, where timing every call would add samples of
+// the same moments. Over a large fleet the gap is 1µs times the number of
+// endpoints (10ms at 10,000 at the default), at most decayTime/256, so
+// that a picker times about a million calls a second at most. In-flight
+// counts and server-side failures still count every call.
 //
 // Register the policy with a blank import and select it in the service
 // config; every field is optional:

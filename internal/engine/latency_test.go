@@ -162,9 +162,10 @@ func timedPicker(clk *manualClock) (*LeastLoaded, *Endpoint, *latency) {
 	return NewLeastLoaded(snap, 2, NewPeakEWMA(snap)), e, lat
 }
 
-// TestLargeFleetTimesFewerCalls checks fleetSampleGap: over 2,000
+// TestLargeFleetTimesFewerCalls checks sampleGapPerEndpoint: over 2,000
 // endpoints, a picker times each endpoint at most every 2ms, not every
-// 150µs, and every call again once that much time has passed.
+// 150µs, and every call again once that much time has passed; on the
+// pair's path and on the general one (three choices).
 func TestLargeFleetTimesFewerCalls(t *testing.T) {
 	const n = 2000
 	lat := testLatency()
@@ -174,6 +175,17 @@ func TestLargeFleetTimesFewerCalls(t *testing.T) {
 	if got := lat.sampleGap(10); got != lat.sampleEvery {
 		t.Fatalf("sampleGap(10) = %v, want the per-endpoint gap %v", time.Duration(got), time.Duration(lat.sampleEvery))
 	}
+	// A short decay time caps the gap at 1/256 of it.
+	short := newLatency(&LatencyConfig{DecayTime: 10 * time.Millisecond})
+	if got, want := short.sampleGap(10000), int64(10*time.Millisecond/256); got != want {
+		t.Fatalf("sampleGap(10000) at a 10ms decay time = %v, want %v", time.Duration(got), time.Duration(want))
+	}
+	for _, choices := range []int{2, 3} {
+		t.Run(fmt.Sprintf("choices=%d", choices), func(t *testing.T) { largeFleetTimesFewerCalls(t, lat, n, choices) })
+	}
+}
+
+func largeFleetTimesFewerCalls(t *testing.T, lat *latency, n, choices int) {
 	clk := &manualClock{now: int64(time.Hour)}
 	shared := &doneShared{clock: clk}
 	shared.latency.Store(lat)
@@ -183,7 +195,7 @@ func TestLargeFleetTimesFewerCalls(t *testing.T) {
 		e.rtt.bits.Store(math.Float64bits(float64(time.Millisecond))) // past its first answer
 		snap.Endpoints = append(snap.Endpoints, Ready{Picker: fixedPicker{}, Stats: e, InvWeight: 1})
 	}
-	p := NewLeastLoaded(snap, 2, NewPeakEWMA(snap))
+	p := NewLeastLoaded(snap, choices, NewPeakEWMA(snap))
 	// timedSince counts the endpoints whose last timed call started at or
 	// after t0.
 	timedSince := func(t0 int64) int {

@@ -29,9 +29,10 @@ type Settings struct {
 	// Ejection configures local ejection. It must be validated; it has no
 	// effect with the failure penalty off.
 	Ejection EjectionConfig
-	// Latency, when not nil, makes the engine time calls (every call, or at
-	// least one started per DecayTime/65536 on a busy endpoint) and keep
-	// the per-endpoint latency average that Endpoint.PeakLoad reads.
+	// Latency, when not nil, makes the engine time calls (every call, or on
+	// a busy endpoint one call per DecayTime/65536, longer over a large
+	// fleet: latency.sampleGap) and keep the per-endpoint latency average
+	// that Endpoint.PeakLoad reads.
 	Latency *LatencyConfig
 	// Weights, when not nil, makes the engine keep backend-reported
 	// weights (Snapshot.Weights). It must be validated.

@@ -31,7 +31,7 @@ type readyList struct {
 // invalidate drops the list; the next publish rebuilds it.
 func (l *readyList) invalidate() {
 	l.valid, l.ready, l.ejected = false, nil, nil
-	l.weights.valid = false
+	l.weights.drop()
 }
 
 // readyChangedLocked brings the list up to date after e's state or picker

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pickwise/pickwise/internal/fakecc"
 	"github.com/pickwise/pickwise/lbconfig"
+	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -185,4 +186,93 @@ func samePicker(a, b balancer.Picker) bool {
 		return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b)
 	}
 	return a == b
+}
+
+// TestReadyWeightsGrowth edits the kept weights as a fleet coming up and
+// churning does, from one READY endpoint to hundreds, with a fill (a
+// publish after a weight update) between runs of edits, and checks them
+// against a fresh fill each time. insert grows the three buffers by
+// append, whose capacities drift apart by element size; a fill that sized
+// them all by one of them cut the others past their capacity.
+func TestReadyWeightsGrowth(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(9, 10))
+	var ready []Ready
+	var w readyWeights
+	newReady := func(k int) Ready {
+		e := newEndpoint(fmt.Sprint(k), nil, false)
+		e.weights.weight = float64(1 + k%7)
+		e.weights.status = orcaweight.Usable
+		e.weights.done = func(balancer.DoneInfo) {}
+		return Ready{Stats: e, InvWeight: 1}
+	}
+	check := func(what string, w *readyWeights, ready []Ready) {
+		t.Helper()
+		var fresh readyWeights
+		fresh.fill(ready)
+		if !slices.Equal(w.ws, fresh.ws) || !slices.Equal(w.usable, fresh.usable) || !slices.EqualFunc(w.dones, fresh.dones, sameFunc) {
+			t.Fatalf("%s: kept weights differ from a fresh fill over %d endpoints", what, len(ready))
+		}
+	}
+	// A fleet of 1, 10 or 100 READY endpoints grows to every size up to
+	// 300 more, edited in place; then a weight update drops the kept
+	// weights, more endpoints turn READY (the list grows, the dropped
+	// weights do not), and a publish fills them again.
+	var pool []Ready
+	for k := range 600 {
+		pool = append(pool, newReady(k))
+	}
+	for _, from := range []int{1, 10, 100} {
+		for mid := from + 1; mid <= from+300; mid++ {
+			for _, more := range []int{0, 1, 3, 7, 20, 100} {
+				var w readyWeights
+				w.fill(pool[:from])
+				for i := from; i < mid; i++ {
+					w.insert(i, pool[i].Stats)
+				}
+				w.drop()
+				to := mid + more
+				w.fill(pool[:to])
+				check(fmt.Sprintf("fill %d, grow to %d, drop, fill %d", from, mid, to), &w, pool[:to])
+			}
+		}
+	}
+	// A random walk of edits and fills.
+	ready = append(ready, newReady(0))
+	w.fill(ready)
+	for step := 1; step < 3000; step++ {
+		// As the balancer does: a weight update drops the kept weights,
+		// the list is edited without them until a publish fills them.
+		switch r := rnd.IntN(100); {
+		case r < 3:
+			w.drop()
+		case r < 10:
+			if !w.valid {
+				w.fill(ready)
+			}
+		case r < 75 || len(ready) < 2:
+			i := rnd.IntN(len(ready) + 1)
+			ready = slices.Insert(ready, i, newReady(step))
+			if w.valid {
+				w.insert(i, ready[i].Stats)
+			}
+		default:
+			i := rnd.IntN(len(ready))
+			ready = slices.Delete(ready, i, i+1)
+			if w.valid {
+				w.remove(i)
+			}
+		}
+		if w.valid {
+			check(fmt.Sprintf("step %d", step), &w, ready)
+		}
+	}
+	if len(ready) < 500 {
+		t.Fatalf("the list reached %d endpoints, want hundreds: the test no longer grows it", len(ready))
+	}
+	w.drop()
+	for _, d := range w.dones[:cap(w.dones)] {
+		if d != nil {
+			t.Fatal("a dropped list keeps a Done, and its endpoint, alive")
+		}
+	}
 }

@@ -53,7 +53,9 @@ import (
 // cycle and runs of the heavy endpoint would gather at the end. Times are
 // compared exactly in integers (phases are fixed point), which makes the
 // order deterministic on every platform and the gap bound below a theorem
-// rather than an approximation.
+// rather than an approximation. Equal weights are the exception: one slot
+// each, in index (resolver) order, as grpc-go's round_robin walks them,
+// with no table at all; each picker starts at a random position.
 //
 // Gap bound. Before a slot of endpoint i due at time t stand
 // ceil(t*s_j - phi_j) slots of each endpoint j > i (which lose ties to i) and
@@ -88,7 +90,7 @@ type Schedule struct {
 	length uint64
 	mult   uint64
 	// slots[i] is how many positions of the cycle belong to endpoint i;
-	// nil with table, when each has one.
+	// nil, like table, when every weight is the same (one position each).
 	slots []uint32
 	// sweep, when not nil, is the order instead of a cycle: for a large
 	// fleet whose weights need a cycle longer than schedMaxCycle (see
@@ -253,9 +255,9 @@ func (s *Schedule) Sweeps() bool { return s.sweep != nil }
 
 // schedExactLimit is the longest exact cycle over n endpoints: what a
 // table costs little to build (schedMaxCycle), or a few entries an
-// endpoint, so that equal and nearly equal integer weights keep an exact
-// cycle (whose build is O(n) then) up to 65,536 endpoints, the table's
-// 16-bit indices. Longer, an exact cycle would cost more build time than
+// endpoint, so that nearly equal integer weights keep an exact cycle
+// (whose build is O(n) then) up to 65,536 endpoints, the table's 16-bit
+// indices (equal weights need no table at any size). Longer, an exact cycle would cost more build time than
 // the quantized cycle or the sweep, on every change, without a
 // meaningfully better split.
 func schedExactLimit(n int) uint64 {

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/pickwise/pickwise/lbconfig"
 )
 
 // schedCycle returns one full cycle of s, position 0 first.
@@ -603,5 +606,32 @@ func BenchmarkScheduleNext(b *testing.B) {
 				schedBenchSink.Add(int64(sum))
 			})
 		})
+	}
+}
+
+// TestWeightedRRLeavesSnapshotWeights checks that a picker whose weights
+// slow start scales scales a copy: the snapshot's weights, which it hands
+// the schedule as they are when nothing scales them, stay as published.
+func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
+	const now = int64(time.Second)
+	var eps []Ready
+	for i := range 3 {
+		eps = append(eps, Ready{Picker: fixedPicker{}, Stats: newEndpoint(fmt.Sprint(i), nil, false), InvWeight: 1})
+	}
+	weights := []float64{1, 2, 3}
+	snap := &Snapshot{
+		Endpoints: eps,
+		Weights:   slices.Clone(weights),
+		Rand:      NewSeededRand(1),
+		Built:     now,
+		ramp:      newRamp(&SlowStartConfig{Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
+		ramps:     []rampSpan{{}, {start: now, end: now + int64(10*time.Second)}, {}},
+	}
+	p := NewWeightedRR(snap)
+	if !slices.Equal(snap.Weights, weights) {
+		t.Errorf("snapshot weights after building the picker = %v, want %v", snap.Weights, weights)
+	}
+	if got := p.Schedule().Share(1); got >= 2.0/6 {
+		t.Errorf("ramping endpoint's share = %.3f, want below its weight's %.3f", got, 2.0/6)
 	}
 }

@@ -66,6 +66,8 @@ func TestSweepChosen(t *testing.T) {
 		{"unusable/n=70000", schedRange(70000, func(i int) float64 { return []float64{0, math.NaN()}[i%2] }), true},
 		{"huge-common-factor/n=5000", schedRange(5000, func(i int) float64 { return float64(uint64(1+i%2) << 52) }), false},
 		{"huge-sum/n=5000", schedRange(5000, func(i int) float64 { return float64(1<<53 - 1 - 2*(i%2)) }), true},
+		// The sum is 2^64 + 1: only its carry says it does not fit.
+		{"carry/n=2049", schedRange(2049, func(i int) float64 { return float64(max(1, (1<<53)*min(1, 2048-i))) }), true},
 		{"integers/n=40000", schedRange(40000, func(i int) float64 { return float64(1 + i%3) }), true},
 	} {
 		if got := NewSchedule(tc.weights).Sweeps(); got != tc.sweeps {

@@ -150,6 +150,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback bool, dones []func(balancer.DoneInfo)) {
 	if kept == nil {
 		kept = &k.scratch
+		defer kept.drop()
 		kept.valid = false
 	}
 	if !kept.valid {
@@ -178,13 +179,17 @@ type readyWeights struct {
 }
 
 // fill reads the weights of ready from its endpoints into w, reusing w's
-// buffers, and marks w valid.
+// buffers, and marks w valid. Each buffer grows on its own: insert grows
+// them one element at a time, and append's growth differs by element size,
+// so their capacities drift apart.
 func (w *readyWeights) fill(ready []Ready) {
 	n := len(ready)
-	if cap(w.ws) < n {
-		w.ws, w.usable, w.dones = make([]float64, n), make([]bool, n), make([]func(balancer.DoneInfo), n)
-	}
-	w.ws, w.usable, w.dones = w.ws[:n], w.usable[:n], w.dones[:n]
+	w.ws = slices.Grow(w.ws[:0], n)[:n]
+	w.usable = slices.Grow(w.usable[:0], n)[:n]
+	w.dones = slices.Grow(w.dones[:0], n)[:n]
+	// Past n, the Dones of endpoints no longer in the list would keep them
+	// alive.
+	clear(w.dones[n:cap(w.dones)])
 	for i := range ready {
 		ew := &ready[i].Stats.weights
 		w.ws[i], w.usable[i], w.dones[i] = ew.weight, ew.status == orcaweight.Usable, ew.done
@@ -200,8 +205,16 @@ func (w *readyWeights) insert(i int, e *Endpoint) {
 }
 
 // remove drops the weights at index i, as the list drops its endpoint.
+// (slices.Delete zeroes the Done it leaves past the end.)
 func (w *readyWeights) remove(i int) {
 	w.ws = slices.Delete(w.ws, i, i+1)
 	w.usable = slices.Delete(w.usable, i, i+1)
 	w.dones = slices.Delete(w.dones, i, i+1)
+}
+
+// drop marks w stale, keeping its buffers for the next fill but none of
+// the Dones, which would keep their endpoints alive.
+func (w *readyWeights) drop() {
+	clear(w.dones[:cap(w.dones)])
+	w.valid = false
 }

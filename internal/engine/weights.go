@@ -15,7 +15,9 @@ import (
 // configureWeightsLocked applies a policy's WeightsConfig (nil turns weight
 // keeping off) and (re)starts the update timer.
 func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
-	b.readyList.weights.valid = false
+	// A resolver update has dropped the list already; a change of config
+	// alone may start or stop the keeper, whose endpoints' Dones change.
+	b.readyList.weights.drop()
 	switch {
 	case cfg == nil:
 		if b.weights != nil {
@@ -49,7 +51,7 @@ func (b *engineBalancer) scheduleWeightUpdateLocked() {
 		nowNs := b.clock.Nanotime()
 		wm := b.weightMetrics()
 		b.recordWeightsLocked(wm, k.update(time.Unix(0, nowNs), b.order, wm != nil))
-		b.readyList.weights.valid = false // the weights it kept are the last update's
+		b.readyList.weights.drop() // the weights it kept are the last update's
 		b.publishLocked(nowNs)
 		b.scheduleWeightUpdateLocked()
 	})

@@ -47,7 +47,9 @@ func Fill(weights []float64, usable []bool, scratch *[]float64) (nUsable int) {
 	case scratch != nil && cap(*scratch) >= nUsable:
 		usableWs = (*scratch)[:0]
 	case scratch != nil:
-		*scratch = make([]float64, 0, nUsable)
+		// Room to spare, so that a fleet growing by a few endpoints does
+		// not reallocate on every call.
+		*scratch = make([]float64, 0, nUsable+nUsable/4)
 		usableWs = *scratch
 	case nUsable <= len(buf):
 		usableWs = buf[:0]
