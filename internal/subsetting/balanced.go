@@ -1,6 +1,7 @@
 package subsetting
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"strconv"
@@ -20,12 +21,15 @@ import (
 // Cost: every row up to clientIndex must be computed, because no row can
 // be computed without every row before it; with the two-level scores each
 // costs about as much as the backends it walks past, not the fleet's size
-// (see [BalancedCache]): about 20 ms for the last of 10,000 clients over
-// 10,000 backends, 45 ms over 50,000, 40 ms over 100 (BenchmarkBalanced).
-// A policy recomputing on every change of the backend list should keep a
-// [BalancedCache], which gives the same answer and pays that only on the
-// first call and when half the list changes: replacing one backend then
-// takes about 5 ms at 10,000 backends (BenchmarkBalancedCache).
+// (see [BalancedCache]), and as Balanced keeps nothing for a next call, a
+// row walks its client's buckets straight into its subset, without
+// building a list: about 8 ms for the last of 10,000 clients over 10,000
+// backends, 20 ms over 50,000, 14 ms over 100 (BenchmarkBalanced). A
+// policy recomputing on every change of the backend list should keep a
+// [BalancedCache], which gives the same answer and pays about twice that
+// on the first call and when half the list changes, and little on the
+// others: replacing one backend then takes about 5 ms at 10,000 backends
+// (BenchmarkBalancedCache).
 //
 // With subsetSize >= the number of distinct backends every backend is
 // returned. Errors: ErrSubsetSize, ErrClientIndex.
@@ -33,7 +37,7 @@ func Balanced(backends []string, subsetSize, clientIndex, clientCount int) ([]st
 	if err := checkArgs(subsetSize, clientIndex, clientCount); err != nil {
 		return nil, err
 	}
-	var bc BalancedCache
+	bc := BalancedCache{discard: true}
 	return bc.Subset(backends, subsetSize, clientIndex, clientCount)
 }
 
@@ -122,7 +126,7 @@ func BalancedAll(backends []string, subsetSize, clientCount int) ([][]string, er
 		}
 		return out, nil
 	}
-	var bc BalancedCache
+	bc := BalancedCache{discard: true}
 	return bc.all(ids, subsetSize, clientCount), nil
 }
 
@@ -255,32 +259,101 @@ func bucketRankFrom(seed uint64, g, least uint16) (rank uint16, ok bool) {
 // is the one definition of the score; the reference in the tests and
 // every path of [BalancedCache] go through it.
 func pairScore(rank uint16, seed, h uint64) uint64 {
-	return uint64(rank)<<(64-bucketBits) | mix.Mix64(h^seed)>>bucketBits
+	return uint64(rank)<<(64-bucketBits) | pairMix(seed, h)>>bucketBits
 }
 
-// bucketOrder is one client's bucket permutation as the words of its
-// round functions: filling it costs rounds x 8 mixes, after which a rank,
-// or a bucket from its rank, is a few table reads.
+// pairMix is the rendezvous mix of the pair, whose top bits order a
+// bucket's members in pairScore: the walks sort a bucket by it directly
+// (memberKey).
+func pairMix(seed, h uint64) uint64 { return mix.Mix64(h ^ seed) }
+
+// bucketOrder is one client's bucket permutation as the values of its
+// round functions, one byte per input, filled a word (eight inputs, see
+// roundWord) at a time: filling it costs rounds x 8 mixes, after which a
+// rank, or a bucket from its rank, is a few byte reads. The value at x is
+// byte x%8 of word x/8, little-endian, which is the byte roundByte reads,
+// so the tables and the direct evaluation agree.
+//
+// A client that only walks its first buckets reads few words of the last
+// two rounds: the inverse starts at the last round, whose input is the
+// rank's top half, the same for 64 consecutive ranks, and the input of
+// the round before it is the rank's bottom half XORed with one value (the
+// last round's output), so a run of a dozen ranks reads one word of the
+// last round and two or three of the one before. Those rounds are
+// therefore filled on demand (start, need), saving about 12 of the 32
+// mixes per client, and a caller that reads arbitrary ranks or buckets
+// fills the rest first (full).
 type bucketOrder struct {
-	w [rounds][1 << (halfBits - 3)]uint64
+	f8   [rounds][1 << halfBits]uint8 // round i's function at x: f8[i][x]
+	seed uint64
+	// have[i] has bit w set once round lazyFrom+i's word w is filled;
+	// the rounds before lazyFrom are always filled.
+	have [rounds - lazyFrom]uint8
 }
 
-// init makes o client seed's order.
+// words is the number of words of a round function.
+const words = 1 << (halfBits - 3)
+
+// lazyFrom is the first round that bucketOrder fills on demand: the last
+// two, whose words buckets fills as it reads them.
+const lazyFrom = rounds - 2
+
+// init makes o client seed's order, every word filled.
 func (o *bucketOrder) init(seed uint64) {
-	for i := range rounds {
-		for w := range o.w[i] {
-			o.w[i][w] = roundWord(seed, i, w)
+	o.start(seed)
+	o.full()
+}
+
+// start makes o client seed's order with the rounds from lazyFrom left
+// to need or full.
+func (o *bucketOrder) start(seed uint64) {
+	o.seed = seed
+	for i := range lazyFrom {
+		for w := range words {
+			o.put(i, w)
+		}
+	}
+	o.have = [rounds - lazyFrom]uint8{}
+}
+
+// need fills round i's word holding the function's value at inputs
+// 8w..8w+7, if not yet filled; i >= lazyFrom.
+func (o *bucketOrder) need(i int, w uint16) {
+	w &= words - 1
+	if have := &o.have[i-lazyFrom]; *have>>w&1 == 0 {
+		o.put(i, int(w))
+		*have |= 1 << w
+	}
+}
+
+// put fills round i's word w (the mask of the index, a no-op for w below
+// words, spares the bounds check).
+func (o *bucketOrder) put(i, w int) {
+	const mask = halfMask * 0x0101010101010101 // roundByte's mask, per byte
+	binary.LittleEndian.PutUint64(o.f8[i][8*w&(1<<halfBits-8):], roundWord(o.seed, i, w)&mask)
+}
+
+// full fills every word not yet filled, for rank and bucket.
+func (o *bucketOrder) full() {
+	for i := lazyFrom; i < rounds; i++ {
+		if o.have[i-lazyFrom] == 0xff {
+			continue
+		}
+		for w := range uint16(words) {
+			o.need(i, w)
 		}
 	}
 }
 
-// f is round i's function at x. x is a half, below 64, except in
-// buckets(-1, nil), which reads f at uint16(-1)>>halfBits before finding
-// that it has no rank to fill: the &7 keeps that read in range.
-func (o *bucketOrder) f(i int, x uint16) uint16 { return roundByte(o.w[i][x>>3&7], x) }
+// f is round i's function at x. x is a half, below 64; the mask spares
+// the bounds check.
+func (o *bucketOrder) f(i int, x uint16) uint16 { return uint16(o.f8[i][x&halfMask]) }
 
-// rank is bucketRank(seed, g) for o's seed.
+// rank is bucketRank(seed, g) for o's seed; o must be full.
 func (o *bucketOrder) rank(g uint16) uint16 {
+	// No o.full() here: build and overflow call it once, and a check per
+	// call costs a quarter of a small fleet's first computation. An
+	// unfilled word would read as 0.
 	l, r := g>>halfBits, g&halfMask
 	for i := range rounds {
 		l, r = r, l^o.f(i, r)
@@ -289,28 +362,37 @@ func (o *bucketOrder) rank(g uint16) uint16 {
 }
 
 // buckets fills gs with the buckets of ranks from, from-1, ... (from-len(gs)
-// >= -1). Consecutive ranks share their top half, the input of the
-// network's last round, which is where the inverse starts, so that round
-// is read once per 64 ranks rather than once per rank.
+// >= -1), filling the words of the last two rounds that they read.
+// Consecutive ranks share their top half, the input of the network's last
+// round, which is where the inverse starts, so that round is read once per
+// 64 ranks rather than once per rank, and the words of the round before
+// it that a block's run of ranks reads follow from the run's bounds.
 func (o *bucketOrder) buckets(from int, gs []uint16) {
-	l := uint16(from) >> halfBits
-	fl := o.f(rounds-1, l)
-	for j := range gs {
-		rank := uint16(from - j)
-		if rank>>halfBits != l {
-			l = rank >> halfBits
-			fl = o.f(rounds-1, l)
+	for j := 0; j < len(gs); {
+		top := from - j
+		l := uint16(top) >> halfBits
+		// This block's ranks: top down to its start or the run's end.
+		bottom := max(top&^halfMask, from-len(gs)+1)
+		o.need(rounds-1, l>>3)
+		fl := o.f(rounds-1, l)
+		for w := uint16(bottom) & halfMask >> 3; w <= uint16(top)&halfMask>>3; w++ {
+			o.need(rounds-2, w^fl>>3)
 		}
-		l1, r1 := rank&halfMask^fl, l
-		for i := rounds - 2; i >= 0; i-- {
-			l1, r1 = r1^o.f(i, l1), l1
+		for ; j <= from-bottom; j++ {
+			rank := uint16(from - j)
+			l1, r1 := rank&halfMask^fl, l
+			for i := rounds - 2; i >= 0; i-- {
+				l1, r1 = r1^o.f(i, l1), l1
+			}
+			gs[j] = l1<<halfBits | r1
 		}
-		gs[j] = l1<<halfBits | r1
 	}
 }
 
-// bucket is the bucket of the given rank: the network run backwards.
+// bucket is the bucket of the given rank: the network run backwards; o
+// must be full.
 func (o *bucketOrder) bucket(rank uint16) uint16 {
+	// The tables must be full, as for rank.
 	l, r := rank>>halfBits, rank&halfMask
 	for i := rounds - 1; i >= 0; i-- {
 		l, r = r^o.f(i, l), l

@@ -114,9 +114,17 @@ func balancedScore(seed, h uint64) uint64 {
 	return pairScore(bucketRank(seed, bucketOf(h)), seed, h)
 }
 
+// refNormalize is Normalize by comparisons: the reference must not share
+// the radix sort it checks.
+func refNormalize(ids []string) []string {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
 // refRow is client index's subset under the reference algorithm.
 func refRow(ids []string, k, index, count int) []string {
-	ids = Normalize(ids)
+	ids = refNormalize(ids)
 	if k >= len(ids) {
 		return ids
 	}
@@ -131,7 +139,7 @@ func refRow(ids []string, k, index, count int) []string {
 
 // refAll is every client's subset under the reference algorithm.
 func refAll(ids []string, k, count int) [][]string {
-	ids = Normalize(ids)
+	ids = refNormalize(ids)
 	out := make([][]string, count)
 	if k >= len(ids) {
 		for i := range out {
@@ -152,12 +160,19 @@ func refAll(ids []string, k, count int) [][]string {
 // wants are the candidate-list lengths the comparisons run with: the
 // default, lists so short that nearly every row extends its list and
 // nearly every insertion cuts one, and short lists that are never
-// extended, so that nearly every row's walk goes on in overflow.
+// extended, so that nearly every row's walk goes on in overflow. The
+// caches that discard their lists, as Balanced's does, walk the rows
+// without lists where buckets pay, and with lists of the default length
+// or of one elsewhere.
 var wants = []struct {
 	name     string
 	want     int // 0: computed; else also the size of every extension
 	noExtend bool
-}{{"default", 0, false}, {"want=1", 1, false}, {"want=3", 3, false}, {"want=3,overflow", 3, true}}
+	discard  bool
+}{
+	{"default", 0, false, false}, {"want=1", 1, false, false}, {"want=3", 3, false, false}, {"want=3,overflow", 3, true, false},
+	{"discard", 0, false, true}, {"discard,want=1", 1, false, true},
+}
 
 // TestBalancedMatchesReference compares Balanced and BalancedAll with the
 // reference algorithm over many fleet shapes, from scratch: the same
@@ -199,7 +214,7 @@ func TestBalancedMatchesReference(t *testing.T) {
 		}
 		for _, w := range wants {
 			name := fmt.Sprintf("%s/%dx%d/k=%d/index=%d", w.name, c.count, c.backends, c.k, c.index)
-			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
+			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
 			got, err := bc.Subset(ids, c.k, c.index, c.count)
 			if err != nil {
 				t.Fatal(err)
@@ -210,7 +225,7 @@ func TestBalancedMatchesReference(t *testing.T) {
 			if !all {
 				continue
 			}
-			bc = BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
+			bc = BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
 			if diff := cmp.Diff(ref, bc.all(Normalize(ids), c.k, c.count)); diff != "" {
 				t.Fatalf("%s: all rows (-reference +got):\n%s", name, diff)
 			}
@@ -237,7 +252,7 @@ func TestBalancedCacheMatchesReference(t *testing.T) {
 			count := 20 + r.IntN(400)
 			k := 1 + r.IntN(25)
 			index := r.IntN(count)
-			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
+			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
 			for step := range 25 {
 				switch r.IntN(8) {
 				case 0: // remove a few
@@ -352,7 +367,7 @@ func TestBalancedCacheCrowded(t *testing.T) {
 			}
 			caches := make([]BalancedCache, len(wants))
 			for i, w := range wants {
-				caches[i] = BalancedCache{fixedWant: w.want, noExtend: w.noExtend}
+				caches[i] = BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
 			}
 			for _, regime = range hook.regimes {
 				r.Shuffle(len(changes), func(i, j int) { changes[i], changes[j] = changes[j], changes[i] })
@@ -415,5 +430,57 @@ func TestBalancedCacheCrowded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBalancedHugeBucket puts more backends in one bucket than the
+// positions in a member's sort key can tell apart (4,096), so that the
+// walks sort that bucket by comparisons instead, and compares the rows
+// with the reference's, with and without lists kept. The fleet's 250
+// clients of 20 take 5,000 slots of 4,200 backends, so every backend is
+// in some row, those past position 4,096 of the bucket included.
+func TestBalancedHugeBucket(t *testing.T) {
+	defer func(b uint16) { bucketMask = b }(bucketMask)
+	bucketMask = 0
+	ids := backendIDs(4200)
+	const k, count = 20, 250
+	all := refAll(ids, k, count)
+	// Every row depends on the rows before it, so a wrong order anywhere
+	// in the bucket shows in the later ones: seven rows, the last first,
+	// keep the test short.
+	for _, discard := range []bool{false, true} {
+		bc := BalancedCache{discard: discard}
+		for index := count - 1; index >= 0; index -= 37 {
+			want := all[index]
+			got, err := bc.Subset(ids, k, index, count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("index %d, discard %v: (-reference +got):\n%s", index, discard, diff)
+			}
+		}
+	}
+}
+
+// TestBalancedDenseFleet compares rows with the reference over a fleet
+// large enough that most of the 4,096 buckets hold a backend or a few
+// (the dense walk, whose small buckets are sorted by networks), with and
+// without lists kept.
+func TestBalancedDenseFleet(t *testing.T) {
+	ids := backendIDs(6000)
+	const k, count = 20, 40
+	all := refAll(ids, k, count)
+	for _, discard := range []bool{false, true} {
+		bc := BalancedCache{discard: discard}
+		for index := range count {
+			got, err := bc.Subset(ids, k, index, count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(all[index], got); diff != "" {
+				t.Fatalf("index %d, discard %v: (-reference +got):\n%s", index, discard, diff)
+			}
+		}
 	}
 }

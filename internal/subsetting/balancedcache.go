@@ -3,6 +3,7 @@ package subsetting
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -25,14 +26,14 @@ import (
 // its first buckets, which the inverse permutation lists in order. A list
 // therefore costs a few dozen table reads and one mix per candidate, not
 // one mix per backend. The first call, like a change of half the list or
-// more, was measured (BenchmarkBalanced, the last of 10,000 clients with
-// subsets of 20) at about 2 microseconds per client over 10,000 backends
-// and 4 to 5 over 100 or over 50,000: in a small fleet the lists are found
-// by scoring every backend, since a client's first buckets hold too few,
-// and in a large one sorting the identities and the late rows' longer
-// lists add to it. A smaller change scores only the backends that joined (one score
-// per client each) and drops the ones that left, because a surviving
-// backend keeps its scores.
+// more, builds every list: for the last of 10,000 clients with subsets of
+// 20, about 1.5 microseconds per client over 100 to 10,000 backends and 4
+// over 50,000, about twice what [Balanced] pays, which keeps no lists. In
+// a small fleet the lists are found by ranking every backend's bucket,
+// since a client's first buckets hold too few, and in a large one the
+// buckets are larger and the late rows' lists longer. A smaller change
+// scores only the backends that joined (one score per client each) and
+// drops the ones that left, because a surviving backend keeps its scores.
 //
 // A list starts as long as its row is expected to walk: about subsetSize
 // plus a few while most backends have room, longer for the late rows,
@@ -94,6 +95,12 @@ type BalancedCache struct {
 	// noExtend, set by tests, leaves every walk past the end of a list to
 	// overflow.
 	noExtend bool
+	// discard, set by Balanced and BalancedAll, which throw the cache
+	// away after one call, keeps no lists: every call starts from scratch,
+	// the rows whose buckets pay for it walk them without a list
+	// (walkRow), and the others drop their list once the row is done, the
+	// next row's reusing its array (see alloc).
+	discard bool
 
 	// What alloc carves lists from, and how much it has carved since the
 	// lists were last compacted into one array (see compact).
@@ -201,6 +208,10 @@ func (bc *BalancedCache) compare(a, b scored) int {
 // the lists, and keeps lists for clients 0..clients-1 only; replay builds
 // the missing ones.
 func (bc *BalancedCache) sync(ids []string, clients int) {
+	if bc.discard {
+		bc.reset(ids, clients)
+		return
+	}
 	removed, added := bc.diff(ids)
 	// A change of half the list or more costs about as much to apply as
 	// a rebuild, which leaves no slot garbage behind.
@@ -266,9 +277,10 @@ func (bc *BalancedCache) diff(ids []string) (removed []int32, added []string) {
 }
 
 // reset forgets every list and gives the backends ids slots 0..len-1.
+// It keeps ids, which its callers normalized into a slice of their own.
 func (bc *BalancedCache) reset(ids []string, clients int) {
 	n := len(ids)
-	bc.id = append(bc.id[:0], ids...)
+	bc.id = ids
 	bc.hash = idHashes(ids)
 	bc.bucket = slices.Grow(bc.bucket[:0], n)[:n]
 	for i, h := range bc.hash {
@@ -280,15 +292,25 @@ func (bc *BalancedCache) reset(ids []string, clients int) {
 		bc.alive[i] = true
 		bc.order[i] = int32(i)
 	}
-	bc.ohash = append(bc.ohash[:0], bc.hash...)
-	bc.obuck = append(bc.obuck[:0], bc.bucket...)
+	if bc.discard {
+		// The order is the slots' until the next call, which resets, so
+		// the arrays by order are those by slot.
+		bc.ohash, bc.obuck = bc.hash, bc.bucket
+	} else {
+		bc.ohash = append(bc.ohash[:0], bc.hash...)
+		bc.obuck = append(bc.obuck[:0], bc.bucket...)
+	}
 	bc.group()
 	bc.free = bc.free[:0]
 	clear(bc.lists) // keeps nothing alive; resize re-slices
 	bc.lists = bc.lists[:0]
 	bc.carved = 0 // what the lists took is garbage now, but for the array being carved
 	bc.cutoff, bc.want, bc.seed = bc.cutoff[:0], bc.want[:0], bc.seed[:0]
-	bc.resize(clients)
+	if !bc.discard {
+		// With discard, replay makes room for lists only if a row needs
+		// one (see walkRow): most rows of a large fleet do not.
+		bc.resize(clients)
+	}
 }
 
 // newSlot gives identity id a slot, reusing a free one if any.
@@ -342,9 +364,13 @@ func (bc *BalancedCache) group() {
 	for g := range buckets {
 		start[g+1] += start[g]
 	}
+	// The arrays run groupPad entries past the last bucket, which gather
+	// reads (and ignores) when it scores a bucket as 4 or 8 members.
 	n := len(bc.order)
-	bc.bslot = slices.Grow(bc.bslot[:0], n)[:n]
-	bc.bhash = slices.Grow(bc.bhash[:0], n)[:n]
+	bc.bslot = slices.Grow(bc.bslot[:0], n+groupPad)[:n+groupPad]
+	bc.bhash = slices.Grow(bc.bhash[:0], n+groupPad)[:n+groupPad]
+	clear(bc.bslot[n:])
+	clear(bc.bhash[n:])
 	for i, g := range bc.obuck {
 		p := start[g]
 		bc.bslot[p], bc.bhash[p] = bc.order[i], bc.ohash[i]
@@ -375,13 +401,13 @@ func (bc *BalancedCache) resize(clients int) {
 	}
 }
 
-// threshold is the score above which about want of n uniformly spread
-// scores lie.
-func threshold(want, n int) uint64 {
-	if n <= want {
-		return 0
+// seedOf is clientSeed(c), from the clients' array where the cache keeps
+// one (the updates read it for every client), else computed.
+func (bc *BalancedCache) seedOf(c int) uint64 {
+	if c < len(bc.seed) {
+		return bc.seed[c]
 	}
-	return math.MaxUint64 - (math.MaxUint64/uint64(n))*uint64(want)
+	return clientSeed(c)
 }
 
 // walkable reports whether n more candidates are cheaper to find by
@@ -397,36 +423,76 @@ func (bc *BalancedCache) walkable(n int) bool {
 // score, so the list is exactly the backends scoring at least that.
 //
 // In a fleet large enough that the client's first buckets hold them
-// ([BalancedCache.walkable]) it walks its buckets in order: see extend.
+// ([BalancedCache.walkable]) it walks its buckets in order: see first.
 // Otherwise (small fleets, or the long lists of the late rows, where the
-// walk would visit more buckets than there are backends) it scores every
-// backend at a few table reads and a mix each and sorts those above a
-// threshold.
+// walk would visit more buckets than there are backends) it ranks every
+// backend's bucket, at a few table reads each, and scores and sorts only
+// the backends in the blocks of 64 ranks from the top that hold want of
+// them. A rank's top bits are a score's, so those blocks hold the best
+// want backends and little more (a block holds backends/64 of them), and
+// grouping the candidates by block (a counting sort) leaves each block's
+// few to sort. Ranking and grouping have no branch that depends on a
+// rank: in a small fleet every row pays them for every backend, and
+// mispredicted branches would cost more than the table reads.
 func (bc *BalancedCache) build(c, want int) {
 	if bc.walkable(want) {
-		bc.lists[c] = bc.lists[c][:0]
-		bc.extend(c, want, true)
+		bc.first(c, want)
 		return
 	}
-	seed, nb := bc.seed[c], len(bc.order)
+	seed, nb := bc.seedOf(c), len(bc.order)
 	o := bc.orderOf(c)
-	// The scores are uniform over the uint64 range (a uniform rank above
-	// uniform mix bits), so a threshold set for a little more than want
-	// usually keeps enough; if not, it is lowered.
-	buf := bc.buf[:0]
-	for extra := want/4 + 8; ; extra *= 4 {
-		t := threshold(want+extra, nb)
-		buf = buf[:0]
-		for i, h := range bc.ohash {
-			if s := pairScore(o.rank(bc.obuck[i]), seed, h); s >= t {
-				buf = append(buf, scored{s, bc.order[i]})
-			}
-		}
-		if len(buf) >= want || t == 0 {
-			break
-		}
+	o.full()
+	r := &bc.run
+	const blocks = buckets >> halfBits
+	var count, pos [blocks]int32
+	ranks := slices.Grow(r.ranks[:0], nb)[:nb]
+	for i, g := range bc.obuck {
+		rank := o.rank(g)
+		ranks[i] = rank
+		count[rank>>halfBits]++
 	}
-	bc.sortScored(buf)
+	// The candidates: the members of blocks low and up, the fewest from
+	// the top that hold want (every backend if there are fewer), placed
+	// by block, best first, and in identity order within one; the others
+	// all go to one slot past them.
+	low, n := blocks, 0
+	for low > 0 && n < want {
+		low--
+		n += int(count[low])
+	}
+	big := int32(0) // the most candidates in one block
+	at := int32(0)
+	for b := blocks - 1; b >= low; b-- {
+		pos[b] = at
+		at += count[b]
+		big = max(big, count[b])
+	}
+	for b := range low {
+		pos[b] = int32(n)
+	}
+	idx := slices.Grow(r.idx[:0], n+1)[:n+1]
+	for i, rank := range ranks {
+		b := int32(rank >> halfBits)
+		p := pos[b&(blocks-1)]
+		idx[p] = int32(i)
+		pos[b&(blocks-1)] = p + 1 + (b-int32(low))>>31 // + 1 for a candidate, + 0 otherwise
+	}
+	buf := slices.Grow(bc.buf[:0], n)[:n]
+	for j, i := range idx[:n] {
+		buf[j] = scored{pairScore(ranks[i], seed, bc.ohash[i]), bc.order[i]}
+	}
+	r.ranks, r.idx = ranks, idx
+	// A block's members rank above the next block's, so an insertion
+	// sort of the whole never moves one across a block's boundary and
+	// costs what sorting each block would; being stable, it leaves equal
+	// scores in identity order, as compare wants. Blocks of more than a
+	// few dozen (a fleet of thousands with lists of hundreds, or the
+	// crowding of the tests) go to sortScored.
+	if big > 32 {
+		bc.sortScored(buf)
+	} else {
+		insertionSort(buf)
+	}
 	// Cut to want, keeping the backends that tie with the last one kept.
 	if len(buf) > want {
 		n := want
@@ -447,28 +513,299 @@ func (bc *BalancedCache) build(c, want int) {
 	bc.buf = buf
 }
 
+// groupPad is the most members gather scores at a time, and how far the
+// grouped arrays (bslot, bhash) run past their end to let it.
+const groupPad = 8
+
+// first is build's walk: it fills client c's empty list with its best
+// want backends (more only on equal scores, fewer only when there are
+// fewer), walking the client's buckets from the top (gather), and sets
+// the cutoff to the last one's score (0 if it took every backend). It
+// costs about want x buckets/backends buckets and a mix per member of
+// each, whatever the fleet's size; see extend, which continues the walk
+// from the cutoff. gather takes whole buckets, so only the last one's
+// members are scored again, to cut it.
+func (bc *BalancedCache) first(c, want int) {
+	seed := bc.seedOf(c)
+	o := bc.orderOf(c)
+	out := bc.run.slots[:cap(bc.run.slots)]
+	if len(out) < want+groupPad {
+		out = make([]int32, 2*want+64)
+	}
+	out, n, _, rank := bc.gather(seed, o, out, 0, buckets-1, want, nil, len(bc.order))
+	var cut uint64 // 0 if the walk took every backend
+	if n >= want {
+		// Past want-1, the members are the last bucket's: keep want, and
+		// those that tie with the last one kept.
+		score := func(i int) uint64 { return pairScore(uint16(rank), seed, bc.hash[out[i]]) }
+		cut = score(want - 1)
+		keep := want
+		for keep < n && score(keep) == cut {
+			keep++
+		}
+		n = keep
+	}
+	list := append(bc.room(bc.lists[c][:0], want), out[:n]...)
+	bc.lists[c], bc.cutoff[c], bc.want[c] = list, cut, int32(len(list))
+	bc.run.slots = out[:0]
+}
+
+// walkRow is a row's walk when its list is not kept (discard): gather
+// takes the client's buckets from the top, a batch at a time, each as
+// many as the picks left are expected to walk, and the picker takes them
+// as the row's list would give them. Past maxCandidates, or where a
+// batch would cost more than scanning the backends with room, it leaves
+// the rest to overflow, and returns the cutoff below the buckets walked.
+// Without a list there is nothing to cut or to copy, and no margin to
+// walk past the row's needs: an early row walks about a quarter fewer
+// buckets than building its list would. And gather skips the buckets
+// whose members are all full (see run.roomIn), which the picker would
+// skip one by one: most of them, in the last rows.
+func (bc *BalancedCache) walkRow(c, k int, p *picker) uint64 {
+	seed := bc.seedOf(c)
+	o := bc.orderOf(c)
+	r := &bc.run
+	out := r.slots[:cap(r.slots)]
+	top, depth := buckets-1, 0
+	for p.room > 0 && top >= 0 {
+		// The members of the buckets not skipped, of which a fraction
+		// open/live has room.
+		want := min(p.room*r.live/max(len(r.open), 1), maxCandidates(k)-depth)
+		if depth > 0 && (want <= 0 || !bc.walkable(want)) {
+			break
+		}
+		if len(out) < want+groupPad {
+			out = make([]int32, 2*want+64)
+		}
+		var n int
+		out, n, top, _ = bc.gather(seed, o, out, 0, top, want, r.roomIn, r.live)
+		for _, s := range out[:n] {
+			// As in replay's walk of a list.
+			if p.n[s] < p.hi {
+				p.consider(s)
+				if p.room == 0 {
+					break
+				}
+			}
+		}
+		depth += n
+	}
+	r.slots = out[:0]
+	// Every backend in the buckets walked, those of rank top+1 and up,
+	// has been considered.
+	return uint64(top+1) << (64 - bucketBits)
+}
+
+// gather writes to out, from out[n] on, the members of the client's
+// buckets of ranks top, top-1, ... in walk order, whole buckets, until it
+// holds at least want (or the ranks run out), and returns out (grown if
+// a large bucket needed it), its new length, the next rank to walk (-1
+// if none) and the rank of the last bucket it took members from. out
+// must have room for want+groupPad. With skip non-nil it leaves out the
+// buckets g with skip[g] == 0; density is the members of the buckets it
+// does not skip, which sizes its batches of ranks.
+//
+// Every row walks its buckets once, so this is most of a first call's
+// time, and it is written so that few branches depend on a bucket's size,
+// which is random, and none on a score: a bucket of 2 to 4 members (or
+// of 5 to 8) is scored as 4 (or 8), the slots past its end standing in
+// for the missing members with the highest key, and sorted by a sorting
+// network. A single member, the usual case in a fleet of fewer backends
+// than buckets, is taken as it is, and only buckets of more than 8 are
+// sorted by comparisons. The keys are the pair's mix (see pairScore)
+// with the member's position in the bucket in place of the bits the
+// score drops: within a bucket, where the rank is the same, they sort
+// like the scores, equal scores by position, which is identity order, as
+// compare wants.
+func (bc *BalancedCache) gather(seed uint64, o *bucketOrder, out []int32, n, top, want int, skip []int32, density int) ([]int32, int, int, int) {
+	r := &bc.run
+	sparse := len(bc.order) < buckets // most buckets empty or single
+	last := top
+walk:
+	for top >= 0 && n < want {
+		// The next ranks' buckets, about as many as the backends still
+		// wanted fill.
+		gs := r.gs[:min((want-n)*buckets/max(density, 1)+2, len(r.gs), top+1)]
+		o.buckets(top, gs)
+		for j, g := range gs {
+			if skip != nil && skip[g] == 0 {
+				continue
+			}
+			from := int(bc.bstart[g])
+			m := int(bc.bstart[g+1]) - from
+			if m <= 4 && (!sparse || m > 1) {
+				// The usual case in a dense fleet, empty and single buckets
+				// included, so that their sizes cost no branch.
+				sort4(seed, m, (*[4]uint64)(bc.bhash[from:]), (*[4]int32)(bc.bslot[from:]), (*[4]int32)(out[n:]))
+			} else {
+				switch {
+				case m == 0:
+					continue
+				case m == 1:
+					// The usual case in a sparse fleet.
+					out[n] = bc.bslot[from]
+				case m <= groupPad:
+					sort8(seed, m, (*[8]uint64)(bc.bhash[from:]), (*[8]int32)(bc.bslot[from:]), (*[8]int32)(out[n:]))
+				default:
+					if n+m+groupPad > len(out) {
+						out = append(out[:n], make([]int32, m+groupPad+len(out))...)
+					}
+					bc.sortMembers(seed, uint16(top-j), from, m, out[n:n+m])
+				}
+			}
+			if m > 0 {
+				last = top - j
+			}
+			n += m
+			if n >= want {
+				top -= j + 1
+				break walk
+			}
+		}
+		top -= len(gs)
+	}
+	return out, n, top, last
+}
+
+// sortMembers writes to d the slots of the m members of the bucket of
+// rank rank whose grouped entries start at from, in walk order for the
+// client with seed seed: gather's way for buckets of more than groupPad.
+// It sorts their keys (memberKey) as plain integers, which is faster than
+// sorting scored pairs (sortBucket), unless the positions do not fit in
+// the bits the keys have for them (a bucket of more than 4,096, in a
+// fleet of tens of millions).
+func (bc *BalancedCache) sortMembers(seed uint64, rank uint16, from, m int, d []int32) {
+	const low = 1<<bucketBits - 1
+	if m > low+1 {
+		members := bc.buf[:0]
+		for i := from; i < from+m; i++ {
+			members = append(members, scored{pairScore(rank, seed, bc.bhash[i]), bc.bslot[i]})
+		}
+		bc.sortBucket(members)
+		for i, x := range members {
+			d[i] = x.slot
+		}
+		bc.buf = members
+		return
+	}
+	keys := bc.run.keys[:0]
+	for i, h := range bc.bhash[from : from+m] {
+		keys = append(keys, memberKey(seed, h, i, m))
+	}
+	if m <= 16 {
+		for i := 1; i < m; i++ {
+			x, j := keys[i], i
+			for ; j > 0 && keys[j-1] > x; j-- {
+				keys[j] = keys[j-1]
+			}
+			keys[j] = x
+		}
+	} else {
+		slices.Sort(keys)
+	}
+	for i, k := range keys {
+		d[i] = bc.bslot[from+int(k&low)]
+	}
+	bc.run.keys = keys
+}
+
+// memberKey is gather's sort key of member i of a bucket of m, whose
+// identity hash is h, for the client with seed seed: ascending keys are
+// descending scores, then ascending positions (i < 4,096). A slot past
+// the bucket's end (i >= m) gets the highest key, without a branch.
+func memberKey(seed, h uint64, i, m int) uint64 {
+	const low = 1<<bucketBits - 1 // the bits of the mix that a score drops
+	return ^pairMix(seed, h)&^low | uint64(i) | uint64(int64(m-1-i)>>63)
+}
+
+// sort2 returns a and b in ascending order, without a branch (the
+// compiler makes a branch of min and max, which random keys mispredict).
+func sort2(a, b uint64) (uint64, uint64) {
+	_, lt := bits.Sub64(b, a, 0) // 1 if b < a
+	t := (a ^ b) & -lt
+	return a ^ t, b ^ t
+}
+
+// sort4 writes to d the slots s of the m members (m <= 4) of a bucket
+// with identity hashes h, in walk order for the client with seed seed,
+// and after them copies of the last slot: the keys (memberKey) sorted by
+// the optimal network of 5 comparators. It is a function of its own
+// because its caller, gather, has more live values than registers, and
+// the mixes and the network run faster with all of them in registers.
+func sort4(seed uint64, m int, h *[4]uint64, s *[4]int32, d *[4]int32) {
+	k0, k1 := memberKey(seed, h[0], 0, m), memberKey(seed, h[1], 1, m)
+	k2, k3 := memberKey(seed, h[2], 2, m), memberKey(seed, h[3], 3, m)
+	k0, k1 = sort2(k0, k1)
+	k2, k3 = sort2(k2, k3)
+	k0, k2 = sort2(k0, k2)
+	k1, k3 = sort2(k1, k3)
+	k1, k2 = sort2(k1, k2)
+	// A missing member's key, the highest, picks the last slot.
+	d[0], d[1], d[2], d[3] = s[k0&3], s[k1&3], s[k2&3], s[k3&3]
+}
+
+// sort8 is sort4 for a bucket of m <= 8, by the optimal network of 19
+// comparators for 8 inputs, in 6 rounds (Knuth, TAOCP 5.3.4).
+func sort8(seed uint64, m int, h *[8]uint64, s *[8]int32, d *[8]int32) {
+	k0, k1 := memberKey(seed, h[0], 0, m), memberKey(seed, h[1], 1, m)
+	k2, k3 := memberKey(seed, h[2], 2, m), memberKey(seed, h[3], 3, m)
+	k4, k5 := memberKey(seed, h[4], 4, m), memberKey(seed, h[5], 5, m)
+	k6, k7 := memberKey(seed, h[6], 6, m), memberKey(seed, h[7], 7, m)
+	k0, k2 = sort2(k0, k2)
+	k1, k3 = sort2(k1, k3)
+	k4, k6 = sort2(k4, k6)
+	k5, k7 = sort2(k5, k7)
+	k0, k4 = sort2(k0, k4)
+	k1, k5 = sort2(k1, k5)
+	k2, k6 = sort2(k2, k6)
+	k3, k7 = sort2(k3, k7)
+	k0, k1 = sort2(k0, k1)
+	k2, k3 = sort2(k2, k3)
+	k4, k5 = sort2(k4, k5)
+	k6, k7 = sort2(k6, k7)
+	k2, k4 = sort2(k2, k4)
+	k3, k5 = sort2(k3, k5)
+	k1, k4 = sort2(k1, k4)
+	k3, k6 = sort2(k3, k6)
+	k1, k2 = sort2(k1, k2)
+	k3, k4 = sort2(k3, k4)
+	k5, k6 = sort2(k5, k6)
+	d[0], d[1], d[2], d[3] = s[k0&7], s[k1&7], s[k2&7], s[k3&7]
+	d[4], d[5], d[6], d[7] = s[k4&7], s[k5&7], s[k6&7], s[k7&7]
+}
+
+// insertionSort sorts buf by descending score, stably.
+func insertionSort(buf []scored) {
+	for i := 1; i < len(buf); i++ {
+		x := buf[i]
+		j := i
+		for ; j > 0 && buf[j-1].score < x.score; j-- {
+			buf[j] = buf[j-1]
+		}
+		buf[j] = x
+	}
+}
+
 // extend appends to client c's list its next n backends (more only on
 // equal scores, fewer only when none are left), those just below the
-// cutoff, or from the top when fresh, and lowers the cutoff to the last
-// one's score. It walks the client's buckets from the cutoff's down (the
-// permutation's inverse) and scores only their members: about n x
-// buckets/backends buckets and n mixes, whatever the fleet's size.
+// cutoff, and lowers the cutoff to the last one's score. It walks the
+// client's buckets from the cutoff's down (the permutation's inverse)
+// and scores only their members: about n x buckets/backends buckets and
+// n mixes, whatever the fleet's size.
 //
 // Lists are built short, for the walk their row is expected to take, and
 // extended when a walk runs past the end: extending costs about what
 // building longer would have, but only for the rows that need it.
-func (bc *BalancedCache) extend(c, n int, fresh bool) {
-	seed := bc.seed[c]
+func (bc *BalancedCache) extend(c, n int) {
+	seed := bc.seedOf(c)
 	list := bc.lists[c]
 	want := len(list) + n
 	list = bc.room(list, want)
 	o := bc.orderOf(c)
 	cut := bc.cutoff[c]
-	r := buckets - 1
-	if !fresh {
-		r = int(cut >> (64 - bucketBits))
-	}
+	r := int(cut >> (64 - bucketBits))
 	nb := len(bc.order)
+	members := bc.buf[:0]
 	for r >= 0 && len(list) < want {
 		// The next ranks' buckets first, about as many as the backends
 		// still wanted fill, in a loop without branches that the
@@ -484,13 +821,12 @@ func (bc *BalancedCache) extend(c, n int, fresh bool) {
 				continue
 			}
 			rank := uint16(r0 - j)
-			members := bc.buf[:0]
+			members = members[:0]
 			for i := from; i < to; i++ {
-				if sc := pairScore(rank, seed, bc.bhash[i]); fresh || sc < cut {
+				if sc := pairScore(rank, seed, bc.bhash[i]); sc < cut {
 					members = append(members, scored{sc, bc.bslot[i]})
 				}
 			}
-			bc.buf = members
 			// Buckets come in descending rank, the top bits of the score,
 			// so sorting each one sorts the list.
 			bc.sortBucket(members)
@@ -515,6 +851,7 @@ func (bc *BalancedCache) extend(c, n int, fresh bool) {
 			}
 		}
 	}
+	bc.buf = members
 	if len(list) < want {
 		cut = 0 // every backend is in the list
 	}
@@ -539,7 +876,17 @@ func (bc *BalancedCache) room(list []int32, n int) []int32 {
 // neighbour. An array holds a quarter of what was carved before it (up to
 // 256 KB), so that a first call makes a few dozen allocations and the
 // unused end of the last array stays small beside the lists.
+//
+// With discard set, the only list alive is the row's own, and a new one
+// replaces it (room copies it over), so every list starts at the
+// array's start, copied onto itself if it moves.
 func (bc *BalancedCache) alloc(n int) []int32 {
+	if bc.discard {
+		if cap(bc.slab) < n {
+			bc.slab = make([]int32, 0, max(2*n, 1<<10))
+		}
+		return bc.slab[:0:n]
+	}
 	if cap(bc.slab)-len(bc.slab) < n {
 		bc.slab = make([]int32, 0, max(n, min(bc.carved/4, 1<<16), 1<<10))
 	}
@@ -746,24 +1093,33 @@ type run struct {
 	head, next, prev []int32
 	linked           bool
 	open             []int32 // slots with fewer than hi clients, any order
-	pos              []int32 // index in open
-	rooms            []int32 // backends per room (hi - n), 0..hi
-	row              []int32
-	keys             []uint64   // sortScored's
-	gs               [64]uint16 // extend's next buckets
-	tmp              []scored   // sortScored's
-	o                bucketOrder
-	oc               int // the client whose order o is, plus one (0: none)
+	// With discard, for walkRow: per bucket, its members with fewer
+	// than hi clients, and the members of the buckets that have any.
+	roomIn []int32
+	live   int
+	pos    []int32 // index in open
+	rooms  []int32 // backends per room (hi - n), 0..hi
+	row    []int32
+	keys   []uint64   // sortScored's and sortMembers'
+	slots  []int32    // gather's output, for first and walkRow
+	ranks  []uint16   // build's
+	idx    []int32    // build's
+	gs     [64]uint16 // gather's and extend's next buckets
+	tmp    []scored   // sortScored's
+	o      bucketOrder
+	oc     int // the client whose order o is, plus one (0: none)
 }
 
-// orderOf is client c's bucket order, filled only if the last one filled
-// was another client's, so that a row which builds, extends and overflows
-// its list pays rounds x 8 mixes once. A client's seed depends on its
-// index alone, so the order stays valid from one call to the next.
+// orderOf is client c's bucket order, started only if the last one
+// started was another client's, so that a row which builds, extends and
+// overflows its list fills each word once. The words of the last rounds
+// are filled as they are needed (see bucketOrder): the callers that read
+// arbitrary ranks fill them all. A client's seed depends on its index
+// alone, so the order stays valid from one call to the next.
 func (bc *BalancedCache) orderOf(c int) *bucketOrder {
 	r := &bc.run
 	if r.oc != c+1 {
-		r.o.init(bc.seed[c])
+		r.o.start(bc.seedOf(c))
 		r.oc = c + 1
 	}
 	return &r.o
@@ -796,6 +1152,13 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 	for i, s := range r.open {
 		r.pos[s] = int32(i)
 	}
+	if bc.discard {
+		r.roomIn = clearedInt32(r.roomIn, buckets)
+		for g := range r.roomIn {
+			r.roomIn[g] = bc.bstart[g+1] - bc.bstart[g]
+		}
+		r.live = nb
+	}
 	r.linked = false
 	var flat []int32
 	if rows != nil {
@@ -821,23 +1184,6 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 	for c := 0; c <= last; c++ {
 		if bc.fixedWant == 0 && len(r.open) != wantOpen {
 			want, wantOpen = wantFor(k, nb, len(r.open)), len(r.open)
-		}
-		// A list is built for the row's expected walk. Where lists can be
-		// extended (walkable), a walk that runs past the end extends it
-		// below. Elsewhere a list shorter than that is rebuilt, a quarter
-		// longer so that small changes of the walk, or a few removals, do
-		// not rebuild it again; a longer one is kept, being merely
-		// generous. Lists are built to an exact length, so the length is
-		// the coverage.
-		if list := bc.lists[c]; list == nil {
-			w := want
-			if bc.fixedWant == 0 && bc.walkable(w) {
-				// Lists that can be extended start at the expected walk.
-				w = min(w, startFor(k, nb, len(r.open)))
-			}
-			bc.build(c, w)
-		} else if len(list) < want && bc.cutoff[c] != 0 && !bc.walkable(want) {
-			bc.build(c, want+want/4)
 		}
 		// The clients after this one can complete the assignment iff
 		// (Gale-Ryser, all rows summing to k) every backend can still
@@ -870,33 +1216,62 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 			room:    k - len(row),
 			n:       r.n, row: row,
 		}
-		list := bc.lists[c]
-		for i := 0; ; {
-			for ; i < len(list) && p.room > 0; i++ {
-				// Late rows' lists are mostly full backends: skip them
-				// here, without the call.
-				if s := list[i]; r.n[s] < p.hi {
-					p.consider(s)
+		// Without lists to keep, a row whose walk buckets pay for goes
+		// straight from its buckets into the picker; the others walk a
+		// list, built (or rebuilt, or extended) as their walk needs.
+		var cut uint64 // where the row's walk goes on in overflow
+		if bc.discard && bc.walkable(p.room*nb/max(len(r.open), 1)) {
+			cut = bc.walkRow(c, k, &p)
+		} else {
+			if len(bc.lists) <= c {
+				bc.resize(last + 1) // with discard: the first row that needs a list
+			}
+			// A list is built for the row's expected walk. Where lists can
+			// be extended (walkable), a walk that runs past the end extends
+			// it below. Elsewhere a list shorter than that is rebuilt, a
+			// quarter longer so that small changes of the walk, or a few
+			// removals, do not rebuild it again; a longer one is kept,
+			// being merely generous. Lists are built to an exact length, so
+			// the length is the coverage.
+			if list := bc.lists[c]; list == nil {
+				w := want
+				if bc.fixedWant == 0 && bc.walkable(w) {
+					// Lists that can be extended start at the expected walk.
+					w = min(w, startFor(k, nb, len(r.open)))
 				}
+				bc.build(c, w)
+			} else if len(list) < want && bc.cutoff[c] != 0 && !bc.walkable(want) {
+				bc.build(c, want+want/4)
 			}
-			if p.room == 0 || bc.cutoff[c] == 0 {
-				break
+			list := bc.lists[c]
+			for i := 0; ; {
+				for ; i < len(list) && p.room > 0; i++ {
+					// Late rows' lists are mostly full backends: skip them
+					// here, without the call.
+					if s := list[i]; r.n[s] < p.hi {
+						p.consider(s)
+					}
+				}
+				if p.room == 0 || bc.cutoff[c] == 0 {
+					break
+				}
+				// Extend by the walk the picks left are expected to take,
+				// unless the list is at its bound or the extension would
+				// cost more than overflow's scan of the backends with room.
+				n := bc.fixedWant
+				if n == 0 {
+					n = (p.room+4)*nb/max(len(r.open), 1) + 4
+				}
+				if bc.noExtend || len(list)+n > maxCandidates(k) || !bc.walkable(n) {
+					break
+				}
+				bc.extend(c, n)
+				list = bc.lists[c]
 			}
-			// Extend by the walk the picks left are expected to take,
-			// unless the list is at its bound or the extension would cost
-			// more than overflow's scan of the backends with room.
-			n := bc.fixedWant
-			if n == 0 {
-				n = (p.room+4)*nb/max(len(r.open), 1) + 4
-			}
-			if bc.noExtend || len(list)+n > maxCandidates(k) || !bc.walkable(n) {
-				break
-			}
-			bc.extend(c, n, false)
-			list = bc.lists[c]
+			cut = bc.cutoff[c]
 		}
 		if p.room > 0 {
-			bc.overflow(c, &p)
+			bc.overflow(c, cut, &p)
 		}
 		if p.room != 0 {
 			// Unreachable: the invariant guarantees a valid pick.
@@ -927,10 +1302,19 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 			r.n[s] = v + 1
 			if room == 1 {
 				r.close(s)
+				if bc.discard {
+					g := bc.bucket[s]
+					if r.roomIn[g]--; r.roomIn[g] == 0 {
+						r.live -= int(bc.bstart[g+1] - bc.bstart[g])
+					}
+				}
 			}
 		}
 		if rows != nil {
 			rows[c] = append(flat[c*k:c*k:(c+1)*k], row...)
+		}
+		if bc.discard && c < len(bc.lists) {
+			bc.lists[c] = nil
 		}
 		r.row = row
 		over += ge
@@ -953,9 +1337,10 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 // varies more than if they filled one by one.) When few have room, which
 // is where the capped lists of the late rows end up, going through those
 // few is cheaper than the buckets that hold them.
-func (bc *BalancedCache) overflow(c int, p *picker) {
-	seed, cut := bc.seed[c], bc.cutoff[c]
+func (bc *BalancedCache) overflow(c int, cut uint64, p *picker) {
+	seed := bc.seedOf(c)
 	o := bc.orderOf(c)
+	o.full()
 	if open := len(bc.run.open); open*open >= 2*p.room*buckets {
 		// About room x buckets/open buckets to walk, against open to scan.
 		for r := int(cut >> (64 - bucketBits)); r >= 0 && p.room > 0; r-- {

@@ -1,6 +1,7 @@
 package subsetting
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,6 +32,39 @@ func FuzzBalanced(f *testing.F) {
 			if diff := cmp.Diff(refAll(backends, size, count), rows); diff != "" {
 				t.Fatalf("(-reference +BalancedAll):\n%s", diff)
 			}
+		}
+	})
+}
+
+// FuzzNormalize compares the radix sort of string identities with
+// sorting by comparisons. The lines of the input are the identities; a
+// short list is padded with copies of its lines, some cut short and
+// some with a zero byte or a letter appended, so that the radix sort
+// (which takes lists of minRadix or more) sees the prefixes, ties and
+// duplicates the fuzzer finds.
+func FuzzNormalize(f *testing.F) {
+	f.Add("10.0.0.1:80\n10.0.0.10:80\n10.0.0.1:8\n10.0.0.1:80\x00")
+	f.Add("a\na\x00\na\x00\x00\nab\n")
+	f.Fuzz(func(t *testing.T, list string) {
+		lines := strings.Split(list, "\n")
+		ids := slices.Clone(lines)
+		for i := 0; len(ids) < 2*minRadix; i++ {
+			s := lines[i%len(lines)]
+			switch i % 4 {
+			case 1:
+				s = s[:len(s)/2]
+			case 2:
+				s += "\x00"
+			case 3:
+				s += string(rune('a' + i%3))
+			}
+			ids = append(ids, s)
+		}
+		want := slices.Clone(ids)
+		slices.Sort(want)
+		want = slices.Compact(want)
+		if got := Normalize(ids); !slices.Equal(got, want) {
+			t.Fatalf("Normalize(%q) = %q, want %q", ids, got, want)
 		}
 	})
 }

@@ -68,6 +68,9 @@ var (
 // policy uses it too, to key its cache of the last subset on the set of
 // backends.
 func Normalize[T cmp.Ordered](backends []T) []T {
+	if s, ok := any(backends).([]string); ok {
+		return any(normalizeStrings(s)).([]T)
+	}
 	ids := slices.Clone(backends)
 	slices.Sort(ids)
 	return slices.Compact(ids)
