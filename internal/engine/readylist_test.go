@@ -99,10 +99,13 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 		case r < 10 && settings.Weights != nil:
 			// Endpoints of the last snapshot report weights through their
 			// calls, and a weight update folds them in and publishes.
-			if last != nil && last.dones != nil {
+			b.mu.Lock()
+			snap := last // written by NewPicker under b.mu, also from reconnecting children
+			b.mu.Unlock()
+			if snap != nil && snap.dones != nil {
 				for range 1 + rnd.IntN(5) {
-					k := rnd.IntN(len(last.dones))
-					last.dones[k](balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: float64(1 + rnd.IntN(50)), CpuUtilization: 0.5}})
+					k := rnd.IntN(len(snap.dones))
+					snap.dones[k](balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: float64(1 + rnd.IntN(50)), CpuUtilization: 0.5}})
 				}
 			}
 			timers.fire()
