@@ -935,14 +935,7 @@ func (bc *BalancedCache) sortBucket(buf []scored) {
 		bc.sortScored(buf)
 		return
 	}
-	for i := 1; i < len(buf); i++ {
-		x := buf[i]
-		j := i
-		for ; j > 0 && buf[j-1].score < x.score; j-- {
-			buf[j] = buf[j-1]
-		}
-		buf[j] = x
-	}
+	insertionSort(buf)
 }
 
 // scoreOf is slot s's score for the client with seed seed, computed
