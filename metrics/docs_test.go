@@ -14,6 +14,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
+	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
 	"github.com/pickwise/pickwise/metrics"
 )

@@ -7,6 +7,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
+	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
 	"github.com/pickwise/pickwise/metrics"
 )
@@ -70,6 +71,10 @@ func ExampleNames() {
 	// pickwise.ring_hash.picks
 	// pickwise.ring_hash.probe_picks
 	// pickwise.ring_hash.readmissions
+	// pickwise.shadow.call_duration
+	// pickwise.shadow.calls
+	// pickwise.shadow.endpoint_picks
+	// pickwise.shadow.predictions
 	// pickwise.subset.churn
 	// pickwise.subset.endpoints
 	// pickwise.subset.size

@@ -9,6 +9,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
+	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
 	"github.com/pickwise/pickwise/metrics"
 	estats "google.golang.org/grpc/experimental/stats"
@@ -23,6 +24,7 @@ func TestNames(t *testing.T) {
 		t.Errorf("Names() not sorted: %q", names)
 	}
 	want := []string{"pickwise.subset.size", "pickwise.subset.endpoints", "pickwise.subset.churn",
+		"pickwise.shadow.predictions", "pickwise.shadow.endpoint_picks", "pickwise.shadow.calls", "pickwise.shadow.call_duration",
 		"pickwise.orca_wrr.bad_reports", "pickwise.orca_wrr.endpoint_weight", "pickwise.orca_wrr.endpoint_weight_stale",
 		"pickwise.orca_wrr.endpoint_weight_not_yet_usable", "pickwise.orca_wrr.rr_fallback"}
 	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash"} {

@@ -158,6 +158,32 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 	}
 	note(cc.Metrics)
 
+	// pickwise_shadow: round_robin live, pickwise_p2c asked on every pick
+	// and canaried on half of them.
+	cc = testkit.NewClientConn()
+	shb := balancer.Get("pickwise_shadow")
+	cfg, err = shb.(balancer.ConfigParser).ParseConfig([]byte(`{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1, "canaryPercent": 50}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := shb.Build(cc, balancer.BuildOptions{})
+	defer sh.Close()
+	as = testkit.Addrs(3)
+	if err := sh.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: testkit.Endpoints(as)}, BalancerConfig: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cc.SetReady(ctx, as...); err != nil {
+		t.Fatal(err)
+	}
+	// Until both children are READY some picks queue; the calls below
+	// are counted once they go out.
+	if _, err := cc.WaitForPicks(ctx, 50, func(_ balancer.PickResult, err error) error { return err }); err != nil {
+		t.Fatal(err)
+	}
+	note(cc.Metrics)
+
 	var missing []string
 	for _, n := range metrics.Names() {
 		if !recorded[n] {

@@ -1,11 +1,10 @@
 package subset
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 
+	"github.com/pickwise/pickwise/internal/childpolicy"
 	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/serviceconfig"
@@ -54,8 +53,9 @@ var defaultChild = DefaultChildPolicy
 // bound use ModeStable, whose cost does not depend on the index.
 const MaxBalancedClientCount = 10000
 
-// MaxNesting bounds how many pickwise_subset configs may nest inside each
-// other through childPolicy, the outermost counting as one. A subset of a
+// MaxNesting bounds how many parent configs (pickwise_subset and
+// pickwise_shadow, in any mix) may nest inside each other through their
+// child policies, the outermost counting as one. A subset of a
 // subset has no use beyond a level or two (both filter the same list),
 // and each level's parser is handed its child's JSON by grpc's registry
 // and decodes it again, so the work grows with the square of the depth:
@@ -116,7 +116,7 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	// Checked before decoding, in one pass, since decoding is what grows
 	// with the square of the depth.
 	if nestedTooDeep(js) {
-		return nil, fmt.Errorf("%s: childPolicy: %s nested more than %d deep: must be at most %d", Name, Name, MaxNesting, MaxNesting)
+		return nil, fmt.Errorf("%s: childPolicy: pickwise_subset and pickwise_shadow nested more than %d deep: must be at most %d", Name, MaxNesting, MaxNesting)
 	}
 	cfg := DefaultConfig()
 	if err := engine.DecodeConfig(Name, js, cfg); err != nil {
@@ -162,13 +162,12 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 }
 
 // UnmarshalJSON parses a loadBalancingConfig list the way grpc parses the
-// channel's own (internal/balancer/gracefulswitch.ParseConfig, which is
-// internal to grpc): entries naming unregistered policies are skipped, the
-// first registered one is taken and its config is validated by its own
-// parser, so a child's error reaches the user with the child's message.
-// null keeps the default.
+// channel's own (its internal gracefulswitch.ParseConfig): entries naming
+// unregistered policies are skipped, the first registered one is taken
+// and its config is validated by its own parser, so a child's error
+// reaches the user with the child's message. null keeps the default.
 func (c *ChildPolicy) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+	if childpolicy.IsNull(b) {
 		return nil
 	}
 	cp, err := parseChildPolicy(b)
@@ -179,119 +178,22 @@ func (c *ChildPolicy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// errChildList is the message for a childPolicy that is not a list of
-// single-key objects.
-var errChildList = errors.New(`childPolicy: must be a list like [{"pickwise_p2c": {}}]`)
-
 func parseChildPolicy(b []byte) (ChildPolicy, error) {
-	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(b, &list); err != nil {
-		return ChildPolicy{}, errChildList
-	}
-	var names []string
-	for i, entry := range list {
-		if len(entry) != 1 {
-			return ChildPolicy{}, fmt.Errorf("childPolicy[%d]: must have exactly one policy name, has %d", i, len(entry))
-		}
-		for name, raw := range entry {
-			names = append(names, name)
-			builder := balancer.Get(name)
-			if builder == nil {
-				continue // as in grpc: a later entry is the fallback
-			}
-			parser, ok := builder.(balancer.ConfigParser)
-			if !ok {
-				return ChildPolicy{Name: name}, nil
-			}
-			cfg, err := parser.ParseConfig(raw)
-			if err != nil {
-				return ChildPolicy{}, fmt.Errorf("childPolicy %q: %v", name, err)
-			}
-			return ChildPolicy{Name: name, Config: cfg}, nil
-		}
-	}
-	return ChildPolicy{}, fmt.Errorf("childPolicy: no registered policy among %q", names)
+	name, cfg, err := childpolicy.Parse("childPolicy", b)
+	return ChildPolicy{Name: name, Config: cfg}, err
 }
 
 // MarshalJSON writes the child as the one-entry loadBalancingConfig list
 // ParseConfig reads, so that a parsed Config survives a JSON round trip (grpc's
 // xDS cluster resolver marshals parsed child configs and parses them again).
 func (c ChildPolicy) MarshalJSON() ([]byte, error) {
-	if c.Name == "" {
-		return []byte("null"), nil
-	}
-	cfg := json.RawMessage("{}")
-	if c.Config != nil {
-		b, err := json.Marshal(c.Config)
-		if err != nil {
-			return nil, err
-		}
-		cfg = b
-	}
-	return json.Marshal([]map[string]json.RawMessage{{c.Name: cfg}})
+	return childpolicy.Marshal(c.Name, c.Config)
 }
 
-// nestedTooDeep reports whether js nests more than MaxNesting subset
-// configs. Every level below the first is an object key, spelled out in
-// js unless escapes spell it, so a config with no more than
-// MaxNesting-1 occurrences of the name and no \u escape is settled by
-// one fast byte search; the others, rare, are read token by token.
-func nestedTooDeep(js []byte) bool {
-	if bytes.Count(js, []byte(Name)) < MaxNesting && !bytes.Contains(js, []byte(`\u`)) {
-		return false
-	}
-	return nesting(js, MaxNesting) > MaxNesting
-}
+// nestedTooDeep reports whether js nests more than MaxNesting parent
+// configs (pickwise_subset and pickwise_shadow, in any mix).
+func nestedTooDeep(js []byte) bool { return childpolicy.TooDeep(js, MaxNesting) }
 
-// nesting returns how many pickwise_subset configs js holds along its
-// deepest path, js itself counting as one: the number of object keys
-// named pickwise_subset on the way, wherever they are (a parent policy
-// between two subsets does not break the chain, since grpc's registry
-// still hands each subset its child's JSON to decode again). It stops
-// once the count passes limit. For malformed JSON it returns what it
-// counted before the error, and the decoder reports the error.
-func nesting(js []byte, limit int) int {
-	type frame struct {
-		object  bool // false: a list
-		wantKey bool // in an object, the next token is a key
-		level   int  // the subset configs enclosing this value
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	var stack []frame
-	next, deepest := 1, 1 // next: the level of the next value
-	for deepest <= limit {
-		tok, err := dec.Token()
-		if err != nil {
-			return deepest
-		}
-		if n := len(stack); n > 0 && stack[n-1].wantKey {
-			top := &stack[n-1]
-			if key, ok := tok.(string); ok {
-				top.wantKey = false
-				next = top.level
-				if key == Name {
-					next++
-					deepest = max(deepest, next)
-				}
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{object: true, wantKey: true, level: next})
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{level: next})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: an object's next token is a key, a list's next
-		// element is at the list's level.
-		if n := len(stack); n > 0 {
-			stack[n-1].wantKey = stack[n-1].object
-			next = stack[n-1].level
-		}
-	}
-	return deepest
-}
+// nesting is childpolicy.Nesting: how many parent configs js holds along
+// its deepest path, up to just past limit.
+func nesting(js []byte, limit int) int { return childpolicy.Nesting(js, limit) }

@@ -73,7 +73,7 @@ func TestParseConfig(t *testing.T) {
 		})},
 		{Name: "childPolicy config null", JSON: `{"subsetSize": 3, "childPolicy": [{"pickwise_p2c": null}]}`, Want: base},
 		{Name: "childPolicy none registered", JSON: `{"subsetSize": 3, "childPolicy": [{"no_such_policy": {}}, {"nor_this": {}}]}`, WantErr: `pickwise_subset: childPolicy: no registered policy among ["no_such_policy" "nor_this"]`},
-		{Name: "childPolicy empty list", JSON: `{"subsetSize": 3, "childPolicy": []}`, WantErr: `pickwise_subset: childPolicy: no registered policy among []`},
+		{Name: "childPolicy empty list", JSON: `{"subsetSize": 3, "childPolicy": []}`, WantErr: `pickwise_subset: childPolicy: empty list: must name a policy`},
 		{Name: "childPolicy not a list", JSON: `{"subsetSize": 3, "childPolicy": {"pickwise_p2c": {}}}`, WantErr: `pickwise_subset: childPolicy: must be a list like [{"pickwise_p2c": {}}]`},
 		{Name: "childPolicy string", JSON: `{"subsetSize": 3, "childPolicy": "pickwise_p2c"}`, WantErr: `pickwise_subset: childPolicy: must be a list like`},
 		{Name: "childPolicy two names in one entry", JSON: `{"subsetSize": 3, "childPolicy": [{"pickwise_p2c": {}, "round_robin": {}}]}`, WantErr: `pickwise_subset: childPolicy[0]: must have exactly one policy name, has 2`},

@@ -70,7 +70,7 @@ func TestParseConfigNesting(t *testing.T) {
 	if depth != MaxNesting || c.ClientID != "innermost" {
 		t.Errorf("parsed %d levels ending in clientId %q, want %d ending in \"innermost\"", depth, c.ClientID, MaxNesting)
 	}
-	want := fmt.Sprintf("pickwise_subset: childPolicy: pickwise_subset nested more than %d deep: must be at most %d", MaxNesting, MaxNesting)
+	want := fmt.Sprintf("pickwise_subset: childPolicy: pickwise_subset and pickwise_shadow nested more than %d deep: must be at most %d", MaxNesting, MaxNesting)
 	for name, js := range map[string]string{
 		"one too many":           nested(MaxNesting+1, ""),
 		"3300 deep":              nested(3300, ""),

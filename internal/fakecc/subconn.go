@@ -149,3 +149,14 @@ func (sc *SubConn) UpdateState(s balancer.SubConnState) {
 		h(balancer.SubConnState{ConnectivityState: connectivity.Ready})
 	}
 }
+
+// SendHealth delivers a health report to the listener the balancer
+// registered, if any, as grpc's health producer would.
+func (sc *SubConn) SendHealth(s balancer.SubConnState) {
+	sc.mu.Lock()
+	h := sc.health
+	sc.mu.Unlock()
+	if h != nil {
+		h(s)
+	}
+}

@@ -1,0 +1,289 @@
+package shadow
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pickwise/pickwise/internal/engine"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/weightedtarget"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Name is the policy's name in service configs.
+const Name = "pickwise_shadow"
+
+func init() {
+	balancer.Register(builder{})
+}
+
+// builder builds pickwise_shadow balancers and parses their config.
+type builder struct{}
+
+func (builder) Name() string { return Name }
+
+func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	return ParseConfig(js)
+}
+
+func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	return newBalancer(cc, opts, engine.SystemRand{}, engine.SystemClock{})
+}
+
+// shadowBalancer runs two children over the same endpoints and the same
+// connections: live places the calls, the candidate is asked on a sample
+// of them and its answers recorded, and during a canary it places a share
+// of them itself.
+type shadowBalancer struct {
+	// Immutable after build.
+	cc    balancer.ClientConn
+	opts  balancer.BuildOptions
+	q     *queue
+	conns *conns
+	rec   *recorder
+
+	// Guarded by q.mu: every call into a child runs under it.
+	children [2]*child
+	cfg      *Config
+	closed   bool
+
+	// pickMu orders the children's state reports, which arrive from their
+	// own goroutines as well as from calls the shadow makes, and the
+	// pickers published from them.
+	pickMu  sync.Mutex
+	states  [2]*balancer.State // the latest of each child; nil before its first
+	rates   rates
+	publish bool // false after Close
+}
+
+// rates are the config's shares as thresholds on a 32-bit draw.
+type rates struct {
+	sample, canary uint32
+}
+
+func ratesOf(cfg *Config) rates {
+	return rates{sample: threshold(cfg.SampleRate), canary: threshold(cfg.CanaryPercent / 100)}
+}
+
+// threshold is the value below which a uniform 32-bit draw falls with
+// probability p in [0, 1]; 1 is every draw but one in 2^32.
+func threshold(p float64) uint32 {
+	if p >= 1 {
+		return ^uint32(0)
+	}
+	return uint32(p * (1 << 32))
+}
+
+// child is one of the two children and the ClientConn it was given.
+type child struct {
+	name   string
+	config []byte // its parsed config marshalled, to tell a change
+	b      balancer.Balancer
+	cc     *childConn
+}
+
+func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, rnd engine.Rand, clock engine.Clock) *shadowBalancer {
+	q := newQueue()
+	b := &shadowBalancer{cc: cc, opts: opts, q: q, conns: newConns(cc, q), publish: true}
+	b.rec = newRecorder(cc, opts.Target.String(), rnd, clock, b.conns)
+	register(b)
+	return b
+}
+
+func (b *shadowBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	var err error
+	b.q.run(func() { err = b.update(s) })
+	return err
+}
+
+func (b *shadowBalancer) update(s balancer.ClientConnState) error {
+	if b.closed {
+		return nil
+	}
+	cfg, ok := s.BalancerConfig.(*Config)
+	if !ok || cfg == nil {
+		// Both children are required, so there is no default config to
+		// fall back on when a parent builds us without one.
+		return fmt.Errorf("%s: unexpected config type %T", Name, s.BalancerConfig)
+	}
+	loc := weightedtarget.LocalityFromResolverState(s.ResolverState)
+	b.rec.setLocality(loc)
+	changed := false
+	for i, want := range [2]ChildPolicy{cfg.Live, cfg.Candidate} {
+		js, err := json.Marshal(want)
+		if err != nil {
+			return fmt.Errorf("%s: %v", Name, err)
+		}
+		c := b.children[i]
+		if c != nil && c.name == want.Name {
+			if string(c.config) != string(js) {
+				c.config, changed = js, true
+			}
+			continue
+		}
+		builder := balancer.Get(want.Name)
+		if builder == nil {
+			return fmt.Errorf("%s: %s %q: not registered", Name, childField(i), want.Name)
+		}
+		b.closeChild(i)
+		ccc := &childConn{ClientConn: b.cc, parent: b, which: i}
+		b.children[i] = &child{name: want.Name, config: js, b: builder.Build(ccc, b.opts), cc: ccc}
+		changed = true
+	}
+	if changed {
+		// Counts of one pair of policies say nothing about another.
+		b.rec.reset(cfg.Live.Name, cfg.Candidate.Name)
+	}
+	b.cfg = cfg
+	b.rec.setRates(cfg.SampleRate, cfg.CanaryPercent)
+	b.conns.letCandidateDrive(cfg.CanaryPercent > 0)
+	b.pickMu.Lock()
+	b.rates = ratesOf(cfg)
+	b.pickMu.Unlock()
+	b.republish()
+
+	liveErr := b.children[liveChild].b.UpdateClientConnState(balancer.ClientConnState{ResolverState: s.ResolverState, BalancerConfig: cfg.Live.Config})
+	// The candidate's verdict on the update is its own: it must not fail
+	// the channel's resolver update.
+	_ = b.children[candidateChild].b.UpdateClientConnState(balancer.ClientConnState{ResolverState: s.ResolverState, BalancerConfig: cfg.Candidate.Config})
+	return liveErr
+}
+
+func childField(i int) string {
+	if i == liveChild {
+		return "live"
+	}
+	return "candidate"
+}
+
+// closeChild closes child i, first muting its state reports so that one
+// sent while it closes cannot reach the channel.
+func (b *shadowBalancer) closeChild(i int) {
+	c := b.children[i]
+	if c == nil {
+		return
+	}
+	c.cc.closed.Store(true)
+	b.pickMu.Lock()
+	b.states[i] = nil
+	b.pickMu.Unlock()
+	c.b.Close()
+	b.children[i] = nil
+}
+
+func (b *shadowBalancer) ResolverError(err error) {
+	b.q.run(func() {
+		if b.closed {
+			return
+		}
+		for _, c := range b.children {
+			if c != nil {
+				c.b.ResolverError(err)
+			}
+		}
+		if b.children[liveChild] == nil {
+			b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{fmt.Errorf("%s: resolver error: %w", Name, err)}})
+		}
+	})
+}
+
+// UpdateSubConnState is never called: every SubConn the shadow makes has a
+// StateListener.
+func (b *shadowBalancer) UpdateSubConnState(balancer.SubConn, balancer.SubConnState) {}
+
+func (b *shadowBalancer) ExitIdle() {
+	b.q.run(func() {
+		if b.closed {
+			return
+		}
+		for _, c := range b.children {
+			if c != nil {
+				c.b.ExitIdle()
+			}
+		}
+	})
+}
+
+func (b *shadowBalancer) Close() {
+	b.q.run(func() {
+		if b.closed {
+			return
+		}
+		b.closed = true
+		b.pickMu.Lock()
+		b.publish = false
+		b.pickMu.Unlock()
+		b.closeChild(candidateChild)
+		b.closeChild(liveChild)
+		b.conns.close()
+	})
+	b.q.stop(true)
+	unregister(b)
+}
+
+// childState is a child's report; the channel sees live's state and a
+// picker over both children.
+func (b *shadowBalancer) childState(which int, s balancer.State) {
+	b.pickMu.Lock()
+	defer b.pickMu.Unlock()
+	b.states[which] = &s
+	b.publishLocked()
+}
+
+// republish publishes a picker with the current rates.
+func (b *shadowBalancer) republish() {
+	b.pickMu.Lock()
+	defer b.pickMu.Unlock()
+	b.publishLocked()
+}
+
+func (b *shadowBalancer) publishLocked() {
+	live := b.states[liveChild]
+	if !b.publish || live == nil {
+		return
+	}
+	p := &picker{live: live.Picker, rates: b.rates, rec: b.rec}
+	if cand := b.states[candidateChild]; cand != nil {
+		p.candidate = cand.Picker
+	}
+	// Held across the channel's UpdateState, which never calls back, so
+	// that pickers reach the channel in the order they were built.
+	b.cc.UpdateState(balancer.State{ConnectivityState: live.ConnectivityState, Picker: p})
+}
+
+// childConn is the ClientConn a child sees: the parent's, with SubConns
+// made through the shared table and states reported to the shadow.
+type childConn struct {
+	balancer.ClientConn
+	parent *shadowBalancer
+	which  int
+	closed atomic.Bool // atomic: a child may report from its own goroutines
+}
+
+func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	return c.parent.conns.newSubConn(c.which, addrs, opts)
+}
+
+func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
+
+func (c *childConn) UpdateAddresses(sc balancer.SubConn, addrs []resolver.Address) {
+	//lint:ignore SA1019 passed on for a child that still calls it.
+	sc.UpdateAddresses(addrs)
+}
+
+func (c *childConn) UpdateState(s balancer.State) {
+	if !c.closed.Load() {
+		c.parent.childState(c.which, s)
+	}
+}
+
+// errPicker fails every pick with err.
+type errPicker struct{ err error }
+
+func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	return balancer.PickResult{}, p.err
+}

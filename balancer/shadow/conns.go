@@ -1,0 +1,377 @@
+package shadow
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// This file is the layer that lets two children share the channel's
+// connections: one real SubConn per address, and one view of it per child.
+// A child asks its view to connect; only the live child's views (and the
+// candidate's during a canary) make the real SubConn connect, so the shadow
+// never opens a connection the live policy would not. A view that asks
+// later, when the real SubConn is already connecting or connected, is told
+// what a new SubConn would have told it: CONNECTING, then the current
+// state. Health is watched once on the real SubConn and told to every view
+// that asks for it.
+
+// Which child a view belongs to.
+const (
+	liveChild = iota
+	candidateChild
+)
+
+// conns is the table of real SubConns. Its lock guards the table, every
+// realConn's fields and every view's bookkeeping; it is never held while a
+// child's code runs, since a child may call back into the table.
+type conns struct {
+	cc balancer.ClientConn // the parent's: where real SubConns are made
+	q  *queue              // delivers replays under the balancer's lock
+
+	// candidateDrives is whether the candidate's views may make a real
+	// SubConn connect: true while a canary sends it calls.
+	candidateDrives atomic.Bool
+
+	mu     sync.Mutex
+	byAddr map[string]*realConn
+	all    map[*realConn]struct{} // shared and unshared alike, for Summary
+	closed bool
+}
+
+func newConns(cc balancer.ClientConn, q *queue) *conns {
+	return &conns{cc: cc, q: q, byAddr: make(map[string]*realConn), all: make(map[*realConn]struct{})}
+}
+
+// realConn is one of the channel's SubConns and the views that share it.
+type realConn struct {
+	owner *conns
+	sc    balancer.SubConn
+	key   string // in byAddr; "" for a SubConn of several addresses, never shared
+	addr  string // the first address, for Summary
+
+	// Guarded by owner.mu.
+	state   balancer.SubConnState // the latest grpc reported; IDLE before any
+	views   []*view
+	watched bool                   // its health listener is registered for this READY
+	health  *balancer.SubConnState // the latest health report since, if any
+	gone    bool                   // shut down
+
+	// Counted by the picker, read by Summary.
+	livePicks, candidatePicks atomic.Int64
+}
+
+// view is a child's handle on a realConn: what the child's NewSubConn
+// returned.
+type view struct {
+	// Embedded for balancer.SubConn's unexported method; never called.
+	balancer.SubConn
+
+	real     *realConn
+	child    int
+	listener func(balancer.SubConnState)
+
+	// Guarded by real.owner.mu.
+	wants    bool // asked to connect and not yet told IDLE
+	follows  bool // told a state other than IDLE: follows the real SubConn
+	replay   bool // a replay is queued and will tell the current state
+	healthFn func(balancer.SubConnState)
+	shut     bool
+}
+
+// newSubConn returns child's view of the real SubConn for addrs, making
+// the real SubConn if no other view holds one.
+func (c *conns) newSubConn(child int, addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	key := ""
+	if len(addrs) == 1 {
+		key = addrs[0].Addr + "\x00" + addrs[0].ServerName
+	}
+	v := &view{child: child, listener: opts.StateListener}
+	// Held across the parent's NewSubConn, which never calls back, so that
+	// two views asking at once get one real SubConn.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	if r := c.byAddr[key]; key != "" && r != nil {
+		v.real = r
+		r.views = append(r.views, v)
+		return v, nil
+	}
+	r := &realConn{owner: c, key: key, state: balancer.SubConnState{ConnectivityState: connectivity.Idle}}
+	if len(addrs) > 0 {
+		r.addr = addrs[0].Addr
+	}
+	opts.StateListener = func(s balancer.SubConnState) { c.q.run(func() { r.onState(s) }) }
+	//lint:ignore SA1019 the deprecation is of multi-address SubConns; pickfirst makes one per address through this call, and the shadow passes it on
+	sc, err := c.cc.NewSubConn(addrs, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.sc, v.real, r.views = sc, r, []*view{v}
+	c.all[r] = struct{}{}
+	if key != "" {
+		c.byAddr[key] = r
+	}
+	return v, nil
+}
+
+// Connect is the child's request to connect: passed on to the real SubConn
+// if this view may drive it and it is idle, answered with a replay if it is
+// already on its way, and otherwise kept until the live child connects it.
+func (v *view) Connect() {
+	r := v.real
+	c := r.owner
+	c.mu.Lock()
+	if v.shut || v.wants || r.gone {
+		c.mu.Unlock()
+		return
+	}
+	v.wants = true
+	idle := r.state.ConnectivityState == connectivity.Idle
+	drive := v.child == liveChild || c.candidateDrives.Load()
+	if !idle {
+		v.queueReplayLocked()
+	}
+	c.mu.Unlock()
+	if idle && drive {
+		r.sc.Connect()
+	}
+}
+
+// queueReplayLocked queues the telling of the real SubConn's state to v,
+// read when the replay runs, so that it is never older than what the view
+// would have been told directly.
+func (v *view) queueReplayLocked() {
+	if v.replay {
+		return
+	}
+	v.replay = true
+	v.real.owner.q.schedule(v.runReplay)
+}
+
+// runReplay tells v, as a new SubConn would be told, CONNECTING and then
+// the real SubConn's current state. It runs under the balancer's lock.
+func (v *view) runReplay() {
+	r := v.real
+	c := r.owner
+	c.mu.Lock()
+	if !v.replay || v.shut {
+		c.mu.Unlock()
+		return
+	}
+	v.replay = false
+	st := r.state
+	v.follows = st.ConnectivityState != connectivity.Idle
+	if !v.follows {
+		v.wants = false
+	}
+	c.mu.Unlock()
+	if v.listener == nil {
+		return
+	}
+	v.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	if st.ConnectivityState != connectivity.Connecting {
+		v.listener(st)
+	}
+}
+
+// onState is the real SubConn's listener: the state is kept and told to the
+// views that follow it or asked for it. It runs under the balancer's lock.
+func (r *realConn) onState(s balancer.SubConnState) {
+	c := r.owner
+	var tell []*view
+	c.mu.Lock()
+	if r.gone {
+		c.mu.Unlock()
+		return
+	}
+	was := r.state.ConnectivityState
+	r.state = s
+	if was == connectivity.Ready && s.ConnectivityState != connectivity.Ready {
+		// A new READY needs a new health listener.
+		r.watched, r.health = false, nil
+	}
+	idle := s.ConnectivityState == connectivity.Idle
+	for _, v := range r.views {
+		if v.shut || v.replay || !(v.follows || v.wants) || (idle && !v.follows) {
+			// A view that asked but was never told anything has nothing
+			// to go back from: it follows the next attempt.
+			continue
+		}
+		tell = append(tell, v)
+		v.follows = !idle
+		if idle {
+			v.wants = false
+		}
+	}
+	c.mu.Unlock()
+	for _, v := range tell {
+		if v.listener != nil {
+			v.listener(s)
+		}
+	}
+}
+
+// RegisterHealthListener registers the real SubConn's health listener once
+// per READY and tells every view that registered the latest report.
+func (v *view) RegisterHealthListener(fn func(balancer.SubConnState)) {
+	r := v.real
+	c := r.owner
+	c.mu.Lock()
+	if v.shut || r.gone {
+		c.mu.Unlock()
+		return
+	}
+	v.healthFn = fn
+	register := fn != nil && !r.watched && r.state.ConnectivityState == connectivity.Ready
+	if register {
+		r.watched = true
+	}
+	var last *balancer.SubConnState
+	if fn != nil && r.health != nil {
+		h := *r.health
+		last = &h
+	}
+	c.mu.Unlock()
+	if register {
+		r.sc.RegisterHealthListener(func(s balancer.SubConnState) { c.q.run(func() { r.onHealth(s) }) })
+	}
+	if last != nil {
+		c.q.schedule(func() {
+			c.mu.Lock()
+			cur := v.healthFn
+			c.mu.Unlock()
+			if cur != nil && !v.shut {
+				cur(*last)
+			}
+		})
+	}
+}
+
+// onHealth is the real SubConn's health listener: the report is kept and
+// told to every view that registered one. It runs under the balancer's
+// lock.
+func (r *realConn) onHealth(s balancer.SubConnState) {
+	c := r.owner
+	var fns []func(balancer.SubConnState)
+	c.mu.Lock()
+	if r.gone || !r.watched {
+		c.mu.Unlock()
+		return
+	}
+	r.health = &s
+	for _, v := range r.views {
+		if !v.shut && v.healthFn != nil {
+			fns = append(fns, v.healthFn)
+		}
+	}
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn(s)
+	}
+}
+
+// UpdateAddresses is deprecated in grpc; it reaches the real SubConn only
+// when no other view shares it.
+func (v *view) UpdateAddresses(addrs []resolver.Address) {
+	c := v.real.owner
+	c.mu.Lock()
+	alone := len(v.real.views) == 1
+	c.mu.Unlock()
+	if alone {
+		//lint:ignore SA1019 passed on for a child that still calls it.
+		v.real.sc.UpdateAddresses(addrs)
+	}
+}
+
+// GetOrBuildProducer builds producers on the real SubConn, which counts
+// its users: two children asking for ORCA reports share one stream.
+func (v *view) GetOrBuildProducer(b balancer.ProducerBuilder) (balancer.Producer, func()) {
+	return v.real.sc.GetOrBuildProducer(b)
+}
+
+// Shutdown drops the view; the real SubConn is shut down with its last
+// view. The view is then told SHUTDOWN, as grpc tells a SubConn.
+func (v *view) Shutdown() {
+	r := v.real
+	c := r.owner
+	c.mu.Lock()
+	if v.shut {
+		c.mu.Unlock()
+		return
+	}
+	v.shut = true
+	for i, o := range r.views {
+		if o == v {
+			r.views = append(r.views[:i], r.views[i+1:]...)
+			break
+		}
+	}
+	last := len(r.views) == 0 && !r.gone
+	if last {
+		r.gone = true
+		delete(c.all, r)
+		if r.key != "" && c.byAddr[r.key] == r {
+			delete(c.byAddr, r.key)
+		}
+	}
+	c.mu.Unlock()
+	if last {
+		r.sc.Shutdown()
+	}
+	if v.listener != nil {
+		c.q.schedule(func() { v.listener(balancer.SubConnState{ConnectivityState: connectivity.Shutdown}) })
+	}
+}
+
+// letCandidateDrive turns the candidate's connecting on or off; on, it
+// connects the idle real SubConns the candidate asked for.
+func (c *conns) letCandidateDrive(on bool) {
+	if c.candidateDrives.Swap(on) == on || !on {
+		return
+	}
+	var idle []balancer.SubConn
+	c.mu.Lock()
+	for r := range c.all {
+		if r.gone || r.state.ConnectivityState != connectivity.Idle {
+			continue
+		}
+		for _, v := range r.views {
+			if v.wants && !v.shut && v.child == candidateChild {
+				idle = append(idle, r.sc)
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, sc := range idle {
+		sc.Connect()
+	}
+}
+
+// errClosed is NewSubConn's error after the balancer closed.
+var errClosed = errors.New(Name + ": balancer closed")
+
+// close marks the table closed; the children shut their views down
+// themselves when they close.
+func (c *conns) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+}
+
+// realOf returns the channel's SubConn behind a child's pick, and its
+// realConn; ok is false for a SubConn this table did not make.
+func realOf(sc balancer.SubConn) (*realConn, bool) {
+	v, ok := sc.(*view)
+	if !ok {
+		return nil, false
+	}
+	return v.real, true
+}

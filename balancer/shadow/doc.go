@@ -1,0 +1,61 @@
+// Package shadow registers pickwise_shadow, a parent policy for rolling a
+// load-balancing change out safely: the candidate policy runs beside the
+// live one over the same endpoints and the same connections, is asked on a
+// sample of picks where it would send the call, and its answers are
+// recorded, never sent. Once its predictions look right, canaryPercent
+// lets it place that share of calls for real, with each arm's outcomes
+// recorded apart; rolling back is a config push with canaryPercent 0.
+//
+// Select it with a blank import and a service config:
+//
+//	import _ "github.com/pickwise/pickwise/balancer/shadow"
+//
+//	{"loadBalancingConfig": [{"pickwise_shadow": {
+//	    "live": [{"round_robin": {}}],
+//	    "candidate": [{"pickwise_p2c": {}}],
+//	    "sampleRate": 0.1, "canaryPercent": 0}}]}
+//
+// Both children are built through grpc's balancer registry, so any
+// registered policy can be either, and the program must register them (a
+// blank import of each pickwise policy it names). Each child list is a
+// loadBalancingConfig list: the first registered entry is taken and its
+// config is checked by its own parser.
+//
+// # Connections
+//
+// The children share one SubConn per address: the shadow opens no
+// connection the live policy would not. The candidate's requests to
+// connect are held until live connects the address (a lazy live policy,
+// such as ring hash, leaves the candidate seeing only the endpoints live
+// uses), except during a canary, when the candidate connects what it
+// needs. Health reports and ORCA streams are shared too.
+//
+// # What is recorded
+//
+// On a sampled pick the candidate is asked after live, and the pair is
+// counted: agreement (the same endpoint), and each endpoint's picks under
+// live and under the candidate, whose ratios to the compared picks are the
+// shares each policy gives it. For two policies that route by key (ring
+// hash and Maglev, say), 1 - agreement is the share of keyed traffic that a
+// switch would move. The candidate's Done for a sampled pick runs when the
+// live call ends: with the call's outcome when both chose the same
+// endpoint, so that a load-aware candidate learns what placing it would
+// have taught it, and with a "not sent" status otherwise, which policies
+// ignore as evidence. A load-aware candidate therefore sees its own
+// sampled placements in flight and the outcomes of the calls it agreed
+// on, not the whole load of the fleet: its predicted shares are a guide to
+// how it spreads calls, and the canary is what measures it.
+//
+// Read the counts in Go with Summaries, or as the pickwise.shadow.*
+// metrics: predictions (by agree, disagree, none), endpoint_picks (by
+// policy and endpoint), calls (by arm and status code) and call_duration
+// (by arm). The live arm's outcomes are recorded on the sampled picks,
+// and on a share of picks equal to the canary's, so that the two arms'
+// figures compare like with like.
+//
+// Changing only sampleRate or canaryPercent keeps both children and their
+// state; changing a child's policy or config replaces that child and
+// starts the counts over. The candidate's own metrics, if it is a pickwise
+// policy, are recorded under its name as usual and count its sampled
+// picks.
+package shadow

@@ -1,0 +1,126 @@
+package shadow_test
+
+// End-to-end: real gRPC channels over loopback to internal/fleet backends,
+// pickwise_shadow selected by service config. Each backend counts the
+// connections it accepted, which is how the tests tell that the candidate
+// opened none of its own.
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	_ "github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/balancer/shadow"
+	"github.com/pickwise/pickwise/internal/fleet"
+	"google.golang.org/grpc/resolver"
+)
+
+func shadowConfig(live, candidate string, sampleRate, canaryPercent float64) string {
+	return fmt.Sprintf(`{"loadBalancingConfig": [{"pickwise_shadow": {"live": [%s], "candidate": [%s], "sampleRate": %v, "canaryPercent": %v}}]}`, live, candidate, sampleRate, canaryPercent)
+}
+
+// summaryFor returns the summary of the shadow balancer whose channel has
+// target, failing the test if there is none.
+func summaryFor(t *testing.T, target string) shadow.Summary {
+	t.Helper()
+	for _, s := range shadow.Summaries() {
+		if s.Target == target {
+			return s
+		}
+	}
+	t.Fatalf("no pickwise_shadow balancer for target %q among %d", target, len(shadow.Summaries()))
+	return shadow.Summary{}
+}
+
+// TestShadowOpensNoConnection runs round_robin live with pickwise_p2c as
+// the candidate asked on every pick: each backend accepts one connection,
+// every call is compared, and both policies spread the calls evenly.
+func TestShadowOpensNoConnection(t *testing.T) {
+	ctx := fleet.Context(t, 30*time.Second)
+	f := fleet.StartT(t, 4)
+	c := fleet.DialT(t, f.Addrs(), shadowConfig(`{"round_robin": {}}`, `{"pickwise_p2c": {}}`, 1, 0))
+	// The candidate reports READY on its own schedule: wait until it has
+	// an answer for every pick before counting.
+	fleet.WaitFor(t, ctx, "the candidate answering", func() bool {
+		before := summaryFor(t, c.Conn.Target()).Compared
+		c.Load(ctx, 20, 1, 0)
+		return summaryFor(t, c.Conn.Target()).Compared-before == 20
+	})
+	before := summaryFor(t, c.Conn.Target())
+	const calls = 4000
+	res := c.Load(ctx, calls, 8, 0)
+	if res.Failed != 0 {
+		t.Fatalf("%d of %d calls failed", res.Failed, res.Total)
+	}
+	for _, b := range f.Backends {
+		if got := b.Accepted(); got != 1 {
+			t.Errorf("backend %s accepted %d connections, want 1: the candidate must share live's", b.Name(), got)
+		}
+	}
+	s := summaryFor(t, c.Conn.Target())
+	if s.Live != "round_robin" || s.Candidate != "pickwise_p2c" {
+		t.Errorf("summary names live %q, candidate %q", s.Live, s.Candidate)
+	}
+	if got := s.Compared - before.Compared; got != calls {
+		t.Errorf("compared %d picks of %d, with sampleRate 1", got, calls)
+	}
+	if len(s.Endpoints) != 4 {
+		t.Fatalf("summary has %d endpoints, want 4: %+v", len(s.Endpoints), s.Endpoints)
+	}
+	for _, e := range s.Endpoints {
+		live, cand := e.Shares(s)
+		if math.Abs(live-0.25) > 0.03 || math.Abs(cand-0.25) > 0.05 {
+			t.Errorf("endpoint %s: live share %.3f, candidate share %.3f, want both near 0.25", e.Addr, live, cand)
+		}
+	}
+	if s.LiveArm.Calls < calls || s.LiveArm.Failed != 0 || s.CanaryArm.Calls != 0 {
+		t.Errorf("arms: live %+v, canary %+v; want %d+ live calls without failure and no canary", s.LiveArm, s.CanaryArm, calls)
+	}
+}
+
+// TestCanary sends every call through the candidate (pick_first, which
+// sends all to one backend) with canaryPercent 100, then rolls back with
+// canaryPercent 0: the calls follow, and no backend accepts a second
+// connection.
+func TestCanary(t *testing.T) {
+	ctx := fleet.Context(t, 30*time.Second)
+	f := fleet.StartT(t, 3)
+	c := fleet.DialT(t, f.Addrs(), shadowConfig(`{"round_robin": {}}`, `{"pick_first": {}}`, 0, 100))
+	fleet.WaitFor(t, ctx, "every call placed by the canary", func() bool {
+		res := c.Load(ctx, 30, 1, 0)
+		return res.Failed == 0 && len(res.PerBackend) == 1
+	})
+	s := summaryFor(t, c.Conn.Target())
+	if s.CanaryArm.Calls == 0 || s.CanaryArm.Failed != 0 {
+		t.Errorf("canary arm %+v, want calls and no failure", s.CanaryArm)
+	}
+
+	// Rollback: the same children with canaryPercent 0, pushed as a new
+	// service config. round_robin places every call again, and the
+	// canary's counts survive, since changing only canaryPercent keeps
+	// both children.
+	sc := c.Resolver.CC().ParseServiceConfig(shadowConfig(`{"round_robin": {}}`, `{"pick_first": {}}`, 0, 0))
+	if sc.Err != nil {
+		t.Fatal(sc.Err)
+	}
+	state := resolver.State{ServiceConfig: sc}
+	for _, a := range f.Addrs() {
+		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	c.Resolver.UpdateState(state)
+	res := c.Load(ctx, 300, 3, 0)
+	if res.Failed != 0 || len(res.PerBackend) != 3 {
+		t.Errorf("after rollback: %d failed, served by %v; want round_robin over all 3", res.Failed, res.PerBackend)
+	}
+	after := summaryFor(t, c.Conn.Target())
+	if after.CanaryArm.Calls != s.CanaryArm.Calls || after.CanaryPercent != 0 {
+		t.Errorf("after rollback: canary arm %+v at canaryPercent %v, want the %d calls before it kept and 0", after.CanaryArm, after.CanaryPercent, s.CanaryArm.Calls)
+	}
+	for _, b := range f.Backends {
+		if got := b.Accepted(); got != 1 {
+			t.Errorf("backend %s accepted %d connections, want 1", b.Name(), got)
+		}
+	}
+}

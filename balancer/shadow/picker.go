@@ -1,0 +1,73 @@
+package shadow
+
+import (
+	"google.golang.org/grpc/balancer"
+)
+
+// picker places calls through live, except the canary's share, which the
+// candidate places; on a sample of live's calls it also asks the candidate
+// where it would have sent the call, and records both answers.
+type picker struct {
+	live      balancer.Picker
+	candidate balancer.Picker // nil until the candidate reports
+	rates     rates
+	rec       *recorder
+}
+
+// Pick draws once: the low half decides the canary, the high half the
+// sample. A pick that is neither costs live's pick, the draw and the
+// translation of live's SubConn, and allocates nothing.
+func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	draw := p.rec.rnd.Uint64()
+	canary, sample := uint32(draw), uint32(draw>>32)
+	if p.candidate != nil && canary < p.rates.canary {
+		if res, err := p.candidate.Pick(info); err == nil {
+			if rc, ok := realOf(res.SubConn); ok {
+				res.SubConn = rc.sc
+				return p.rec.track(res, armCanary, nil, false), nil
+			}
+		} else if res.Done != nil {
+			res.Done(balancer.DoneInfo{Err: errNotSent})
+		}
+		// The candidate cannot place it (not ready yet, or failing): live
+		// does, so that a canary never costs a call.
+		p.rec.fallbacks.Add(1)
+	}
+	res, err := p.live.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	rc, ok := realOf(res.SubConn)
+	if !ok {
+		return res, nil // not a SubConn of the shadow's: grpc judges it
+	}
+	res.SubConn = rc.sc
+	if sample >= p.rates.sample && sample >= p.rates.canary {
+		return res, nil
+	}
+	if sample >= p.rates.sample || p.candidate == nil {
+		// Only the outcome is sampled, so that the live arm of a canary
+		// has figures to compare with.
+		return p.rec.track(res, armLive, nil, false), nil
+	}
+	cres, cerr := p.candidate.Pick(info)
+	if cerr != nil {
+		p.rec.predicted(predictionNone, nil, nil)
+		return p.rec.track(res, armLive, nil, false), nil
+	}
+	crc, ok := realOf(cres.SubConn)
+	if !ok {
+		if cres.Done != nil {
+			cres.Done(balancer.DoneInfo{Err: errNotSent})
+		}
+		p.rec.predicted(predictionNone, nil, nil)
+		return p.rec.track(res, armLive, nil, false), nil
+	}
+	agree := crc == rc
+	outcome := predictionDisagree
+	if agree {
+		outcome = predictionAgree
+	}
+	p.rec.predicted(outcome, rc, crc)
+	return p.rec.track(res, armLive, cres.Done, agree), nil
+}

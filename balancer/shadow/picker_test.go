@@ -1,0 +1,235 @@
+package shadow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	_ "github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/fakecc"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// readyShadow builds a shadow balancer over n endpoints on a fake
+// ClientConn with config js, every endpoint READY, and returns it with the
+// ClientConn once both children have published a picker that places
+// calls on all of them.
+func readyShadow(t testing.TB, n int, js string) (*shadowBalancer, *fakecc.ClientConn) {
+	t.Helper()
+	return readyShadowWith(t, testkit.NewClientConn(), engine.NewSeededRand(7), n, js)
+}
+
+// readyShadowWith is readyShadow on cc, drawing from rnd.
+func readyShadowWith(t testing.TB, cc *fakecc.ClientConn, rnd engine.Rand, n int, js string) (*shadowBalancer, *fakecc.ClientConn) {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBalancer(cc, balancer.BuildOptions{}, rnd, engine.SystemClock{})
+	t.Cleanup(b.Close)
+	addrs := testkit.Addrs(n)
+	var eps []resolver.Endpoint
+	for _, a := range addrs {
+		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cc.SetReady(ctx, addrs...); err != nil {
+		t.Fatal(err)
+	}
+	err = cc.WaitFor(ctx, func(s balancer.State) error {
+		p, ok := s.Picker.(*picker)
+		if !ok || s.ConnectivityState != connectivity.Ready || p.candidate == nil {
+			return fmt.Errorf("state %v, picker %T", s.ConnectivityState, s.Picker)
+		}
+		if _, err := p.candidate.Pick(balancer.PickInfo{}); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cc.NumSubConns(); got != n {
+		t.Fatalf("%d SubConns for %d endpoints and two children, want %d", got, n, n)
+	}
+	return b, cc
+}
+
+// TestSampledPicks checks a shadow asked on every pick: each pick goes out
+// on one of the channel's SubConns, the candidate's Done hears the call's
+// outcome when it chose the same endpoint and "not sent" otherwise, and
+// the counts add up.
+func TestSampledPicks(t *testing.T) {
+	b, cc := readyShadow(t, 4, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker.(*picker)
+	real := map[balancer.SubConn]bool{}
+	for _, sc := range cc.SubConns() {
+		real[sc] = true
+	}
+	failure := errors.New("boom")
+	const picks = 2000
+	for i := range picks {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !real[res.SubConn] {
+			t.Fatalf("pick %d went out on %v, not one of the channel's SubConns", i, res.SubConn)
+		}
+		var info balancer.DoneInfo
+		if i%10 == 0 {
+			info = balancer.DoneInfo{Err: failure, BytesSent: true}
+		}
+		res.Done(info)
+	}
+	s := b.rec.summary()
+	if s.Compared != picks || s.NoPrediction != 0 {
+		t.Fatalf("compared %d, no prediction %d; want %d and 0", s.Compared, s.NoPrediction, picks)
+	}
+	if s.Agreed == 0 || s.Agreed == s.Compared {
+		t.Errorf("agreed %d of %d: round_robin and p2c should agree on some picks, not all", s.Agreed, s.Compared)
+	}
+	var live, cand int64
+	for _, e := range s.Endpoints {
+		live += e.Live
+		cand += e.Candidate
+	}
+	if live != picks || cand != picks {
+		t.Errorf("endpoint counts sum to %d live, %d candidate; want %d each", live, cand, picks)
+	}
+	if s.LiveArm.Calls != picks || s.LiveArm.Failed != picks/10 {
+		t.Errorf("live arm %+v, want %d calls, %d failed", s.LiveArm, picks, picks/10)
+	}
+}
+
+// TestCandidateDoneHearsOutcome checks the Done a sampled prediction gets,
+// with a recording candidate: the call's own outcome on agreement, "not
+// sent" otherwise.
+func TestCandidateDoneHearsOutcome(t *testing.T) {
+	b, cc := readyShadow(t, 2, `{"live": [{"round_robin": {}}], "candidate": [{"round_robin": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker.(*picker)
+	scs := cc.SubConns()
+	var got []balancer.DoneInfo
+	// Stand-in candidate that always picks scs[0]'s view, recording its
+	// Dones.
+	var v0 *view
+	for rc := range b.conns.all {
+		if rc.sc == scs[0] {
+			v0 = rc.views[0]
+		}
+	}
+	p.candidate = pickerFunc(func(balancer.PickInfo) (balancer.PickResult, error) {
+		return balancer.PickResult{SubConn: v0, Done: func(i balancer.DoneInfo) { got = append(got, i) }}, nil
+	})
+	failure := errors.New("boom")
+	var agreed, disagreed int
+	for range 10 {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{Err: failure, BytesSent: true})
+		if last := got[len(got)-1]; res.SubConn == scs[0] {
+			agreed++
+			if last.Err != failure {
+				t.Errorf("agreed, candidate's Done got %v, want the call's outcome", last.Err)
+			}
+		} else {
+			disagreed++
+			if last.Err != errNotSent || last.BytesSent {
+				t.Errorf("disagreed, candidate's Done got %+v, want not sent", last)
+			}
+		}
+	}
+	if agreed == 0 || disagreed == 0 {
+		t.Errorf("agreed %d, disagreed %d: round_robin over 2 should do both", agreed, disagreed)
+	}
+}
+
+type pickerFunc func(balancer.PickInfo) (balancer.PickResult, error)
+
+func (f pickerFunc) Pick(i balancer.PickInfo) (balancer.PickResult, error) { return f(i) }
+
+// TestCanaryFallsBack checks that a canary pick the candidate cannot place
+// goes to live and is counted.
+func TestCanaryFallsBack(t *testing.T) {
+	b, cc := readyShadow(t, 2, `{"live": [{"round_robin": {}}], "candidate": [{"round_robin": {}}], "sampleRate": 0, "canaryPercent": 100}`)
+	p := cc.State().Picker.(*picker)
+	p.candidate = pickerFunc(func(balancer.PickInfo) (balancer.PickResult, error) {
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	})
+	for range 5 {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatalf("a canary pick the candidate could not place failed: %v", err)
+		}
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{})
+		}
+	}
+	if s := b.rec.summary(); s.CanaryFallbacks != 5 || s.CanaryArm.Calls != 0 {
+		t.Errorf("fallbacks %d, canary calls %d; want 5 and 0", s.CanaryFallbacks, s.CanaryArm.Calls)
+	}
+}
+
+// TestUnsampledPickAllocatesNothing: with sampleRate 0 and no canary, a
+// pick costs live's pick and no allocation.
+func TestUnsampledPickAllocatesNothing(t *testing.T) {
+	_, cc := readyShadow(t, 8, `{"live": [{"pickwise_p2c": {}}], "candidate": [{"round_robin": {}}], "sampleRate": 0}`)
+	p := cc.State().Picker
+	allocs := testing.AllocsPerRun(1000, func() {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{})
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per unsampled pick, want 0", allocs)
+	}
+}
+
+// BenchmarkPick compares a shadow's pick with its children's: live alone,
+// the candidate alone, and the shadow at sampleRate 0 and 1 (the target:
+// at most live + candidate + 20 ns). Metrics are off, as the runtime's
+// recorder costs what it costs whoever records; the draw is the
+// production one.
+func BenchmarkPick(b *testing.B) {
+	const js = `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": %v}`
+	for _, rate := range []float64{0, 1} {
+		cc := testkit.NewClientConn()
+		cc.Metrics = nil
+		_, cc = readyShadowWith(b, cc, engine.SystemRand{}, 10, fmt.Sprintf(js, rate))
+		p := cc.State().Picker.(*picker)
+		run := func(name string, pk balancer.Picker) {
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					res, err := pk.Pick(balancer.PickInfo{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.Done != nil {
+						res.Done(balancer.DoneInfo{})
+					}
+				}
+			})
+		}
+		if rate == 0 {
+			run("live=round_robin", p.live)
+			run("candidate=pickwise_p2c", p.candidate)
+		}
+		run(fmt.Sprintf("shadow/sampleRate=%v", rate), p)
+	}
+}

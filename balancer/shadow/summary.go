@@ -1,0 +1,126 @@
+package shadow
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Summary is what a pickwise_shadow balancer has recorded since its
+// children last changed: how often the candidate agreed with live on the
+// sampled picks, where each would have sent them, and the outcomes of
+// each arm's calls.
+type Summary struct {
+	// Target is the channel's target.
+	Target string
+	// Live and Candidate are the children's policy names.
+	Live, Candidate string
+	// SampleRate and CanaryPercent are the config's.
+	SampleRate, CanaryPercent float64
+
+	// Compared is how many sampled picks both children answered with an
+	// endpoint; Agreed, how many of them they answered with the same one.
+	Compared, Agreed int64
+	// NoPrediction is how many sampled picks the candidate could not
+	// place (no READY endpoint yet, or an error of its own).
+	NoPrediction int64
+	// Endpoints are the compared picks by endpoint, sorted by address:
+	// where live sent them and where the candidate would have.
+	Endpoints []EndpointPicks
+
+	// LiveArm and CanaryArm are the outcomes of the calls each arm placed
+	// and the shadow recorded: every canary call, and the sampled live
+	// ones.
+	LiveArm, CanaryArm ArmStats
+	// CanaryFallbacks is how many canary calls the candidate could not
+	// place, which live placed instead.
+	CanaryFallbacks int64
+}
+
+// Agreement is the share of compared picks on which the candidate chose
+// live's endpoint, 0 before any. For two policies that route by key (ring
+// hash, Maglev), 1 - Agreement is the share of keyed traffic that a switch
+// would send to another endpoint.
+func (s Summary) Agreement() float64 {
+	if s.Compared == 0 {
+		return 0
+	}
+	return float64(s.Agreed) / float64(s.Compared)
+}
+
+// EndpointPicks is one endpoint's compared picks.
+type EndpointPicks struct {
+	// Addr is the endpoint's address.
+	Addr string
+	// Live is how many compared calls live sent it; Candidate, how many
+	// the candidate would have.
+	Live, Candidate int64
+}
+
+// Shares returns the endpoint's share of the compared picks under live
+// and under the candidate, in [0, 1].
+func (e EndpointPicks) Shares(s Summary) (live, candidate float64) {
+	if s.Compared == 0 {
+		return 0, 0
+	}
+	return float64(e.Live) / float64(s.Compared), float64(e.Candidate) / float64(s.Compared)
+}
+
+// ArmStats are the recorded outcomes of one arm's calls.
+type ArmStats struct {
+	// Calls is how many finished; Failed, how many of them with an error.
+	Calls, Failed int64
+	// TotalLatency is their summed duration, from pick to finish.
+	TotalLatency time.Duration
+}
+
+// ErrorRate is Failed / Calls, 0 before any call.
+func (a ArmStats) ErrorRate() float64 {
+	if a.Calls == 0 {
+		return 0
+	}
+	return float64(a.Failed) / float64(a.Calls)
+}
+
+// MeanLatency is TotalLatency / Calls, 0 before any call.
+func (a ArmStats) MeanLatency() time.Duration {
+	if a.Calls == 0 {
+		return 0
+	}
+	return a.TotalLatency / time.Duration(a.Calls)
+}
+
+// The balancers alive in this process, for Summaries.
+var (
+	balancersMu sync.Mutex
+	balancers   []*shadowBalancer
+)
+
+func register(b *shadowBalancer) {
+	balancersMu.Lock()
+	balancers = append(balancers, b)
+	balancersMu.Unlock()
+}
+
+func unregister(b *shadowBalancer) {
+	balancersMu.Lock()
+	if i := slices.Index(balancers, b); i >= 0 {
+		balancers = slices.Delete(balancers, i, i+1)
+	}
+	balancersMu.Unlock()
+}
+
+// Summaries returns the summary of every pickwise_shadow balancer in the
+// process that has not been closed, in the order they were built. A
+// channel has one per pickwise_shadow config in use (one per xDS cluster
+// that names it).
+func Summaries() []Summary {
+	balancersMu.Lock()
+	bs := slices.Clone(balancers)
+	balancersMu.Unlock()
+	out := make([]Summary, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, b.rec.summary())
+	}
+	return out
+}
