@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
@@ -69,7 +71,8 @@ const HashHeader = "x-sim-key"
 // seeded.
 func GRPC(label, name, config string) Policy {
 	p := Policy{Name: label}
-	if _, ours := engine.Lookup(name); !ours {
+	_, ours := engine.Lookup(name)
+	if _, parent := engine.LookupParent(name); !ours && !parent {
 		p.Note = label + ": grpc-go's own code; its random choices come from the global source, not the run's seed"
 	}
 	p.newInstance = func(e *env) (instance, error) { return newGRPCInstance(e, name, config) }
@@ -89,8 +92,17 @@ type grpcInstance struct {
 	cfg     serviceconfig.LoadBalancingConfig
 	handled map[*fakecc.SubConn]int // connect requests already served
 	ids     map[balancer.SubConn]int
-	lazy    bool // a pickwise policy that connects endpoints only for picks (Spec.Lazy)
+	lazy    bool   // a pickwise policy that connects endpoints only for picks (Spec.Lazy)
+	target  string // the balancer's channel target, unique to the instance
 }
+
+// instanceSeq numbers instances, for their targets. Runs build their
+// instances on one goroutine each; a scenario's runs may overlap, hence
+// the lock.
+var (
+	instanceMu  sync.Mutex
+	instanceSeq int
+)
 
 func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 	builder := balancer.Get(name)
@@ -98,6 +110,12 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		return nil, fmt.Errorf("sim: no balancer registered as %q", name)
 	}
 	in := &grpcInstance{env: e, cc: fakecc.NewClientConn(), handled: map[*fakecc.SubConn]int{}, ids: map[balancer.SubConn]int{}}
+	instanceMu.Lock()
+	instanceSeq++
+	seq := instanceSeq
+	instanceMu.Unlock()
+	bOpts := balancer.BuildOptions{Target: resolver.Target{URL: url.URL{Scheme: "sim", Path: fmt.Sprintf("/instance-%d", seq)}}}
+	in.target = bOpts.Target.String()
 	if parser, ok := builder.(balancer.ConfigParser); ok {
 		cfg, err := parser.ParseConfig(json.RawMessage(config))
 		if err != nil {
@@ -105,17 +123,25 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		}
 		in.cfg = cfg
 	}
-	if spec, ours := engine.Lookup(name); ours {
+	if build, parent := engine.LookupParent(name); parent {
+		// A pickwise parent passes the run's clock and source on to its
+		// pickwise children.
+		in.cc.Metrics = nil
+		in.bal = build(in.cc, bOpts, engine.Options{
+			Clock: e.loop.clock(),
+			Rand:  engine.NewSeededRand(e.rand.Uint64()),
+		})
+	} else if spec, ours := engine.Lookup(name); ours {
 		in.lazy = spec.Lazy
 		// No recorder: a run's metrics would only pile up in memory, and
 		// their flushes would add events to the loop.
 		in.cc.Metrics = nil
-		in.bal = spec.Build(in.cc, balancer.BuildOptions{}, engine.Options{
+		in.bal = spec.Build(in.cc, bOpts, engine.Options{
 			Clock: e.loop.clock(),
 			Rand:  engine.NewSeededRand(e.rand.Uint64()),
 		})
 	} else {
-		in.bal = builder.Build(in.cc, balancer.BuildOptions{})
+		in.bal = builder.Build(in.cc, bOpts)
 	}
 	return in, nil
 }

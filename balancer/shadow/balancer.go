@@ -19,6 +19,9 @@ const Name = "pickwise_shadow"
 
 func init() {
 	balancer.Register(builder{})
+	engine.RegisterParent(Name, func(cc balancer.ClientConn, bOpts balancer.BuildOptions, opts engine.Options) balancer.Balancer {
+		return newBalancer(cc, bOpts, opts)
+	})
 }
 
 // builder builds pickwise_shadow balancers and parses their config.
@@ -31,7 +34,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 }
 
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
-	return newBalancer(cc, opts, engine.SystemRand{}, engine.SystemClock{})
+	return newBalancer(cc, opts, engine.Options{})
 }
 
 // shadowBalancer runs two children over the same endpoints and the same
@@ -42,6 +45,7 @@ type shadowBalancer struct {
 	// Immutable after build.
 	cc    balancer.ClientConn
 	opts  balancer.BuildOptions
+	deps  engine.Options // the clock and source, passed on to pickwise children
 	q     *queue
 	conns *conns
 	rec   *recorder
@@ -86,10 +90,18 @@ type child struct {
 	cc     *childConn
 }
 
-func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, rnd engine.Rand, clock engine.Clock) *shadowBalancer {
+// newBalancer builds a shadow balancer; deps left zero are the system
+// clock and source.
+func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, deps engine.Options) *shadowBalancer {
+	if deps.Clock == nil {
+		deps.Clock = engine.SystemClock{}
+	}
+	if deps.Rand == nil {
+		deps.Rand = engine.SystemRand{}
+	}
 	q := newQueue()
-	b := &shadowBalancer{cc: cc, opts: opts, q: q, conns: newConns(cc, q), publish: true}
-	b.rec = newRecorder(cc, opts.Target.String(), rnd, clock, b.conns)
+	b := &shadowBalancer{cc: cc, opts: opts, deps: deps, q: q, conns: newConns(cc, q), publish: true}
+	b.rec = newRecorder(cc, opts.Target.String(), deps.Rand, deps.Clock, b.conns)
 	register(b)
 	return b
 }
@@ -125,17 +137,19 @@ func (b *shadowBalancer) update(s balancer.ClientConnState) error {
 			}
 			continue
 		}
-		builder := balancer.Get(want.Name)
-		if builder == nil {
+		if balancer.Get(want.Name) == nil {
 			return fmt.Errorf("%s: %s %q: not registered", Name, childField(i), want.Name)
 		}
 		b.closeChild(i)
 		ccc := &childConn{ClientConn: b.cc, parent: b, which: i}
-		b.children[i] = &child{name: want.Name, config: js, b: builder.Build(ccc, b.opts), cc: ccc}
+		cb, _ := engine.BuildChild(want.Name, ccc, b.opts, b.deps)
+		b.children[i] = &child{name: want.Name, config: js, b: cb, cc: ccc}
 		changed = true
 	}
 	if changed {
-		// Counts of one pair of policies say nothing about another.
+		// Counts of one pair of policies say nothing about another, and
+		// predictions held for a replaced candidate go back to it now.
+		b.rec.held.flush()
 		b.rec.reset(cfg.Live.Name, cfg.Candidate.Name)
 	}
 	b.cfg = cfg
@@ -222,15 +236,23 @@ func (b *shadowBalancer) Close() {
 		b.conns.close()
 	})
 	b.q.stop(true)
+	// Dones of predictions still held go back to the closed candidate,
+	// which ignores them, so that nothing keeps them.
+	b.rec.held.flush()
 	unregister(b)
 }
 
 // childState is a child's report; the channel sees live's state and a
 // picker over both children.
-func (b *shadowBalancer) childState(which int, s balancer.State) {
+func (b *shadowBalancer) childState(c *childConn, s balancer.State) {
 	b.pickMu.Lock()
 	defer b.pickMu.Unlock()
-	b.states[which] = &s
+	// Checked under pickMu, which closeChild takes after marking the
+	// child closed: a report that raced with the close is dropped.
+	if c.closed.Load() {
+		return
+	}
+	b.states[c.which] = &s
 	b.publishLocked()
 }
 
@@ -270,16 +292,21 @@ func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubCon
 
 func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
 
+// BindOutcomes is how a pickwise candidate learns from live's calls
+// (engine.OutcomeObserver): observe takes the outcome of each recorded
+// live call on the SubConn's address.
+func (c *childConn) BindOutcomes(sc balancer.SubConn, observe func(balancer.DoneInfo, int64)) {
+	if v, ok := sc.(*view); ok && c.which == candidateChild {
+		v.bindOutcomes(observe)
+	}
+}
+
 func (c *childConn) UpdateAddresses(sc balancer.SubConn, addrs []resolver.Address) {
 	//lint:ignore SA1019 passed on for a child that still calls it.
 	sc.UpdateAddresses(addrs)
 }
 
-func (c *childConn) UpdateState(s balancer.State) {
-	if !c.closed.Load() {
-		c.parent.childState(c.which, s)
-	}
-}
+func (c *childConn) UpdateState(s balancer.State) { c.parent.childState(c, s) }
 
 // errPicker fails every pick with err.
 type errPicker struct{ err error }

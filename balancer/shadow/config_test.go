@@ -121,7 +121,7 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		cc := testkit.NewClientConn()
-		b := newBalancer(cc, balancer.BuildOptions{}, engine.NewSeededRand(1), engine.SystemClock{})
+		b := newBalancer(cc, balancer.BuildOptions{}, engine.Options{Rand: engine.NewSeededRand(1)})
 		defer b.Close()
 		if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: parsed}); err != nil {
 			t.Fatalf("config %s parsed but the balancer rejected it: %v", in, err)

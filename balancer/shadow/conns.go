@@ -63,7 +63,19 @@ type realConn struct {
 
 	// Counted by the picker, read by Summary.
 	livePicks, candidatePicks atomic.Int64
+	// latency is the recent duration of recorded calls on the address.
+	latency latencyEstimate
+	// labels are its metric labels (recorder.endpointLabelsFor).
+	labels atomic.Pointer[endpointLabels]
+
+	// candidateOutcomes feeds the candidate's evidence about this address
+	// with live's calls on it (engine.OutcomeObserver); nil when the
+	// candidate is not a pickwise policy or holds no view here.
+	candidateOutcomes atomic.Pointer[outcomeFunc]
 }
+
+// outcomeFunc takes one call's outcome and duration in nanoseconds.
+type outcomeFunc = func(balancer.DoneInfo, int64)
 
 // view is a child's handle on a realConn: what the child's NewSubConn
 // returned.
@@ -81,6 +93,7 @@ type view struct {
 	replay   bool // a replay is queued and will tell the current state
 	healthFn func(balancer.SubConnState)
 	shut     bool
+	outcomes *outcomeFunc // bound by the candidate's engine, if any
 }
 
 // newSubConn returns child's view of the real SubConn for addrs, making
@@ -233,22 +246,24 @@ func (v *view) RegisterHealthListener(fn func(balancer.SubConnState)) {
 	if register {
 		r.watched = true
 	}
-	var last *balancer.SubConnState
-	if fn != nil && r.health != nil {
-		h := *r.health
-		last = &h
-	}
+	replay := fn != nil && r.health != nil
 	c.mu.Unlock()
 	if register {
 		r.sc.RegisterHealthListener(func(s balancer.SubConnState) { c.q.run(func() { r.onHealth(s) }) })
 	}
-	if last != nil {
+	if replay {
+		// The report is read when the replay runs, so that it is the
+		// latest: one that arrived meanwhile was told directly.
 		c.q.schedule(func() {
 			c.mu.Lock()
-			cur := v.healthFn
+			fn, ok := v.healthFn, !v.shut && r.watched && r.health != nil
+			var h balancer.SubConnState
+			if ok {
+				h = *r.health
+			}
 			c.mu.Unlock()
-			if cur != nil && !v.shut {
-				cur(*last)
+			if ok && fn != nil {
+				fn(h)
 			}
 		})
 	}
@@ -275,6 +290,18 @@ func (r *realConn) onHealth(s balancer.SubConnState) {
 	for _, fn := range fns {
 		fn(s)
 	}
+}
+
+// bindOutcomes makes observe the real SubConn's candidate evidence feed.
+func (v *view) bindOutcomes(observe outcomeFunc) {
+	c := v.real.owner
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v.shut {
+		return
+	}
+	v.outcomes = &observe
+	v.real.candidateOutcomes.Store(v.outcomes)
 }
 
 // UpdateAddresses is deprecated in grpc; it reaches the real SubConn only
@@ -307,6 +334,9 @@ func (v *view) Shutdown() {
 		return
 	}
 	v.shut = true
+	if v.outcomes != nil {
+		r.candidateOutcomes.CompareAndSwap(v.outcomes, nil)
+	}
 	for i, o := range r.views {
 		if o == v {
 			r.views = append(r.views[:i], r.views[i+1:]...)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	_ "github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/balancer/ringhash"
 	"github.com/pickwise/pickwise/balancer/shadow"
 	"github.com/pickwise/pickwise/internal/fleet"
 	"google.golang.org/grpc/resolver"
@@ -117,6 +118,79 @@ func TestCanary(t *testing.T) {
 	after := summaryFor(t, c.Conn.Target())
 	if after.CanaryArm.Calls != s.CanaryArm.Calls || after.CanaryPercent != 0 {
 		t.Errorf("after rollback: canary arm %+v at canaryPercent %v, want the %d calls before it kept and 0", after.CanaryArm, after.CanaryPercent, s.CanaryArm.Calls)
+	}
+	for _, b := range f.Backends {
+		if got := b.Accepted(); got != 1 {
+			t.Errorf("backend %s accepted %d connections, want 1", b.Name(), got)
+		}
+	}
+}
+
+// TestKeyMovement asks the shadow what a switch from a ring to a Maglev
+// table would move, then makes the switch and measures it: the share of
+// keys the shadow reports the candidate maps elsewhere is within a point
+// of the share whose backend changed.
+func TestKeyMovement(t *testing.T) {
+	ctx := fleet.Context(t, 60*time.Second)
+	f := fleet.StartT(t, 10)
+	ring, maglev := `{"pickwise_ring_hash": {}}`, `{"pickwise_ring_hash": {"table": "maglev"}}`
+	c := fleet.DialT(t, f.Addrs(), shadowConfig(ring, maglev, 1, 0))
+	keys := make([]string, 5000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%d", i)
+	}
+	serve := func() map[string]string {
+		got := make(map[string]string, len(keys))
+		for _, k := range keys {
+			b, err := c.Call(ringhash.WithKey(ctx, k))
+			if err != nil {
+				t.Fatalf("key %s: %v", k, err)
+			}
+			got[k] = b
+		}
+		return got
+	}
+	// Lazy: every backend connects once a key needs it, and the candidate
+	// answers once live has connected what it chose.
+	fleet.WaitFor(t, ctx, "every backend connected and the candidate answering", func() bool {
+		before := summaryFor(t, c.Conn.Target())
+		serve()
+		after := summaryFor(t, c.Conn.Target())
+		return after.NoPrediction == before.NoPrediction
+	})
+	before := summaryFor(t, c.Conn.Target())
+	onRing := serve()
+	after := summaryFor(t, c.Conn.Target())
+	compared, agreed := after.Compared-before.Compared, after.Agreed-before.Agreed
+	if compared != int64(len(keys)) {
+		t.Fatalf("compared %d of %d keyed calls", compared, len(keys))
+	}
+	reported := 1 - float64(agreed)/float64(compared)
+
+	// The switch: Maglev live.
+	sc := c.Resolver.CC().ParseServiceConfig(shadowConfig(maglev, maglev, 1, 0))
+	if sc.Err != nil {
+		t.Fatal(sc.Err)
+	}
+	state := resolver.State{ServiceConfig: sc}
+	for _, a := range f.Addrs() {
+		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	c.Resolver.UpdateState(state)
+	onMaglev := serve()
+	moved := 0
+	for _, k := range keys {
+		if onRing[k] != onMaglev[k] {
+			moved++
+		}
+	}
+	measured := float64(moved) / float64(len(keys))
+	t.Logf("keys moved by a ring -> Maglev switch over 10 backends: the shadow reported %.2f%%, the switch moved %.2f%%", 100*reported, 100*measured)
+	if math.Abs(reported-measured) > 0.01 {
+		t.Errorf("reported %.4f, measured %.4f: more than a point apart", reported, measured)
+	}
+	if measured < 0.5 {
+		t.Errorf("measured movement %.4f: a ring and a Maglev table over 10 backends should disagree on most keys", measured)
 	}
 	for _, b := range f.Backends {
 		if got := b.Accepted(); got != 1 {

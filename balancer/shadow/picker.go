@@ -21,12 +21,14 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	draw := p.rec.rnd.Uint64()
 	canary, sample := uint32(draw), uint32(draw>>32)
 	if p.candidate != nil && canary < p.rates.canary {
-		if res, err := p.candidate.Pick(info); err == nil {
+		res, err := p.candidate.Pick(info)
+		if err == nil {
 			if rc, ok := realOf(res.SubConn); ok {
 				res.SubConn = rc.sc
-				return p.rec.track(res, armCanary, nil, false), nil
+				return p.rec.track(res, armCanary, rc, nil, nil), nil
 			}
-		} else if res.Done != nil {
+		}
+		if res.Done != nil {
 			res.Done(balancer.DoneInfo{Err: errNotSent})
 		}
 		// The candidate cannot place it (not ready yet, or failing): live
@@ -48,12 +50,12 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if sample >= p.rates.sample || p.candidate == nil {
 		// Only the outcome is sampled, so that the live arm of a canary
 		// has figures to compare with.
-		return p.rec.track(res, armLive, nil, false), nil
+		return p.rec.track(res, armLive, rc, nil, nil), nil
 	}
 	cres, cerr := p.candidate.Pick(info)
 	if cerr != nil {
 		p.rec.predicted(predictionNone, nil, nil)
-		return p.rec.track(res, armLive, nil, false), nil
+		return p.rec.track(res, armLive, rc, nil, nil), nil
 	}
 	crc, ok := realOf(cres.SubConn)
 	if !ok {
@@ -61,13 +63,12 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			cres.Done(balancer.DoneInfo{Err: errNotSent})
 		}
 		p.rec.predicted(predictionNone, nil, nil)
-		return p.rec.track(res, armLive, nil, false), nil
+		return p.rec.track(res, armLive, rc, nil, nil), nil
 	}
-	agree := crc == rc
 	outcome := predictionDisagree
-	if agree {
+	if crc == rc {
 		outcome = predictionAgree
 	}
 	p.rec.predicted(outcome, rc, crc)
-	return p.rec.track(res, armLive, cres.Done, agree), nil
+	return p.rec.track(res, armLive, rc, crc, cres.Done), nil
 }

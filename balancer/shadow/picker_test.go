@@ -12,8 +12,10 @@ import (
 	"github.com/pickwise/pickwise/internal/fakecc"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 )
 
 // readyShadow builds a shadow balancer over n endpoints on a fake
@@ -32,7 +34,7 @@ func readyShadowWith(t testing.TB, cc *fakecc.ClientConn, rnd engine.Rand, n int
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBalancer(cc, balancer.BuildOptions{}, rnd, engine.SystemClock{})
+	b := newBalancer(cc, balancer.BuildOptions{}, engine.Options{Rand: rnd})
 	t.Cleanup(b.Close)
 	addrs := testkit.Addrs(n)
 	var eps []resolver.Endpoint
@@ -52,8 +54,12 @@ func readyShadowWith(t testing.TB, cc *fakecc.ClientConn, rnd engine.Rand, n int
 		if !ok || s.ConnectivityState != connectivity.Ready || p.candidate == nil {
 			return fmt.Errorf("state %v, picker %T", s.ConnectivityState, s.Picker)
 		}
-		if _, err := p.candidate.Pick(balancer.PickInfo{}); err != nil {
+		res, err := p.candidate.Pick(balancer.PickInfo{})
+		if err != nil {
 			return err
+		}
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{Err: errNotSent})
 		}
 		return nil
 	})
@@ -140,6 +146,9 @@ func TestCandidateDoneHearsOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		res.Done(balancer.DoneInfo{Err: failure, BytesSent: true})
+		// A prediction on another endpoint is held until a call there
+		// would have ended; let it go now.
+		b.rec.held.flush()
 		if last := got[len(got)-1]; res.SubConn == scs[0] {
 			agreed++
 			if last.Err != failure {
@@ -231,5 +240,94 @@ func BenchmarkPick(b *testing.B) {
 			run("candidate=pickwise_p2c", p.candidate)
 		}
 		run(fmt.Sprintf("shadow/sampleRate=%v", rate), p)
+	}
+}
+
+// TestCandidateLearnsFromLive: live's calls on one endpoint fail, and the
+// candidate, a pickwise policy, which is fed the outcomes of live's calls
+// (engine.OutcomeObserver), stops choosing it, while live still sends it
+// its round-robin share. A candidate from grpc gets no feed.
+func TestCandidateLearnsFromLive(t *testing.T) {
+	b, cc := readyShadow(t, 4, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	bad := cc.SubConns()[0]
+	b.conns.mu.Lock()
+	for rc := range b.conns.all {
+		if rc.candidateOutcomes.Load() == nil {
+			t.Errorf("%s: the pickwise candidate's engine bound no outcome feed", rc.addr)
+		}
+	}
+	b.conns.mu.Unlock()
+	p := cc.State().Picker.(*picker)
+	failure := status.Error(codes.Unavailable, "backend down")
+	run := func(n int) {
+		for range n {
+			res, err := p.Pick(balancer.PickInfo{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var info balancer.DoneInfo
+			if res.SubConn == bad {
+				info = balancer.DoneInfo{Err: failure, BytesSent: true, BytesReceived: true}
+			}
+			res.Done(info)
+		}
+	}
+	// The candidate's penalty judges an endpoint against the fleet's
+	// failure rate, which its health timer updates: give it wall time.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before := b.rec.summary()
+		run(1000)
+		after := b.rec.summary()
+		var live, cand float64
+		for i, e := range after.Endpoints {
+			if e.Addr == bad.Addr() {
+				live = float64(e.Live-before.Endpoints[i].Live) / 1000
+				cand = float64(e.Candidate-before.Endpoints[i].Candidate) / 1000
+			}
+		}
+		if live < 0.2 {
+			t.Fatalf("failing endpoint: live share %.3f, want round_robin's 0.25", live)
+		}
+		if cand < 0.05 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("failing endpoint: the candidate's share is still %.3f after 10 s of failures fed to it", cand)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	grpcCand, cc2 := readyShadow(t, 2, `{"live": [{"pickwise_p2c": {}}], "candidate": [{"round_robin": {}}]}`)
+	_ = cc2
+	grpcCand.conns.mu.Lock()
+	defer grpcCand.conns.mu.Unlock()
+	for rc := range grpcCand.conns.all {
+		if rc.candidateOutcomes.Load() != nil {
+			t.Errorf("%s: an outcome feed bound for round_robin", rc.addr)
+		}
+	}
+}
+
+// TestSampledPickAllocatesNothing: with sampleRate 1, once the pools are
+// warm, a sampled pick and its Done allocate nothing of the shadow's (the
+// metrics recorder is off: what grpc's own recorder costs is its own).
+func TestSampledPickAllocatesNothing(t *testing.T) {
+	cc := testkit.NewClientConn()
+	cc.Metrics = nil
+	_, cc = readyShadowWith(t, cc, engine.SystemRand{}, 8, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker
+	pick := func() {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{})
+	}
+	for range 1000 {
+		pick()
+	}
+	if allocs := testing.AllocsPerRun(1000, pick); allocs != 0 {
+		t.Errorf("%v allocations per sampled pick, want 0", allocs)
 	}
 }

@@ -45,7 +45,8 @@ type recorder struct {
 	clock   engine.Clock
 	conns   *conns
 
-	locality  atomic.Pointer[string]
+	held      *releases // the candidate's Dones for predictions not yet due
+	labels    atomic.Pointer[labelSet]
 	fallbacks atomic.Int64 // canary picks the candidate could not place
 
 	mu          sync.Mutex // guards the names and rates below
@@ -63,20 +64,62 @@ type armCounts struct {
 }
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
-	r := &recorder{target: target, rnd: rnd, clock: clock, conns: c}
+	r := &recorder{target: target, rnd: rnd, clock: clock, conns: c, held: newReleases()}
+	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
 		r.metrics = m
 	}
 	return r
 }
 
-func (r *recorder) setLocality(loc string) { r.locality.Store(&loc) }
-
-func (r *recorder) loc() string {
-	if p := r.locality.Load(); p != nil {
-		return *p
+// setLocality rebuilds the metrics' labels when the xDS locality changes.
+func (r *recorder) setLocality(loc string) {
+	if r.labels.Load().loc != loc {
+		r.labels.Store(newLabelSet(r.target, loc))
 	}
-	return ""
+}
+
+// labelSet is every label list the metrics record with, built once per
+// locality: passed whole to Record, a list costs no allocation per call.
+type labelSet struct {
+	loc         string
+	predictions [3][]string
+	calls       [2][codeCount][]string
+	duration    [2][]string
+}
+
+// codeCount is the number of grpc status codes, 0 to 16.
+const codeCount = 17
+
+func newLabelSet(target, loc string) *labelSet {
+	ls := &labelSet{loc: loc}
+	for i, name := range predictionNames {
+		ls.predictions[i] = []string{target, name, loc}
+	}
+	for arm, name := range armNames {
+		ls.duration[arm] = []string{target, name, loc}
+		for code := range codeCount {
+			ls.calls[arm][code] = []string{target, name, codes.Code(code).String(), loc}
+		}
+	}
+	return ls
+}
+
+// endpointLabels are one endpoint's label lists for endpoint_picks.
+type endpointLabels struct {
+	set        *labelSet
+	live, cand []string
+}
+
+// endpointLabelsFor returns rc's lists under ls, building them on first
+// use and after a locality change.
+func (r *recorder) endpointLabelsFor(rc *realConn, ls *labelSet) *endpointLabels {
+	if el := rc.labels.Load(); el != nil && el.set == ls {
+		return el
+	}
+	el := &endpointLabels{set: ls, live: []string{r.target, "live", rc.addr, ls.loc}, cand: []string{r.target, "candidate", rc.addr, ls.loc}}
+	rc.labels.Store(el)
+	return el
 }
 
 func (r *recorder) setRates(sample, canaryPercent float64) {
@@ -118,23 +161,28 @@ func (r *recorder) predicted(outcome int, live, cand *realConn) {
 	if r.metrics == nil {
 		return
 	}
-	loc := r.loc()
-	predictionsMetric.Record(r.metrics, 1, r.target, predictionNames[outcome], loc)
+	ls := r.labels.Load()
+	predictionsMetric.Record(r.metrics, 1, ls.predictions[outcome]...)
 	if live != nil {
-		endpointPicksMetric.Record(r.metrics, 1, r.target, "live", live.addr, loc)
-		endpointPicksMetric.Record(r.metrics, 1, r.target, "candidate", cand.addr, loc)
+		endpointPicksMetric.Record(r.metrics, 1, r.endpointLabelsFor(live, ls).live...)
+		endpointPicksMetric.Record(r.metrics, 1, r.endpointLabelsFor(cand, ls).cand...)
 	}
 }
 
-// track returns res with a Done that records the call's outcome for arm
-// and then calls res's own Done; candDone, if not nil, is the candidate's
-// Done for a sampled prediction, called with the call's outcome when the
-// candidate chose the same endpoint (agree), since it then learns what
-// placing it would have taught it, and with errNotSent otherwise.
-func (r *recorder) track(res balancer.PickResult, arm int, candDone func(balancer.DoneInfo), agree bool) balancer.PickResult {
+// track returns res, placed by arm on rc, with a Done that records the
+// call's outcome and then calls res's own Done. For a live call whose
+// address the candidate holds, the outcome also feeds the candidate's
+// evidence about it, if the candidate is a pickwise policy. candDone, if
+// not nil, is the candidate's Done for a sampled prediction of cand: it
+// is called once a call on cand would have ended (see releases), with
+// errNotSent, or, for a candidate that takes no evidence feed and chose
+// live's endpoint, with the call's outcome.
+func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo)) balancer.PickResult {
+	now := r.clock.Nanotime()
+	r.held.drain(now)
 	t := trackPool.Get().(*tracked)
-	t.rec, t.arm, t.start = r, arm, r.clock.Nanotime()
-	t.own, t.cand, t.agree = res.Done, candDone, agree
+	t.rec, t.arm, t.real, t.start = r, arm, rc, now
+	t.own, t.candReal, t.cand = res.Done, cand, candDone
 	res.Done = t.done
 	return res
 }
@@ -142,12 +190,12 @@ func (r *recorder) track(res balancer.PickResult, arm int, candDone func(balance
 // tracked is one recorded call, pooled so that a sampled pick allocates
 // nothing once the pool is warm.
 type tracked struct {
-	rec       *recorder
-	arm       int
-	start     int64
-	own, cand func(balancer.DoneInfo)
-	agree     bool
-	done      func(balancer.DoneInfo) // t.finish, bound once
+	rec            *recorder
+	arm            int
+	real, candReal *realConn
+	start          int64
+	own, cand      func(balancer.DoneInfo)
+	done           func(balancer.DoneInfo) // t.finish, bound once
 }
 
 var trackPool sync.Pool
@@ -161,32 +209,60 @@ func init() {
 }
 
 func (t *tracked) finish(info balancer.DoneInfo) {
-	r, arm, start, own, cand, agree := t.rec, t.arm, t.start, t.own, t.cand, t.agree
+	r, arm, rc, candReal, start, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.own, t.cand
 	*t = tracked{done: t.done}
 	trackPool.Put(t)
-	took := r.clock.Nanotime() - start
+	now := r.clock.Nanotime()
+	took := now - start
 	a := &r.arms[arm]
 	a.calls.Add(1)
 	a.nanos.Add(took)
-	code := status.Code(info.Err)
 	if info.Err != nil {
 		a.failed.Add(1)
 	}
+	if info.Err == nil {
+		rc.latency.add(took)
+	}
 	if r.metrics != nil {
-		loc := r.loc()
-		callsMetric.Record(r.metrics, 1, r.target, armNames[arm], code.String(), loc)
-		durationMetric.Record(r.metrics, float64(took)/1e9, r.target, armNames[arm], loc)
+		ls := r.labels.Load()
+		code := status.Code(info.Err)
+		if code >= codeCount {
+			code = codes.Unknown
+		}
+		callsMetric.Record(r.metrics, 1, ls.calls[arm][code]...)
+		durationMetric.Record(r.metrics, float64(took)/1e9, ls.duration[arm]...)
 	}
 	if own != nil {
 		own(info)
 	}
+	var observe *outcomeFunc
+	if arm == armLive {
+		observe = rc.candidateOutcomes.Load()
+	}
+	if observe != nil {
+		(*observe)(info, took)
+	}
 	if cand != nil {
-		if agree {
+		switch {
+		case candReal == rc && observe == nil:
+			// The candidate chose this endpoint and has no other way to
+			// learn how the call went.
 			cand(info)
-		} else {
+		case candReal == rc:
 			cand(balancer.DoneInfo{Err: errNotSent})
+		default:
+			due := start + took
+			if est := candReal.latency.get(); est != 0 {
+				due = start + est
+			}
+			if due <= now {
+				cand(balancer.DoneInfo{Err: errNotSent})
+			} else {
+				r.held.hold(due, cand)
+			}
 		}
 	}
+	r.held.drain(now)
 }
 
 // summary reads the counts.

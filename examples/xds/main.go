@@ -49,6 +49,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 	"github.com/pickwise/pickwise/balancer/ringhash"
+	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
 	"github.com/pickwise/pickwise/examples/xds/internal/xdsenv"
 	"github.com/pickwise/pickwise/interop/server"

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/xds"
 
 	"github.com/pickwise/pickwise/balancer/ringhash"
+	"github.com/pickwise/pickwise/balancer/shadow"
 	"github.com/pickwise/pickwise/examples/xds/internal/xdsenv"
 	"github.com/pickwise/pickwise/interop/server"
 )
@@ -350,6 +351,44 @@ func TestXDSPickwiseSubset(t *testing.T) {
 	}
 	if used != 2 || c.Total() != 300 {
 		t.Errorf("calls %v: want all 300 on exactly 2 backends", c)
+	}
+}
+
+// TestXDSPickwiseShadow checks that pickwise_shadow, selected by the
+// cluster with both child lists, survives grpc's round trip of the config
+// and runs: round_robin places the calls, pickwise_p2c is asked on every
+// pick, and a canary of 100% sends every call through pick_first, which
+// keeps to one backend.
+func TestXDSPickwiseShadow(t *testing.T) {
+	conn := dial(t, xdsenv.Service{Name: "shadow", Policy: "pickwise_shadow",
+		Config: `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`, Endpoints: endpoints(0, 0, 0)})
+	c := drive(t, conn, 300, 6, nil)
+	t.Logf("pickwise_shadow, round_robin live: %v", c)
+	for i := range 3 {
+		wantShare(t, c, i, 0.25, 0.42, "1/3")
+	}
+	var s shadow.Summary
+	for _, got := range shadow.Summaries() {
+		if got.Candidate == "pickwise_p2c" {
+			s = got
+		}
+	}
+	if s.Compared+s.NoPrediction < 300 || s.Live != "round_robin" {
+		t.Errorf("summary %+v: want round_robin live and every call compared or unanswered", s)
+	}
+
+	canary := dial(t, xdsenv.Service{Name: "canary", Policy: "pickwise_shadow",
+		Config: `{"live": [{"round_robin": {}}], "candidate": [{"pick_first": {}}], "sampleRate": 0, "canaryPercent": 100}`, Endpoints: endpoints(0, 0, 0)})
+	c = drive(t, canary, 300, 6, nil)
+	t.Logf("pickwise_shadow, a 100%% pick_first canary: %v", c)
+	used := 0
+	for i := range 3 {
+		if c[name(i)] > 0 {
+			used++
+		}
+	}
+	if used != 1 || c.Total() != 300 {
+		t.Errorf("calls %v: want all 300 on one backend, as pick_first places them", c)
 	}
 }
 

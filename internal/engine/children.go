@@ -164,6 +164,26 @@ func (c *child) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOpt
 	sc, err := c.ClientConn.NewSubConn(addrs, opts)
 	if err == nil {
 		ref.Store(&sc)
+		c.bindOutcomes(sc)
 	}
 	return sc, err
+}
+
+// bindOutcomes offers the parent the function that feeds e's evidence,
+// when the parent wants it.
+func (c *child) bindOutcomes(sc balancer.SubConn) {
+	o, ok := c.ClientConn.(OutcomeObserver)
+	if !ok {
+		return
+	}
+	b, e := c.b, c.e
+	o.BindOutcomes(sc, func(info balancer.DoneInfo, took int64) {
+		sh := &b.shared
+		if lat := sh.latency.Load(); lat != nil && took > 0 {
+			e.observe(info, took, sh.clock.Nanotime(), lat)
+		}
+		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+			e.record(info, sh)
+		}
+	})
 }

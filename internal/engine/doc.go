@@ -44,12 +44,15 @@
 //     supplies (its metrics, its Policy and Settings), pickers built without
 //     a balancer, and the owner of backend-reported weights;
 //   - balancer.go, readylist.go, coalesce.go, ejection.go, recording.go,
-//     weights.go, lazy.go, children.go: the balancer, one type whose
-//     methods are split by job (wiring and publishing; the READY endpoints
-//     kept between publishes; when a change is published; assessing and
-//     ejecting; recording metrics; weight updates; on-demand connections;
-//     the endpoints' children);
-//   - registry.go: registering a policy with grpc.
+//     weights.go, lazy.go, observe.go, children.go: the balancer, one type
+//     whose methods are split by job (wiring and publishing; the READY
+//     endpoints kept between publishes; when a change is published;
+//     assessing and ejecting; recording metrics; weight updates; on-demand
+//     connections; the outcomes a parent feeds its child; the endpoints'
+//     children);
+//   - registry.go, parents.go: registering a policy with grpc, and the
+//     parent policies that build pickwise children with the engine's
+//     clock and source.
 //
 // Two kinds of reference run the other way, each for a reason: balancer.go
 // calls its own methods in the files after it, and doneWork's owner

@@ -36,9 +36,9 @@ var engineFiles = []string{
 	// balancer.
 	"metrics.go", "policy.go", "static.go", "weightkeeper.go",
 	// The balancer: one type whose methods are split by job.
-	"balancer.go", "readylist.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "children.go",
-	// Registering a policy with grpc.
-	"registry.go",
+	"balancer.go", "readylist.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "observe.go", "children.go",
+	// Registering a policy with grpc, and parents that build policies.
+	"registry.go", "parents.go",
 }
 
 // upwardAllowed are the references that run against engineFiles' order,
