@@ -25,7 +25,9 @@ func Example() {
 	// hot-key
 	// hash-black-hole
 	// remap-storm
+	// flapping-cache
 	// subsetting
+	// rollout
 	// hardware-generations-subsetting
 }
 

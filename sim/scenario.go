@@ -63,7 +63,7 @@ func Lookup(name string) (Scenario, error) {
 var scenarioOrder = []string{
 	"balls-into-bins", "black-hole", "transient-failure", "flapping-backend", "retry-storm",
 	"cold-start", "hardware-generations", "slow-backend", "noisy-reports",
-	"hot-key", "hash-black-hole", "remap-storm", "subsetting",
+	"hot-key", "hash-black-hole", "remap-storm", "flapping-cache", "subsetting", "rollout",
 }
 
 func order(name string) int {

@@ -69,6 +69,8 @@ type policy struct {
 	// lastDones is the last picker's, aligned with its members, whose
 	// Stats were lastStats: the next picker reuses the slice when they
 	// are the same.
+	rejoin rejoins // the rejoin hold's memory
+
 	load      *loadCounter
 	dones     map[*engine.Endpoint]func(balancer.DoneInfo)
 	lastDones []func(balancer.DoneInfo)
@@ -142,6 +144,17 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 	for i := range members {
 		connecting = connecting || members[i].State == connectivity.Connecting
 	}
+	var adm []admission
+	// A snapshot built by hand, without a clock, has no time to hold by.
+	if hold, ramp := int64(p.cfg.RejoinHold), int64(p.cfg.RejoinRamp); (hold > 0 || ramp > 0) && snap.Clock != nil {
+		now := snap.Clock.Nanotime()
+		if len(p.rejoin.for_) != len(p.tblEps) || (len(p.tblEps) > 0 && &p.rejoin.for_[0] != &p.tblEps[0]) {
+			p.rejoin.align(p.tblEps, now, hold)
+		}
+		adm = p.rejoin.update(members, now, hold, ramp)
+	} else {
+		p.rejoin = rejoins{}
+	}
 	pk := &picker{
 		tbl:        p.tbl,
 		members:    members,
@@ -150,6 +163,7 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		connecting: connecting,
 		snap:       snap,
 		strict:     p.cfg.StrictAffinity,
+		adm:        adm,
 	}
 	if bf := p.cfg.BalanceFactor; bf != 0 {
 		if p.load == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/lbconfig"
@@ -80,6 +81,21 @@ type Config struct {
 	// where the first attempt went. For users whose correctness, not just
 	// a cache, depends on a key's endpoint. Default false.
 	StrictAffinity bool `json:"strictAffinity"`
+	// RejoinHold is how long an endpoint that left (removed by the
+	// resolver, or in TRANSIENT_FAILURE after it was READY) and came back
+	// must stay present and READY before it gets its keys back: until
+	// then its keys stay on the endpoints that took them, so a node that
+	// flaps does not move its keys twice per flap, and a cache behind it
+	// is not refilled on every return. An endpoint never seen before takes
+	// its keys at once. Default DefaultRejoinHold; "0s" gives keys back
+	// the moment the endpoint is READY, as grpc-go's ring_hash does.
+	RejoinHold lbconfig.Duration `json:"rejoinHold"`
+	// RejoinRamp is how long, after the hold, the endpoint takes to get
+	// all its keys back: each key returns at its own moment in the ramp
+	// (a hash of the key and the endpoint), so each moves once and the
+	// endpoint's cache warms gradually. Default DefaultRejoinRamp; "0s"
+	// gives them all back at once.
+	RejoinRamp lbconfig.Duration `json:"rejoinRamp"`
 }
 
 // Defaults and bounds of the fields above.
@@ -91,8 +107,22 @@ const (
 )
 
 // DefaultConfig returns the config used for an empty JSON object.
+// The rejoin defaults: long enough to outlast the flaps of a node that
+// restarts or loses its network for seconds at a time, short against a
+// deploy's pace.
+const (
+	DefaultRejoinHold = 30 * time.Second
+	DefaultRejoinRamp = 10 * time.Second
+)
+
+// maxRejoin bounds RejoinHold and RejoinRamp: a returning endpoint kept
+// out for longer would be as good as gone.
+const maxRejoin = time.Hour
+
 func DefaultConfig() *Config {
 	return &Config{
+		RejoinHold:      lbconfig.Duration(DefaultRejoinHold),
+		RejoinRamp:      lbconfig.Duration(DefaultRejoinRamp),
 		Table:           TableRing,
 		MinRingSize:     DefaultMinRingSize,
 		MaxRingSize:     DefaultMaxRingSize,
@@ -173,6 +203,14 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	// full. 0 is "off".
 	if bf := cfg.BalanceFactor; bf != 0 && (!(bf >= 1) || math.IsInf(bf, 0)) {
 		return nil, fmt.Errorf("%s: balanceFactor %v: must be 0 (off) or a finite number >= 1", Name, bf)
+	}
+	for _, d := range []struct {
+		name string
+		v    lbconfig.Duration
+	}{{"rejoinHold", cfg.RejoinHold}, {"rejoinRamp", cfg.RejoinRamp}} {
+		if time.Duration(d.v) < 0 || time.Duration(d.v) > maxRejoin {
+			return nil, fmt.Errorf("%s: %s %v: must be in [0s, %v]", Name, d.name, time.Duration(d.v), maxRejoin)
+		}
 	}
 	if err := cfg.FailurePenalty.Validate(Name); err != nil {
 		return nil, err

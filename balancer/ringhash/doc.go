@@ -64,6 +64,22 @@
 // more failed and none is READY, and one endpoint is always connecting
 // while the channel is not READY.
 //
+// Rejoin hold. An endpoint that left, removed by the resolver or in
+// TRANSIENT_FAILURE after it was READY, and came back does not get its keys
+// back at once: they stay on the endpoints that took them until it has been
+// present and READY for rejoinHold (default 30 s), then return over
+// rejoinRamp (default 10 s), each key at its own moment (a hash of the key
+// and the endpoint), so each moves once. A node that flaps then moves its
+// keys once, not twice per flap, and the cache behind it is not refilled on
+// every return; the balancer connects a held endpoint itself, so that it can
+// prove it stays up. An endpoint never seen before takes its keys at once.
+// rejoinHold "0s" and rejoinRamp "0s" give keys back the moment an endpoint
+// is READY, as grpc-go's ring_hash does. The hold keeps other endpoints'
+// keys in place only where the table does: on the ring (with 8 or more
+// endpoints at the default minRingSize) and rendezvous; a Maglev table is
+// rebuilt when the endpoint leaves and when it comes back, and moves some of
+// the others' keys each time.
+//
 // Bounded load (Mirrokni, Thorup and Zadimoghaddam, "Consistent Hashing
 // with Bounded Loads", 2018; Envoy's hash_balance_factor) is off unless
 // balanceFactor is set, for instance to 1.25: an endpoint whose in-flight

@@ -21,6 +21,9 @@ type picker struct {
 	connecting bool             // some endpoint is CONNECTING (gRFC A76's random-hash rule)
 	snap       *engine.Snapshot // for avoidance and probes
 	strict     bool             // StrictAffinity: retries stay home
+	// adm is each member's share of its keys under the rejoin hold
+	// (rejoin.go), nil when every member has all of them.
+	adm []admission
 
 	// Bounded load only (load != nil): the balancer-wide in-flight count,
 	// BalanceFactor / endpoints, and the Done of each member that keeps
@@ -50,8 +53,18 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	passed := int32(-1)
 	var spillCost float64
 	spills := 0
+	// heldReady is the first READY endpoint the walk passed over because
+	// the rejoin hold keeps the key off it: better than failing the call.
+	heldReady := int32(-1)
 	for ok := true; ok; c, ok = p.tbl.next(c) {
 		m := &p.members[c.endpoint]
+		if p.adm != nil && !p.admits(c.endpoint, h) {
+			// Held after a return: its keys stay where they went.
+			if heldReady < 0 && m.State == connectivity.Ready && !m.Ejected {
+				heldReady = c.endpoint
+			}
+			continue
+		}
 		switch m.State {
 		case connectivity.Ready:
 			if m.Ejected {
@@ -128,6 +141,10 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// first READY candidate keeps as much affinity as is left.
 		return p.recordBounded(a, fallback, info, homeOr(fallback, first))
 	}
+	if heldReady >= 0 {
+		// Every other endpoint is down, ejected or used: the hold yields.
+		return p.record(a, heldReady, info, homeOr(heldReady, first))
+	}
 	if passed >= 0 {
 		// Every READY endpoint is ejected or was used by an earlier
 		// attempt: one of them beats failing the call.
@@ -136,6 +153,19 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// Every endpoint failed: fail with the key's own endpoint's error,
 	// unless it has recovered since the snapshot.
 	return p.record(a, first, info, reasonHome)
+}
+
+// admits reports whether member i takes the key of hash h under the
+// rejoin hold; it reads the clock only for a member being readmitted.
+func (p *picker) admits(i int32, h uint64) bool {
+	a := &p.adm[i]
+	if a.full == 0 {
+		return true
+	}
+	if a.from == math.MaxInt64 {
+		return false
+	}
+	return a.admits(h, p.snap.Clock.Nanotime())
 }
 
 // record picks member i and notes it in the call's attempt record a (nil:
@@ -180,9 +210,15 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 	}
 	requested := p.connecting
 	var limit int64 = -1
-	fallback, failing := int32(-1), int32(-1)
+	fallback, failing, heldReady := int32(-1), int32(-1), int32(-1)
 	for c, ok := p.tbl.first(h), true; ok; c, ok = p.tbl.next(c) {
 		m := &p.members[c.endpoint]
+		if p.adm != nil && !p.admits(c.endpoint, h) {
+			if heldReady < 0 && m.State == connectivity.Ready && !m.Ejected {
+				heldReady = c.endpoint
+			}
+			continue
+		}
 		switch m.State {
 		case connectivity.Ready:
 			if m.Ejected || p.snap.Avoidance(m.Conn.Stats) >= failingAvoidance || (a != nil && a.Used(m.Conn.Stats)) {
@@ -217,6 +253,10 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 	if fallback >= 0 {
 		res, err := p.pick(fallback, info, reasonRandom)
 		return a.Record(p.members[fallback].Conn.Stats, res, err)
+	}
+	if heldReady >= 0 {
+		res, err := p.pick(heldReady, info, reasonRandom)
+		return a.Record(p.members[heldReady].Conn.Stats, res, err)
 	}
 	if failing >= 0 {
 		res, err := p.pick(failing, info, reasonRandom)

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/subsetting"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
@@ -44,6 +47,7 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 
 func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, seed uint64) *subsetBalancer {
 	b := &subsetBalancer{
+		clock:             engine.SystemClock{},
 		cc:                cc,
 		opts:              opts,
 		randomID:          "pickwise-subset-random:" + strconv.FormatUint(seed, 16),
@@ -61,10 +65,11 @@ func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, seed uint64
 // subset and hands them to the child policy, which alone creates SubConns
 // and pickers; the parent never touches a SubConn.
 //
-// grpc calls a balancer's methods one at a time, so the fields below need
-// no lock; they are written only from those calls.
+// grpc calls a balancer's methods one at a time; the rejoin hold's timer
+// is the other caller, so every method holds mu.
 type subsetBalancer struct {
-	// Immutable after build.
+	// Immutable after build (clock: tests set it before the first update).
+	clock             engine.Clock
 	cc                balancer.ClientConn
 	opts              balancer.BuildOptions
 	randomID          string
@@ -75,7 +80,15 @@ type subsetBalancer struct {
 	// Atomic: the metrics reporter reads them.
 	gauges subsetGauges
 
-	// Serialized by grpc.
+	mu sync.Mutex // guards the fields below, and every call into the child
+
+	// last is the last good update, which the rejoin timer applies again
+	// when a held backend's hold ends.
+	last       balancer.ClientConnState
+	rejoin     rejoinTracker
+	rejoinAt   int64        // Clock.Nanotime the timer fires; 0: none
+	rejoinTime engine.Timer // nil: none
+
 	child     balancer.Balancer
 	childName string
 	childCC   *childConn
@@ -117,6 +130,12 @@ func identity(ep resolver.Endpoint) (string, bool) {
 }
 
 func (b *subsetBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.updateLocked(s)
+}
+
+func (b *subsetBalancer) updateLocked(s balancer.ClientConnState) error {
 	if b.closed {
 		return nil
 	}
@@ -136,9 +155,36 @@ func (b *subsetBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 			return err
 		}
 	}
+	b.last = s
 	return b.child.UpdateClientConnState(balancer.ClientConnState{
 		ResolverState:  b.filter(s.ResolverState),
 		BalancerConfig: cfg.ChildPolicy.Config,
+	})
+}
+
+// scheduleRejoinLocked arms the timer that readmits the first held
+// backend at at (Clock.Nanotime; 0: none held).
+func (b *subsetBalancer) scheduleRejoinLocked(at, now int64) {
+	if at == b.rejoinAt {
+		return
+	}
+	if b.rejoinTime != nil {
+		b.rejoinTime.Stop()
+		b.rejoinTime = nil
+	}
+	b.rejoinAt = at
+	if at == 0 {
+		return
+	}
+	b.rejoinTime = b.clock.AfterFunc(time.Duration(at-now), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed || b.rejoinAt != at {
+			return
+		}
+		b.rejoinTime, b.rejoinAt = nil, 0
+		// The same update, at a later time: the held backend is due.
+		_ = b.updateLocked(b.last)
 	})
 }
 
@@ -152,6 +198,15 @@ func (b *subsetBalancer) updateSubset(cfg *Config, eps []resolver.Endpoint) erro
 	}
 	ids = subsetting.Normalize(ids)
 	b.gauges.endpoints.Store(int64(len(ids)))
+	if hold := int64(cfg.RejoinHold); hold > 0 {
+		now := b.clock.Nanotime()
+		var next int64
+		ids, next = b.rejoin.admit(ids, cfg.SubsetSize, now, hold)
+		b.scheduleRejoinLocked(next, now)
+	} else {
+		b.rejoin = rejoinTracker{}
+		b.scheduleRejoinLocked(0, 0)
+	}
 	key := subsetKey{ids: strings.Join(ids, "\n"), size: cfg.SubsetSize, index: -1, mode: cfg.Mode, hasSubsets: true}
 	if cfg.ClientIndex != nil {
 		key.index, key.count = *cfg.ClientIndex, *cfg.ClientCount
@@ -234,7 +289,7 @@ func (b *subsetBalancer) switchChild(name string) error {
 		return fmt.Errorf("%s: childPolicy %q: not registered", Name, name)
 	}
 	b.closeChild()
-	b.childCC = &childConn{ClientConn: b.cc}
+	b.childCC = &childConn{ClientConn: b.cc, mu: &b.mu}
 	b.child = builder.Build(b.childCC, b.opts)
 	b.childName = name
 	return nil
@@ -252,6 +307,8 @@ func (b *subsetBalancer) closeChild() {
 }
 
 func (b *subsetBalancer) ResolverError(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
@@ -271,6 +328,8 @@ func (b *subsetBalancer) ResolverError(err error) {
 // StateListener, which every modern child uses; it is forwarded for the
 // others.
 func (b *subsetBalancer) UpdateSubConnState(sc balancer.SubConn, s balancer.SubConnState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.child != nil && !b.closed {
 		//lint:ignore SA1019 forwarding is what a parent must do for a child that still relies on it.
 		b.child.UpdateSubConnState(sc, s)
@@ -278,34 +337,100 @@ func (b *subsetBalancer) UpdateSubConnState(sc balancer.SubConn, s balancer.SubC
 }
 
 func (b *subsetBalancer) ExitIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.child != nil && !b.closed {
 		b.child.ExitIdle()
 	}
 }
 
 func (b *subsetBalancer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.scheduleRejoinLocked(0, 0)
 	b.closed = true
 	b.unregisterMetrics()
 	b.closeChild()
 }
 
 // childConn is the ClientConn the child sees: the parent's own, except that
-// a closed child's state updates are dropped.
+// a closed child's state updates are dropped, and that the child's SubConn
+// and health listeners run under the parent's mu. grpc calls them on its
+// own goroutine, one at a time with its calls into the balancer; the
+// rejoin timer calls the child from another goroutine, and takes mu, so
+// the listeners must too.
 type childConn struct {
 	balancer.ClientConn
+	mu *sync.Mutex // the parent's
 	// closed is atomic because a child may report state from its own
 	// goroutines.
 	closed atomic.Bool
 }
 
+func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	if l := opts.StateListener; l != nil {
+		opts.StateListener = func(s balancer.SubConnState) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			l(s)
+		}
+	}
+	//lint:ignore SA1019 the deprecation is of multi-address SubConns; pickfirst makes one per address through this call, and the parent passes it on
+	sc, err := c.ClientConn.NewSubConn(addrs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &lockedSubConn{SubConn: sc, mu: c.mu}, nil
+}
+
+func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
+
+func (c *childConn) UpdateAddresses(sc balancer.SubConn, addrs []resolver.Address) {
+	//lint:ignore SA1019 passed on for a child that still calls it.
+	sc.UpdateAddresses(addrs)
+}
+
 func (c *childConn) UpdateState(s balancer.State) {
 	if !c.closed.Load() {
+		s.Picker = unwrapPicker{s.Picker}
 		c.ClientConn.UpdateState(s)
 	}
 }
 
+// lockedSubConn is a child's SubConn, whose health listener runs under
+// the parent's mu (see childConn).
+type lockedSubConn struct {
+	balancer.SubConn
+	mu *sync.Mutex
+}
+
+func (s *lockedSubConn) RegisterHealthListener(fn func(balancer.SubConnState)) {
+	if fn == nil {
+		s.SubConn.RegisterHealthListener(nil)
+		return
+	}
+	s.SubConn.RegisterHealthListener(func(st balancer.SubConnState) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		fn(st)
+	})
+}
+
+// unwrapPicker gives grpc the channel's own SubConn behind a child's pick.
+type unwrapPicker struct{ p balancer.Picker }
+
+func (u unwrapPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	res, err := u.p.Pick(info)
+	if sc, ok := res.SubConn.(*lockedSubConn); ok {
+		res.SubConn = sc.SubConn
+	}
+	return res, err
+}
+
 // currentSubset returns the subset's identities, sorted, for tests.
 func (b *subsetBalancer) currentSubset() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	out := make([]string, 0, len(b.subset))
 	for id := range b.subset {
 		out = append(out, id)

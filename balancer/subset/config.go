@@ -3,9 +3,11 @@ package subset
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/pickwise/pickwise/internal/childpolicy"
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/serviceconfig"
 )
@@ -91,7 +93,16 @@ type Config struct {
 	// its config is parsed by its own parser. Default
 	// [{"pickwise_p2c":{}}].
 	ChildPolicy ChildPolicy `json:"childPolicy"`
+	// RejoinHold is how long a backend that left the list and came back
+	// stays out of the subsets: a backend that flaps then does not take
+	// its slots back, and move the clients that use them, on every return.
+	// A backend never seen before joins at once. Default DefaultRejoinHold;
+	// "0s" readmits at once.
+	RejoinHold lbconfig.Duration `json:"rejoinHold"`
 }
+
+// DefaultRejoinHold is RejoinHold's default, as pickwise_ring_hash's.
+const DefaultRejoinHold = 30 * time.Second
 
 // ChildPolicy is the child chosen from a loadBalancingConfig list.
 type ChildPolicy struct {
@@ -106,7 +117,7 @@ type ChildPolicy struct {
 // ChildPolicy is left empty: ParseConfig resolves the default child
 // through the registry, which can fail.
 func DefaultConfig() *Config {
-	return &Config{Mode: ModeBalanced}
+	return &Config{Mode: ModeBalanced, RejoinHold: lbconfig.Duration(DefaultRejoinHold)}
 }
 
 // ParseConfig reads a pickwise_subset config: defaults first, then the
@@ -147,6 +158,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 		return nil, fmt.Errorf("%s: clientIndex %d: must be in [0, clientCount %d)", Name, *idx, *cnt)
 	case cfg.Mode == ModeBalanced && *cnt > MaxBalancedClientCount:
 		return nil, fmt.Errorf("%s: clientCount %d: must be <= %d in mode %q (use %q)", Name, *cnt, MaxBalancedClientCount, ModeBalanced, ModeStable)
+	}
+	if h := time.Duration(cfg.RejoinHold); h < 0 || h > time.Hour {
+		return nil, fmt.Errorf("%s: rejoinHold %v: must be in [0s, 1h0m0s]", Name, h)
 	}
 	if cfg.ChildPolicy.Name == "" {
 		if balancer.Get(defaultChild) == nil {

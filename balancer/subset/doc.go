@@ -118,6 +118,15 @@
 // count (a rolling restart does that); until then, the old and new
 // assignments overlap only partly.
 //
+// A backend that leaves the list and comes back stays out of the subsets
+// for rejoinHold (default 30 s) after its return, flaps restarting the
+// hold, and is then readmitted by a timer of the balancer's: a backend
+// that flaps takes its slots back once, not on every return, and the
+// clients that would have moved to it and back stay where they are. A
+// backend never seen before joins at once. Every client applies the same
+// rule to the same updates, so balanced mode's rows stay consistent,
+// within the moments the updates reach each client.
+//
 // A child policy change rebuilds the child: the old one is closed before
 // the new one starts, so RPCs queue briefly (grpc's graceful switch is
 // internal to grpc).

@@ -40,6 +40,7 @@ func TestLabScenarios(t *testing.T) {
 			"transient-failure": {"pickwise_p2c", "pickwise_peak_ewma"},
 			"flapping-backend":  {"round_robin", "pickwise_p2c", "pickwise_peak_ewma"},
 			"hash-black-hole":   {"pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"},
+			"flapping-cache":    {"pickwise_ring_hash (no hold)", "pickwise_ring_hash (hold 6s, ramp 2s)"},
 		}
 	}
 	var sections []section
@@ -93,6 +94,14 @@ func TestLabScenarios(t *testing.T) {
 	slow := named(t, sections, "slow-backend").Table
 	if share := pct(t, cell(t, slow, 0, "pickwise_peak_ewma")); share > 5 {
 		t.Errorf("pickwise_peak_ewma slow-backend share %.1f%%, want below 5%%", share)
+	}
+
+	// Flapping cache node: with the hold, the node's keys move away once
+	// and stay, where without it every flap moves them away and back.
+	fc := named(t, sections, "flapping-cache").Table
+	noHold, withHold := pct(t, cell(t, fc, 0, "pickwise_ring_hash (no hold)")), pct(t, cell(t, fc, 0, "pickwise_ring_hash (hold 6s, ramp 2s)"))
+	if withHold*2 > noHold {
+		t.Errorf("flapping cache: %.1f%% of keys moved with the hold, %.1f%% without: want under half", withHold, noHold)
 	}
 
 	// Hot key: both ring hashes send every call of a key to one backend,

@@ -96,6 +96,7 @@ var labScenarios = []labScenario{
 	{name: "hot-key", backends: 10, run: hotKey},
 	{name: "hash-black-hole", backends: 10, run: hashBlackHole},
 	{name: "remap-storm", backends: 11, run: remapStorm},
+	{name: "flapping-cache", backends: 10, run: flappingCache},
 }
 
 // result is one policy's run of a scenario.
