@@ -28,7 +28,12 @@
 // connect are held until live connects the address (a lazy live policy,
 // such as ring hash, leaves the candidate seeing only the endpoints live
 // uses), except during a canary, when the candidate connects what it
-// needs. Health reports and ORCA streams are shared too.
+// needs. Health reports and ORCA streams are shared too. One case is not
+// covered: when live closes a connection the candidate still holds (a
+// live pick_first moving to another address, say), the candidate keeps it
+// open until it drops the address itself; the endpoint list is the same
+// for both, so this lasts only while the two policies disagree on which
+// addresses to use.
 //
 // # What is recorded
 //

@@ -18,6 +18,11 @@ type picker struct {
 // sample. A pick that is neither costs live's pick, the draw and the
 // translation of live's SubConn, and allocates nothing.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	if p.rates == (rates{}) {
+		// Nothing sampled, no canary (a rollback, or a shadow paused):
+		// live's pick and the translation, without a draw.
+		return p.pickLive(info)
+	}
 	draw := p.rec.rnd.Uint64()
 	canary, sample := uint32(draw), uint32(draw>>32)
 	if p.candidate != nil && canary < p.rates.canary {
@@ -71,4 +76,16 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	p.rec.predicted(outcome, rc, crc)
 	return p.rec.track(res, armLive, rc, crc, cres.Done), nil
+}
+
+// pickLive is live's pick through the shadow, nothing recorded.
+func (p *picker) pickLive(info balancer.PickInfo) (balancer.PickResult, error) {
+	res, err := p.live.Pick(info)
+	if err != nil {
+		return res, err
+	}
+	if rc, ok := realOf(res.SubConn); ok {
+		res.SubConn = rc.sc
+	}
+	return res, nil
 }

@@ -216,7 +216,7 @@ func TestUnsampledPickAllocatesNothing(t *testing.T) {
 // production one.
 func BenchmarkPick(b *testing.B) {
 	const js = `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": %v}`
-	for _, rate := range []float64{0, 1} {
+	for _, rate := range []float64{0, 0.1, 1} {
 		cc := testkit.NewClientConn()
 		cc.Metrics = nil
 		_, cc = readyShadowWith(b, cc, engine.SystemRand{}, 10, fmt.Sprintf(js, rate))
