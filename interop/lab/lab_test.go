@@ -41,6 +41,7 @@ func TestLabScenarios(t *testing.T) {
 			"flapping-backend":  {"round_robin", "pickwise_p2c", "pickwise_peak_ewma"},
 			"hash-black-hole":   {"pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"},
 			"flapping-cache":    {"pickwise_ring_hash (no hold)", "pickwise_ring_hash (hold 6s, ramp 2s)"},
+			"rollout":           {"shadow, sampleRate 1", "pickwise_p2c"},
 		}
 	}
 	var sections []section
@@ -94,6 +95,16 @@ func TestLabScenarios(t *testing.T) {
 	slow := named(t, sections, "slow-backend").Table
 	if share := pct(t, cell(t, slow, 0, "pickwise_peak_ewma")); share > 5 {
 		t.Errorf("pickwise_peak_ewma slow-backend share %.1f%%, want below 5%%", share)
+	}
+
+	// Rollout: the shadow's prediction moves load off the old generation,
+	// as pickwise_p2c does live, while round_robin still places it evenly.
+	ro := named(t, sections, "rollout").Table
+	if placed, pred := pct(t, cell(t, ro, 1, "shadow, sampleRate 1")), pct(t, cell(t, ro, 2, "shadow, sampleRate 1")); pred >= placed {
+		t.Errorf("rollout: predicted old-gen share %.1f%%, placed %.1f%%: the prediction does not see the slower backends", pred, placed)
+	}
+	if e, err := strconv.ParseFloat(cell(t, ro, 3, "shadow, sampleRate 1"), 64); err != nil || e > 5 {
+		t.Errorf("rollout: prediction off p2c live by %q points, want <= 5", cell(t, ro, 3, "shadow, sampleRate 1"))
 	}
 
 	// Flapping cache node: with the hold, the node's keys move away once

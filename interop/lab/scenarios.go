@@ -97,6 +97,7 @@ var labScenarios = []labScenario{
 	{name: "hash-black-hole", backends: 10, run: hashBlackHole},
 	{name: "remap-storm", backends: 11, run: remapStorm},
 	{name: "flapping-cache", backends: 10, run: flappingCache},
+	{name: "rollout", backends: 12, run: rollout},
 }
 
 // result is one policy's run of a scenario.
