@@ -103,6 +103,11 @@ func TestOneTransientFailure(t *testing.T) {
 // the short run breaks the hole for that long.
 // Recovery is timed from healing, so the windows up to the asserted one
 // (1.5-2 s) stay. The baselines, which only log, get a second of each.
+// blackHoleBudget is the calls TestBlackHoleAndRecovery lets the hole
+// have while broken however few calls the phase holds: what ejecting it
+// costs (see the test), with a little slack.
+const blackHoleBudget = 16
+
 func TestBlackHoleAndRecovery(t *testing.T) {
 	for _, callers := range []int{1, 40} {
 		for _, p := range loadAware {
@@ -135,8 +140,14 @@ func TestBlackHoleAndRecovery(t *testing.T) {
 				if !p.ours {
 					return
 				}
-				if s > 0.01 {
-					t.Errorf("black hole's share %.2f%%, want <= 1%%", 100*s)
+				// The bound is 1%, or the fixed cost of ejecting it where
+				// that is more: the five failures ejection needs, the few
+				// the penalty lets through before, and a probe per
+				// ejection (1 s, then 2 s, 4 s), about 13 calls in all. At
+				// one caller on a slow machine, under -race, 5 s is only
+				// some 1,200 calls, where those 13 are just over 1%.
+				if limit := max(0.01, blackHoleBudget/float64(broken.total)); s > limit {
+					t.Errorf("black hole's share %.2f%% (%d calls), want <= %.2f%%: 1%%, or %d calls", 100*s, broken.per[hole.Name()], 100*limit, blackHoleBudget)
 				}
 				// Within 2 s: the half second that ends then holds at least
 				// half the fair 10%. At one caller that half second is only
