@@ -379,6 +379,24 @@ func TestXDSPickwiseShadow(t *testing.T) {
 
 	canary := dial(t, xdsenv.Service{Name: "canary", Policy: "pickwise_shadow",
 		Config: `{"live": [{"round_robin": {}}], "candidate": [{"pick_first": {}}], "sampleRate": 0, "canaryPercent": 100}`, Endpoints: endpoints(0, 0, 0)})
+	// Until pick_first is READY beside round_robin, the canary's calls
+	// fall back to live; wait for it before counting.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c = drive(t, canary, 30, 1, nil)
+		used := 0
+		for i := range 3 {
+			if c[name(i)] > 0 {
+				used++
+			}
+		}
+		if used == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the canary never placed every call: %v", c)
+		}
+	}
 	c = drive(t, canary, 300, 6, nil)
 	t.Logf("pickwise_shadow, a 100%% pick_first canary: %v", c)
 	used := 0
