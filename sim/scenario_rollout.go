@@ -144,7 +144,7 @@ func Rollout(scale Scale) (*RolloutResult, error) {
 		if s.Predicted == nil {
 			return ""
 		}
-		return fmt.Sprintf("%.1f", 100*MaxShareError(s.Predicted, live))
+		return fmt.Sprintf("%.1f", 100*maxShareError(s.Predicted, live))
 	})...)
 	t.AddRow("agreement with live", cells(func(s RolloutStage) string {
 		if s.Summary == nil {
@@ -189,8 +189,8 @@ func shares(counts []int) []float64 {
 	return out
 }
 
-// MaxShareError is the largest |a[i] - b[i]|.
-func MaxShareError(a, b []float64) float64 {
+// maxShareError is the largest |a[i] - b[i]|.
+func maxShareError(a, b []float64) float64 {
 	worst := 0.0
 	for i := range a {
 		worst = math.Max(worst, math.Abs(a[i]-b[i]))

@@ -36,7 +36,7 @@ func TestRollout(t *testing.T) {
 		if st.Predicted == nil || st.Summary == nil {
 			t.Fatalf("%s: no prediction recorded", st.Name)
 		}
-		if e := MaxShareError(st.Predicted, p2c.Placed); e > 0.03 {
+		if e := maxShareError(st.Predicted, p2c.Placed); e > 0.03 {
 			t.Errorf("%s: predicted shares off p2c's by up to %.1f points, want <= 3", st.Name, 100*e)
 		}
 		// Informative, not only close: the prediction moves load off the

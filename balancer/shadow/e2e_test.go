@@ -22,6 +22,21 @@ func shadowConfig(live, candidate string, sampleRate, canaryPercent float64) str
 	return fmt.Sprintf(`{"loadBalancingConfig": [{"pickwise_shadow": {"live": [%s], "candidate": [%s], "sampleRate": %v, "canaryPercent": %v}}]}`, live, candidate, sampleRate, canaryPercent)
 }
 
+// pushConfig sends c's channel serviceConfig with f's endpoints, as a
+// control plane pushing a rollout's next step would.
+func pushConfig(t *testing.T, c *fleet.Client, f *fleet.Fleet, serviceConfig string) {
+	t.Helper()
+	sc := c.Resolver.CC().ParseServiceConfig(serviceConfig)
+	if sc.Err != nil {
+		t.Fatal(sc.Err)
+	}
+	state := resolver.State{ServiceConfig: sc}
+	for _, a := range f.Addrs() {
+		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	c.Resolver.UpdateState(state)
+}
+
 // summaryFor returns the summary of the shadow balancer whose channel has
 // target, failing the test if there is none.
 func summaryFor(t *testing.T, target string) shadow.Summary {
@@ -102,15 +117,7 @@ func TestCanary(t *testing.T) {
 	// service config. round_robin places every call again, and the
 	// canary's counts survive, since changing only canaryPercent keeps
 	// both children.
-	sc := c.Resolver.CC().ParseServiceConfig(shadowConfig(`{"round_robin": {}}`, `{"pick_first": {}}`, 0, 0))
-	if sc.Err != nil {
-		t.Fatal(sc.Err)
-	}
-	state := resolver.State{ServiceConfig: sc}
-	for _, a := range f.Addrs() {
-		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
-	}
-	c.Resolver.UpdateState(state)
+	pushConfig(t, c, f, shadowConfig(`{"round_robin": {}}`, `{"pick_first": {}}`, 0, 0))
 	res := c.Load(ctx, 300, 3, 0)
 	if res.Failed != 0 || len(res.PerBackend) != 3 {
 		t.Errorf("after rollback: %d failed, served by %v; want round_robin over all 3", res.Failed, res.PerBackend)
@@ -168,15 +175,7 @@ func TestKeyMovement(t *testing.T) {
 	reported := 1 - float64(agreed)/float64(compared)
 
 	// The switch: Maglev live.
-	sc := c.Resolver.CC().ParseServiceConfig(shadowConfig(maglev, maglev, 1, 0))
-	if sc.Err != nil {
-		t.Fatal(sc.Err)
-	}
-	state := resolver.State{ServiceConfig: sc}
-	for _, a := range f.Addrs() {
-		state.Endpoints = append(state.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
-	}
-	c.Resolver.UpdateState(state)
+	pushConfig(t, c, f, shadowConfig(maglev, maglev, 1, 0))
 	onMaglev := serve()
 	moved := 0
 	for _, k := range keys {
