@@ -25,6 +25,13 @@ func BenchmarkPick(b *testing.B) {
 	testkit.BenchmarkPick(b, benchPolicies, []int{10, 100, 1000})
 }
 
+// BenchmarkPickBusy is BenchmarkPick with two calls per endpoint held in
+// flight, as for a client that is most of its backends' load: the picks
+// of ours then take their first candidates in turn.
+func BenchmarkPickBusy(b *testing.B) {
+	testkit.BenchmarkPickBusy(b, benchPolicies, []int{10, 100, 1000})
+}
+
 // BenchmarkPickSerial is BenchmarkPick from one goroutine, up to 10k
 // endpoints, where a pick's cache misses dominate its cost.
 func BenchmarkPickSerial(b *testing.B) {

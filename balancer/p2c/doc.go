@@ -2,8 +2,8 @@
 // balancing with the power of d choices, slow start, and failures weighed
 // by their evidence.
 //
-// Each pick samples choiceCount distinct READY endpoints uniformly at random
-// and sends the RPC to the one with the lowest cost
+// Each pick samples choiceCount distinct READY endpoints and sends the RPC
+// to the one with the lowest cost
 //
 //	cost = (inFlight + 1)^activeRequestBias / (weight * slowStart)
 //
@@ -20,6 +20,18 @@
 // one every endpoint weighs 1. Sampling with two choices is due to
 // Mitzenmacher, "The Power of Two Choices in Randomized Load Balancing"
 // (2001); the policy follows gRFC A48 for choiceCount.
+//
+// The candidates are drawn uniformly at random, but for the first, which
+// wins ties: while more than a quarter of the random candidates a channel
+// meets are busy (calls of its own in flight there), as when one client is
+// most of its backends' load, the first is taken in round-robin turn. Two
+// random candidates are then often both busy, and the endpoint in turn,
+// last a first candidate a full round ago, has most likely finished; an
+// even fleet under steady traffic sees round_robin's evenly spaced
+// arrivals, and the random second still takes the call whenever the first
+// is busier. While few are busy, as for one client of many, a random
+// candidate's being busy is the only local sign of a slow backend, which
+// a turn would hide, so the first is drawn too.
 //
 // Compared with grpc-go's least_request_experimental it honours weights, has
 // slow start, failure evidence and local ejection, samples without

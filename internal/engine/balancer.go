@@ -37,6 +37,9 @@ type engineBalancer struct {
 
 	// Shared with every endpoint's Done callback; atomic inside.
 	shared doneShared
+	// Shared by the d-choice pickers the balancer publishes; atomic
+	// inside, on a line of its own.
+	turns *turns
 
 	mu        sync.Mutex // guards everything below
 	policy    Policy
@@ -92,6 +95,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		b.shared.work.recordsMetrics = true
 	}
 	b.shared.clock = opts.Clock
+	b.turns = newTurns()
 	if s.Lazy {
 		b.mode = onDemand{}
 	}
@@ -485,6 +489,7 @@ func (b *engineBalancer) snapshotLocked(ready []Ready, now int64) *Snapshot {
 		ejector:   b.shared.ejector.Load(),
 		shared:    &b.shared,
 		latency:   b.latency,
+		turns:     b.turns,
 		Built:     now,
 	}
 }

@@ -103,10 +103,6 @@ type endpointCold struct {
 	probe    probeState    // atomic: probes are picked and finished without the lock
 }
 
-// cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
-// arm64 servers).
-const cacheLine = 64
-
 // newEndpoint creates an endpoint's state; cold says whether its first
 // READY starts a slow-start ramp.
 func newEndpoint(addr string, shared *doneShared, cold bool) *Endpoint {

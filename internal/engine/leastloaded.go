@@ -34,8 +34,10 @@ const (
 	peakMetric                       // PeakEWMA with latency tracking on: timed picks
 )
 
-// LeastLoaded is the engine's d-choice picker: it samples choices distinct
-// READY endpoints uniformly at random and sends the RPC to the one with the
+// LeastLoaded is the engine's d-choice picker: it takes choices distinct
+// READY endpoints, the others uniformly at random and the first either so
+// or, while most endpoints are busy with this client's calls, in
+// round-robin turn (see turns), and sends the RPC to the one with the
 // lowest
 //
 //	cost = metric.Load(r) / (weight(r) * slowStart(r))
@@ -44,13 +46,15 @@ const (
 // recent server-side failures is passed over with its avoidance
 // probability (FailurePenaltyConfig), and if every one is passed over, the
 // one with the lowest cost / (1 - avoidance) wins. Ties go to the first
-// draw. With d = 2 this is the power of two choices (Mitzenmacher): the
+// candidate. With d = 2 this is the power of two choices (Mitzenmacher): the
 // maximum load drops from O(log n / log log n) to O(log log n) while each
 // pick reads two counters, not n.
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
 	cands   []Ready // snap.Endpoints itself, here to save the pick a load through snap
+	turns   *turns  // how first candidates are chosen; shared with the balancer's other pickers
+	magic   uint64  // modMagic(len(cands)), for turns.take
 	choices int
 	metric  LoadMetric
 	kind    metricKind
@@ -90,6 +94,10 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		p.gap = snap.latency.sampleGap(len(p.cands))
 	}
 	_, p.system = snap.Rand.(SystemRand)
+	p.turns, p.magic = snap.turns, modMagic(max(len(p.cands), 1))
+	if p.turns == nil {
+		p.turns = newTurns()
+	}
 	p.ramping = snap.Ramping()
 	for i := range snap.Endpoints {
 		p.uniform = p.uniform && snap.Endpoints[i].InvWeight == snap.Endpoints[0].InvWeight
@@ -104,6 +112,23 @@ func (p *LeastLoaded) draw() uint64 {
 		return rand.Uint64()
 	}
 	return p.snap.Rand.Uint64()
+}
+
+// pairOf is the pair of candidates for a pick, from one draw, and the
+// draw's spare coin: the first in turn or at random, as turns says.
+func (p *LeastLoaded) pairOf(bits uint64) (i, j int, coin uint32) {
+	if p.turns.inTurn() {
+		return pairAfter(p.turns.take(len(p.cands), p.magic), bits, len(p.cands))
+	}
+	return pairFrom(bits, len(p.cands))
+}
+
+// first is the first of more than two candidates: in turn or at random.
+func (p *LeastLoaded) first() int {
+	if p.turns.inTurn() {
+		return p.turns.take(len(p.cands), p.magic)
+	}
+	return reduce(uint32(p.draw()), len(p.cands))
 }
 
 // Pick implements balancer.Picker. The common case is written out here:
@@ -127,14 +152,15 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	} else {
 		bits = p.snap.Rand.Uint64()
 	}
-	i, j, coin := pairFrom(bits, len(p.cands))
+	i, j, coin := p.pairOf(bits)
 	c, d := &p.cands[i], &p.cands[j]
+	lc, ld := c.Stats.inFlight(), d.Stats.inFlight()
+	p.turns.observe(ld != 0, coin)
 	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
 		// A candidate has recent failures: the failure check decides.
 		best, _, why, _ := p.choose([]int{i, j}, 0, coin)
 		return p.place(&p.cands[best], info, why, 0)
 	}
-	lc, ld := c.Stats.inFlight(), d.Stats.inFlight()
 	why := ReasonTie
 	if p.uniform {
 		switch {
@@ -164,8 +190,9 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 // does so that the clock is read only once the call is placed.
 func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult, error) {
 	s := p.snap
-	i, j, coin := pairFrom(p.draw(), len(p.cands))
+	i, j, coin := p.pairOf(p.draw())
 	c, d := &p.cands[i], &p.cands[j]
+	p.turns.observe(d.Stats.inFlight() != 0, coin)
 	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
 		now := s.Clock.Nanotime()
 		best, _, why, now := p.choose([]int{i, j}, now, coin)
@@ -226,18 +253,19 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	var coin uint32 // spare randomness of the pair's draw, 0 if none
 	switch {
 	case n <= p.choices:
-		// Every endpoint is a candidate; start at a random one so ties do not
-		// always favour the first in the list.
-		start := reduce(uint32(p.draw()), n)
+		// Every endpoint is a candidate; the first, which ties favour,
+		// goes round or is drawn.
+		start := p.first()
 		for k := 0; k < n; k++ {
 			idx[k] = (start + k) % n
 		}
 		cands = idx[:n]
 	case p.choices == 2:
-		idx[0], idx[1], coin = pairFrom(p.draw(), n)
+		idx[0], idx[1], coin = p.pairOf(p.draw())
+		p.turns.observe(p.cands[idx[1]].Stats.inFlight() != 0, coin)
 		cands = idx[:2]
 	default:
-		cands = sampleDistinct(p.snap.Rand, n, p.choices, &idx)
+		cands = sampleDistinct(p.snap.Rand, n, p.choices, p.first(), &idx)
 	}
 	if len(p.snap.Ejected) > 0 {
 		// After the draw, whose spare bits gate the look at the clock.
@@ -336,7 +364,7 @@ func (p *LeastLoaded) shared(e *Endpoint) *doneShared {
 // choose returns the index of the cheapest candidate that passes the
 // failure check, its cost, why it won, and the clock reading now, taken if
 // a candidate needed it and not taken before; coin, if not 0, is spare
-// randomness for a close call (samplePairSpare). The cost is rawCost's,
+// randomness for a close call (pairFrom, pairAfter). The cost is rawCost's,
 // computed here, inline: rawCost is too large to inline, and a call per
 // candidate is a measurable share of a pick.
 func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bestCost float64, why PickReason, _ int64) {

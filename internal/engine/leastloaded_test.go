@@ -27,7 +27,12 @@ func TestPairPathMatchesChoose(t *testing.T) {
 				if !fast.pair {
 					t.Fatalf("trial %d: the written-out path does not apply", trial)
 				}
-				i, j, coin := pairFrom(ref.snap.Rand.Uint64(), len(fleet.eps))
+				if trial%2 == 1 {
+					// First candidates in turn: both pickers start at the same one.
+					ref.turns.busy.Store(busyOne)
+					fast.turns.busy.Store(busyOne)
+				}
+				i, j, coin := ref.pairOf(ref.snap.Rand.Uint64())
 				want, _, wantWhy, _ := ref.choose([]int{i, j}, fleet.clock.now, coin)
 
 				before := fleet.counts()

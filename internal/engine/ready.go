@@ -68,6 +68,7 @@ type Snapshot struct {
 	ejector *ejector
 	shared  *doneShared // the fleet's failure rate, and every endpoint's own shared; nil outside a balancer
 	latency *latency
+	turns   *turns // the balancer's, for its d-choice pickers; nil outside a balancer
 }
 
 // Ramping says that some endpoint of Endpoints is in its slow-start ramp.

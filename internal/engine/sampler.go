@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"math/bits"
+	"sync/atomic"
+)
+
 // MaxChoices is the most candidates a d-choice picker samples. gRFC A48
 // clamps least_request's choice_count to 10: beyond that the gain over two
 // choices is negligible and every pick pays for each extra read.
@@ -11,20 +16,21 @@ func reduce(x uint32, n int) int {
 	return int((uint64(x) * uint64(n)) >> 32)
 }
 
-// sampleDistinct writes d distinct indices in [0, n) into out, in the
-// order drawn, and returns out[:d]. Requires 2 <= d <= MaxChoices and d < n.
+// sampleDistinct writes d distinct indices in [0, n) into out, first
+// (the turn's, see turns) then d-1 drawn, in the order drawn, and returns
+// out[:d]. Requires 2 <= d <= MaxChoices, d < n and 0 <= first < n.
 //
-// Each index is drawn uniformly from the ones not yet taken: draw x among
+// Each drawn index is uniform over the ones not yet taken: draw x among
 // the n-k remaining positions, then step x over the k taken indices (kept
 // sorted) that are <= x. The cost is O(d^2) comparisons on a stack array,
-// independent of n, with no rejection loop. The draw order is itself
-// uniformly random, which matters because ties go to the first draw.
-func sampleDistinct(rnd Rand, n, d int, out *[MaxChoices]int) []int {
+// independent of n, with no rejection loop.
+func sampleDistinct(rnd Rand, n, d, first int, out *[MaxChoices]int) []int {
 	var sorted [MaxChoices]int
+	sorted[0], out[0] = first, first
 	var bits uint64
-	for k := 0; k < d; k++ {
+	for k := 1; k < d; k++ {
 		// One 64-bit draw feeds two indices.
-		if k%2 == 0 {
+		if k%2 == 1 {
 			bits = rnd.Uint64()
 		} else {
 			bits >>= 32
@@ -42,25 +48,17 @@ func sampleDistinct(rnd Rand, n, d int, out *[MaxChoices]int) []int {
 	return out[:d]
 }
 
-// samplePair is sampleDistinct for d = 2, the common case, with one draw and
-// no loop.
-func samplePair(rnd Rand, n int) (int, int) {
-	i, j, _ := samplePairSpare(rnd, n)
-	return i, j
-}
+// cacheLine is the coherence unit of the CPUs pickwise runs on (x86-64,
+// arm64 servers).
+const cacheLine = 64
 
-// samplePairSpare is samplePair that also returns spare randomness from
-// the same draw: the low halves of the two multiply-shift products, which
-// reduce discards. Each is uniform over its 32 bits but for its low
-// log2(n) bits, whatever index it gave, so their XOR's top 24 bits are a
-// uniform draw independent of the pair. A pick that needs a coin (a close
-// call) takes it from there instead of drawing again.
-func samplePairSpare(rnd Rand, n int) (i, j int, spare uint32) {
-	return pairFrom(rnd.Uint64(), n)
-}
-
-// pairFrom is samplePairSpare given the draw, for a picker that draws
-// without the Rand interface (SystemRand).
+// pairFrom is a pair of distinct indices in [0, n), n >= 2, from one
+// 64-bit draw, with spare randomness: the low halves of the two
+// multiply-shift products, which the reduction discards. Each is uniform
+// over its 32 bits but for its low log2(n) bits, whatever index it gave,
+// so their XOR's top 24 bits are a uniform draw independent of the pair.
+// A pick that needs a coin (a close call) takes it from there instead of
+// drawing again.
 func pairFrom(bits uint64, n int) (i, j int, spare uint32) {
 	lo, hi := uint64(uint32(bits))*uint64(n), uint64(uint32(bits>>32))*uint64(n-1)
 	i, j = int(lo>>32), int(hi>>32)
@@ -69,3 +67,104 @@ func pairFrom(bits uint64, n int) (i, j int, spare uint32) {
 	}
 	return i, j, uint32(lo) ^ uint32(hi)
 }
+
+// pairAfter is the pair whose first candidate is first, the turn's (see
+// turns), and whose second is drawn uniformly from the other n-1
+// endpoints by the high half of bits; the low half, unused, is the spare
+// coin, uniform over all its bits.
+func pairAfter(first int, bits uint64, n int) (i, j int, spare uint32) {
+	j = int((uint64(uint32(bits>>32)) * uint64(n-1)) >> 32)
+	if j >= first {
+		j++
+	}
+	return first, j, uint32(bits)
+}
+
+// turns is a balancer's choice of first candidate for its d-choice
+// pickers: drawn at random while few endpoints have this client's calls
+// in flight, and taken in round-robin turn while many do.
+//
+// Why two ways. When most endpoints are busy with this client's calls, as
+// when one client is most of its backends' load, two random candidates are
+// often both busy (at 60% utilization of backends serving one call at a
+// time, about a third of all pairs), and a call sent to either waits. The
+// endpoint whose turn it is was last the first candidate n picks ago, so
+// under steady traffic it has most likely finished; with ties going to
+// it, the fleet sees round_robin's evenly spaced arrivals, and the random
+// second candidate still takes the call whenever the first is busier. But
+// when few endpoints are busy, as when this client is one of many, a
+// random candidate's being busy is the only local sign of a slow backend,
+// and a turn hides it: the endpoint in turn would be found busy only by a
+// call slower than a whole round. So the choice follows an estimate of how
+// often a random candidate is busy, kept from the second candidates every
+// pick reads anyway.
+//
+// Both words are on a line of their own, the only one a pick writes that
+// every goroutine shares; the picker's other fields are read-only and stay
+// in every core's cache.
+type turns struct {
+	next atomic.Uint32 // the turn counter, while in turn
+	busy atomic.Uint32 // the share of random candidates found busy, in units of 1/busyOne
+	_    [cacheLine - 8]byte
+}
+
+const (
+	// busyOne is a busy estimate of 1: every random candidate busy.
+	busyOne = 1 << 16
+	// turnAbove is the busy estimate above which first candidates take
+	// turns: a quarter. Below it, at most one random pair in sixteen is
+	// busy on both sides; above it, the share of calls that meet two busy
+	// candidates grows with its square, and the thin-signal fleets that a
+	// turn would blind (one client of hundreds) read well below it.
+	turnAbove = busyOne / 4
+	// busySampling is how rarely a pick updates the estimate: one in 16,
+	// so that the shared line is written by few picks while in random
+	// mode; with busyGain that averages over the last 256 picks or so.
+	busySampling = 15
+	busyGain     = 4 // each update moves the estimate 1/16 of the way
+)
+
+// newTurns returns turns that draw first candidates at random until a
+// quarter of the random candidates they are shown are busy.
+func newTurns() *turns { return &turns{} }
+
+// inTurn says whether first candidates take turns.
+func (t *turns) inTurn() bool { return t.busy.Load() > turnAbove }
+
+// take returns the next turn's index in [0, n), by a multiply-based
+// remainder with magic = modMagic(n) (Lemire's fastmod): a division costs
+// more than the rest of a pick's arithmetic. When the counter wraps, one
+// turn is out of step unless n divides 2^32, which is invisible.
+func (t *turns) take(n int, magic uint64) int {
+	x := t.next.Add(1)
+	hi, _ := bits.Mul64(magic*uint64(x), uint64(n))
+	return int(hi)
+}
+
+// observe folds whether a random candidate was busy into the estimate, on
+// the picks whose coin's bits 8-11 are zero. The load and store are not
+// one atomic step: two picks updating at once may lose one update, which
+// an estimate can afford, and a locked add per pick would cost more.
+//
+// When the estimate crosses into turns, the turns start from the coin: at
+// a random endpoint, so that clients that change mode together do not walk
+// the fleet in step, and without a draw of its own, so that a seeded run
+// that never takes turns draws what it drew before turns existed.
+func (t *turns) observe(busy bool, coin uint32) {
+	if coin>>8&busySampling != 0 {
+		return
+	}
+	e := int32(t.busy.Load())
+	target := int32(0)
+	if busy {
+		target = busyOne
+	}
+	next := e + (target-e)>>busyGain
+	if e <= turnAbove && next > turnAbove {
+		t.next.Store(coin)
+	}
+	t.busy.Store(uint32(next))
+}
+
+// modMagic is take's constant for n >= 1.
+func modMagic(n int) uint64 { return ^uint64(0)/uint64(n) + 1 }

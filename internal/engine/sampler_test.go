@@ -7,24 +7,31 @@ import (
 )
 
 // TestSampleDistinct checks, for several fleet sizes and choice counts,
-// that every sample is d distinct in-range indices, that each index is
-// included with probability d/n, and that the first draw is uniform (ties go
-// to it, so a skew there would skew load).
+// that every sample is d distinct in-range indices led by the turn's, that
+// each index is included with probability d/n, and that the first
+// candidate is uniform over the rounds (ties go to it, so a skew there
+// would skew load).
 func TestSampleDistinct(t *testing.T) {
 	for _, tc := range []struct{ n, d int }{{3, 2}, {11, 10}, {12, 5}, {100, 2}, {100, 3}, {1000, 10}} {
 		t.Run(fmt.Sprintf("n=%d/d=%d", tc.n, tc.d), func(t *testing.T) {
 			rnd := NewSeededRand(42)
+			turns, magic := newTurns(), modMagic(tc.n)
+			turns.next.Store(uint32(rnd.Uint64()))
 			const rounds = 200000
 			included := make([]int, tc.n)
 			first := make([]int, tc.n)
 			var out [MaxChoices]int
 			for r := 0; r < rounds; r++ {
+				turn := turns.take(tc.n, magic)
 				var got []int
 				if tc.d == 2 {
-					i, j := samplePair(rnd, tc.n)
+					i, j, _ := pairAfter(turn, rnd.Uint64(), tc.n)
 					got = []int{i, j}
 				} else {
-					got = sampleDistinct(rnd, tc.n, tc.d, &out)
+					got = sampleDistinct(rnd, tc.n, tc.d, turn, &out)
+				}
+				if got[0] != turn {
+					t.Fatalf("sample %v does not start with the turn's index %d", got, turn)
 				}
 				seen := map[int]bool{}
 				for _, x := range got {
@@ -40,8 +47,34 @@ func TestSampleDistinct(t *testing.T) {
 				first[got[0]]++
 			}
 			checkUniform(t, "inclusion", included, float64(rounds*tc.d)/float64(tc.n))
-			checkUniform(t, "first draw", first, float64(rounds)/float64(tc.n))
+			checkUniform(t, "first candidate", first, float64(rounds)/float64(tc.n))
 		})
+	}
+}
+
+// TestTurnsGoRound checks that turns visit every index once per round, in
+// order from where they start, for sizes that do and do not divide 2^32,
+// and that the multiply-based remainder equals the division's over the
+// whole counter range.
+func TestTurnsGoRound(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 12, 1000, 50000, 1 << 20} {
+		magic := modMagic(n)
+		for _, start := range []uint32{0, 5, math.MaxUint32 - 3*uint32(n)} {
+			tr := newTurns()
+			tr.next.Store(start)
+			for k := uint32(1); k <= 3*uint32(n); k++ {
+				if got, want := tr.take(n, magic), int((start+k)%uint32(n)); got != want {
+					t.Fatalf("n=%d start=%d: turn %d is %d, want %d", n, start, k, got, want)
+				}
+			}
+		}
+		for _, x := range []uint32{0, 1, uint32(n) - 1, uint32(n), 1 << 31, math.MaxUint32 - 1, math.MaxUint32} {
+			tr := newTurns()
+			tr.next.Store(x - 1)
+			if got, want := tr.take(n, magic), int(x%uint32(n)); got != want {
+				t.Fatalf("n=%d: %d mod n is %d, want %d", n, x, got, want)
+			}
+		}
 	}
 }
 
@@ -58,38 +91,56 @@ func checkUniform(t *testing.T, what string, counts []int, want float64) {
 	}
 }
 
-// scriptedRand returns fixed values, to pin down which indices are drawn.
-type scriptedRand struct {
-	vals []uint64
-	i    int
-}
-
-func (r *scriptedRand) Uint64() uint64 {
-	v := r.vals[r.i%len(r.vals)]
-	r.i++
-	return v
-}
-
 type constLoad float64
 
 func (c constLoad) Load(*Ready) float64 { return float64(c) }
 
-func TestLeastLoadedTiesGoToFirstDraw(t *testing.T) {
+// TestLeastLoadedTiesGoToTurn checks that, while first candidates take
+// turns, with equal costs the endpoint whose turn it is wins, over and
+// over: an even fleet is then walked as round_robin walks it.
+func TestLeastLoadedTiesGoToTurn(t *testing.T) {
 	eps := make([]Ready, 4)
 	for i := range eps {
 		eps[i] = Ready{Stats: newEndpoint(fmt.Sprint(i), nil, false), InvWeight: 1}
 	}
-	// Draw 3 first, then 1: with equal costs, 3 must win.
-	hi := uint64(1) << 32
-	x3 := uint64(3 * (hi / 4)) // reduce(x3, 4) = 3
-	x1 := uint64(1*(hi/3)) + 1 // reduce(x1, 3) = 1
-	p := NewLeastLoaded(&Snapshot{Endpoints: eps, Rand: &scriptedRand{vals: []uint64{x3 | x1<<32}}}, 2, constLoad(1))
-	if got, _, why, _ := p.choose(pairOf(p), 0, 0); got != 3 || why != ReasonTie {
-		t.Fatalf("tie went to %d (reason %d), want the first draw 3 (ReasonTie)", got, why)
+	p := NewLeastLoaded(&Snapshot{Endpoints: eps, Rand: NewSeededRand(3)}, 2, constLoad(1))
+	p.turns.busy.Store(busyOne)
+	prev := -1
+	for k := 0; k < 8; k++ {
+		i, j, _ := p.pairOf(p.snap.Rand.Uint64())
+		got, _, why, _ := p.choose([]int{i, j}, 0, 0)
+		if got != i || why != ReasonTie {
+			t.Fatalf("tie between %d and %d went to %d (reason %d), want the turn's %d (ReasonTie)", i, j, got, why, i)
+		}
+		if prev >= 0 && got != (prev+1)%len(eps) {
+			t.Fatalf("pick %d went to %d after %d, want the next in turn", k, got, prev)
+		}
+		prev = got
 	}
 }
 
-func pairOf(p *LeastLoaded) []int {
-	i, j := samplePair(p.snap.Rand, len(p.snap.Endpoints))
-	return []int{i, j}
+// TestTurnsFollowBusyShare checks the switch between random and turn-taking
+// first candidates: random while few random candidates are found busy,
+// turns once more than a quarter are, and back.
+func TestTurnsFollowBusyShare(t *testing.T) {
+	rnd := NewSeededRand(9)
+	tr := newTurns()
+	feed := func(share float64, picks int) {
+		for k := 0; k < picks; k++ {
+			tr.observe(unitDraw(rnd) < share, uint32(rnd.Uint64()))
+		}
+	}
+	if tr.inTurn() {
+		t.Fatal("a new balancer takes turns before it has seen a busy candidate")
+	}
+	for _, step := range []struct {
+		share float64
+		want  bool
+	}{{0.1, false}, {0.6, true}, {0.35, true}, {0.02, false}, {1, true}, {0, false}} {
+		feed(step.share, 20000)
+		if got := tr.inTurn(); got != step.want {
+			t.Errorf("after 20,000 picks finding %.0f%% of random candidates busy: inTurn = %v (estimate %.3f), want %v",
+				100*step.share, got, float64(tr.busy.Load())/busyOne, step.want)
+		}
+	}
 }

@@ -306,6 +306,54 @@ func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info bal
 	}
 }
 
+// BenchmarkPickBusy is BenchmarkPick with calls held in flight: before
+// the timer starts, 2n picks are made and not finished, so that most
+// endpoints are busy, as they are for a client that is most of its
+// backends' load (for pickwise's d-choice pickers, the case where first
+// candidates take turns). The held calls finish when it ends.
+func BenchmarkPickBusy(b *testing.B, policies [][2]string, sizes []int) {
+	info := Outcome(nil)
+	for _, n := range sizes {
+		for _, pol := range policies {
+			var p balancer.Picker
+			closeFn := func() {}
+			var held []func(balancer.DoneInfo)
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
+				if p == nil {
+					p, closeFn = ReadyPicker(b, pol[0], pol[1], n)
+					for range 2 * n {
+						res, err := p.Pick(balancer.PickInfo{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						held = append(held, res.Done)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						res, err := p.Pick(balancer.PickInfo{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if res.Done != nil {
+							res.Done(info)
+						}
+					}
+				})
+			})
+			for _, done := range held {
+				if done != nil {
+					done(info)
+				}
+			}
+			closeFn()
+		}
+	}
+}
+
 // BenchmarkPickSerial is BenchmarkPick from one goroutine: each pick and
 // its Done, back to back, as a channel with one caller at a time sees
 // them. Without other cores writing the same counters, what it measures is
