@@ -29,8 +29,9 @@
 // The files read in one direction, each using only what it and the files
 // before it declare (TestFilesReadInOneDirection checks it):
 //
-//   - clock.go, duration.go, sampler.go, config.go, errors.go, reasons.go:
-//     injected time and randomness, the sampler's draws, config helpers,
+//   - clock.go, recentclock.go, duration.go, sampler.go, config.go,
+//     errors.go, reasons.go: injected time and randomness, the recent clock
+//     reading of timed pickers, the sampler's draws, config helpers,
 //     the pickers that explain an error, why a pick was made;
 //   - slowstart.go, failure.go, latency.go, ejector.go, donework.go: what
 //     an endpoint accumulates (slow start, failure evidence, its latency

@@ -24,7 +24,7 @@ import (
 // layer is for.
 var engineFiles = []string{
 	// Injected time and randomness, the sampler's draws, config helpers.
-	"doc.go", "clock.go", "duration.go", "sampler.go", "config.go", "errors.go", "reasons.go",
+	"doc.go", "clock.go", "recentclock.go", "duration.go", "sampler.go", "config.go", "errors.go", "reasons.go",
 	// The evidence an endpoint accumulates: slow start, failures, latency,
 	// ejection state, and what its Done hands to the balancer.
 	"slowstart.go", "failure.go", "latency.go", "ejector.go", "donework.go",

@@ -220,9 +220,12 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	if err != nil {
 		return res, err
 	}
-	now := s.Clock.Nanotime()
-	if w.Stats.wantsSample(now, p.gap) {
-		return startTimed(w.Stats, res, p.shared(w.Stats), why, now, s.Clock, s.latency), nil
+	if clk := &p.turns.clock; w.Stats.mayWantSample(clk, p.gap, coin) {
+		now := s.Clock.Nanotime()
+		clk.note(now, lotteryWinner(coin))
+		if w.Stats.wantsSample(now, p.gap) {
+			return startTimed(w.Stats, res, p.shared(w.Stats), why, now, s.Clock, s.latency), nil
+		}
 	}
 	w.Stats.started(why)
 	return withDone(res, w.Stats.done), nil
@@ -235,6 +238,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	var now int64 // Clock.Nanotime; 0 until someone needs it
 	if p.timed {
 		now = p.snap.Clock.Nanotime()
+		p.turns.clock.note(now, false)
 	}
 	if n == 1 {
 		if len(p.snap.Ejected) > 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
 )
 
 // MaxChoices is the most candidates a d-choice picker samples. gRFC A48
@@ -99,13 +100,18 @@ func pairAfter(first int, bits uint64, n int) (i, j int, spare uint32) {
 // often a random candidate is busy, kept from the second candidates every
 // pick reads anyway.
 //
-// Both words are on a line of their own, the only one a pick writes that
+// These words are on a line of their own, the only one a pick writes that
 // every goroutine shares; the picker's other fields are read-only and stay
 // in every core's cache.
+//
+// The line also holds the recent clock reading of Peak EWMA pickers
+// (recentClock), which their picks read beside the busy estimate and
+// refresh on the same picks that update it.
 type turns struct {
-	next atomic.Uint32 // the turn counter, while in turn
-	busy atomic.Uint32 // the share of random candidates found busy, in units of 1/busyOne
-	_    [cacheLine - 8]byte
+	next  atomic.Uint32 // the turn counter, while in turn
+	busy  atomic.Uint32 // the share of random candidates found busy, in units of 1/busyOne
+	clock recentClock
+	_     [cacheLine - 8 - unsafe.Sizeof(recentClock{})]byte
 }
 
 const (
@@ -151,7 +157,7 @@ func (t *turns) take(n int, magic uint64) int {
 // the fleet in step, and without a draw of its own, so that a seeded run
 // that never takes turns draws what it drew before turns existed.
 func (t *turns) observe(busy bool, coin uint32) {
-	if coin>>8&busySampling != 0 {
+	if !lotteryWinner(coin) {
 		return
 	}
 	e := int32(t.busy.Load())
@@ -165,6 +171,11 @@ func (t *turns) observe(busy bool, coin uint32) {
 	}
 	t.busy.Store(uint32(next))
 }
+
+// lotteryWinner reports whether a pick whose spare randomness is coin is
+// one of the one in 16 that update the busy estimate and refresh the
+// recent clock reading: its coin's bits 8-11 are zero.
+func lotteryWinner(coin uint32) bool { return coin>>8&busySampling == 0 }
 
 // modMagic is take's constant for n >= 1.
 func modMagic(n int) uint64 { return ^uint64(0)/uint64(n) + 1 }
