@@ -41,6 +41,9 @@ type conns struct {
 	byAddr map[string]*realConn
 	all    map[*realConn]struct{} // shared and unshared alike, for Summary
 	closed bool
+	// The compared and agreed picks of realConns shut down since the
+	// counts last started over, which Summary's totals still include.
+	retiredCompared, retiredAgreed int64
 }
 
 func newConns(cc balancer.ClientConn, q *queue) *conns {
@@ -61,8 +64,12 @@ type realConn struct {
 	health  *balancer.SubConnState // the latest health report since, if any
 	gone    bool                   // shut down
 
-	// Counted by the picker, read by Summary.
-	livePicks, candidatePicks atomic.Int64
+	// Counted by the picker, read by Summary: compared picks on which
+	// both children chose it, on which only live did, and on which only
+	// the candidate would have. An agreement is one count on one
+	// endpoint, and the totals are summed from these when read, so that a
+	// sampled pick adds to as few shared counters as it can.
+	agreed, liveOnly, candidateOnly atomic.Int64
 	// latency is the recent duration of recorded calls on the address.
 	latency latencyEstimate
 	// labels are its metric labels (recorder.endpointLabelsFor).
@@ -347,6 +354,11 @@ func (v *view) Shutdown() {
 	if last {
 		r.gone = true
 		delete(c.all, r)
+		// A picker still holding r may count a pick or two more on it,
+		// which Summary no longer sees.
+		agreed := r.agreed.Load()
+		c.retiredAgreed += agreed
+		c.retiredCompared += agreed + r.liveOnly.Load()
 		if r.key != "" && c.byAddr[r.key] == r {
 			delete(c.byAddr, r.key)
 		}

@@ -64,7 +64,10 @@
 // policy and endpoint), calls (by arm and status code) and call_duration
 // (by arm). The live arm's outcomes are recorded on the sampled picks,
 // and on a share of picks equal to the canary's, so that the two arms'
-// figures compare like with like.
+// figures compare like with like. Durations are those of the timed
+// calls: all of them, unless recorded calls come less than about 10 µs
+// apart, where reading the clock twice a call would cost more than the
+// rest of the recording; then a random one in up to 16.
 //
 // Changing only sampleRate or canaryPercent keeps both children and their
 // state; changing a child's policy or config replaces that child and

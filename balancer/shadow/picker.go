@@ -15,8 +15,11 @@ type picker struct {
 }
 
 // Pick draws once: the low half decides the canary, the high half the
-// sample. A pick that is neither costs live's pick, the draw and the
-// translation of live's SubConn, and allocates nothing.
+// sample, and the low bits of the two together whether a recorded call is
+// timed (a fair coin whatever the rates: the low bits of a draw below a
+// threshold are as good as uniform). A pick that is neither costs live's
+// pick, the draw and the translation of live's SubConn, and allocates
+// nothing.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.rates == (rates{}) {
 		// Nothing sampled, no canary (a rollback, or a shadow paused):
@@ -25,12 +28,13 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	draw := p.rec.rnd.Uint64()
 	canary, sample := uint32(draw), uint32(draw>>32)
+	bits := canary ^ sample
 	if p.candidate != nil && canary < p.rates.canary {
 		res, err := p.candidate.Pick(info)
 		if err == nil {
 			if rc, ok := realOf(res.SubConn); ok {
 				res.SubConn = rc.sc
-				return p.rec.track(res, armCanary, rc, nil, nil), nil
+				return p.rec.track(res, armCanary, rc, nil, nil, bits), nil
 			}
 		}
 		if res.Done != nil {
@@ -55,12 +59,12 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if sample >= p.rates.sample || p.candidate == nil {
 		// Only the outcome is sampled, so that the live arm of a canary
 		// has figures to compare with.
-		return p.rec.track(res, armLive, rc, nil, nil), nil
+		return p.rec.track(res, armLive, rc, nil, nil, bits), nil
 	}
 	cres, cerr := p.candidate.Pick(info)
 	if cerr != nil {
 		p.rec.predicted(predictionNone, nil, nil)
-		return p.rec.track(res, armLive, rc, nil, nil), nil
+		return p.rec.track(res, armLive, rc, nil, nil, bits), nil
 	}
 	crc, ok := realOf(cres.SubConn)
 	if !ok {
@@ -68,14 +72,14 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			cres.Done(balancer.DoneInfo{Err: errNotSent})
 		}
 		p.rec.predicted(predictionNone, nil, nil)
-		return p.rec.track(res, armLive, rc, nil, nil), nil
+		return p.rec.track(res, armLive, rc, nil, nil, bits), nil
 	}
 	outcome := predictionDisagree
 	if crc == rc {
 		outcome = predictionAgree
 	}
 	p.rec.predicted(outcome, rc, crc)
-	return p.rec.track(res, armLive, rc, crc, cres.Done), nil
+	return p.rec.track(res, armLive, rc, crc, cres.Done, bits), nil
 }
 
 // pickLive is live's pick through the shadow, nothing recorded.

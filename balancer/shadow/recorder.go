@@ -43,6 +43,7 @@ type recorder struct {
 	target  string
 	rnd     engine.Rand
 	clock   engine.Clock
+	timing  timing // which calls read clock, and the latest reading
 	conns   *conns
 
 	held      *releases // the candidate's Dones for predictions not yet due
@@ -54,17 +55,19 @@ type recorder struct {
 	sampleRate  float64
 	canaryShare float64
 
-	predictions [3]atomic.Int64
-	arms        [2]armCounts
+	noPrediction atomic.Int64 // the compared picks are counted by endpoint
+	arms         [2]armCounts
 }
 
 type armCounts struct {
 	calls, failed atomic.Int64
-	nanos         atomic.Int64 // summed latency
+	timed         atomic.Int64 // the calls that were timed
+	nanos         atomic.Int64 // their summed latency
 }
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
 	r := &recorder{target: target, rnd: rnd, clock: clock, conns: c, held: newReleases()}
+	r.timing.clock = clock
 	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
 		r.metrics = m
@@ -133,30 +136,35 @@ func (r *recorder) reset(live, cand string) {
 	r.mu.Lock()
 	r.live, r.cand = live, cand
 	r.mu.Unlock()
-	for i := range r.predictions {
-		r.predictions[i].Store(0)
-	}
+	r.noPrediction.Store(0)
 	for i := range r.arms {
 		r.arms[i].calls.Store(0)
 		r.arms[i].failed.Store(0)
+		r.arms[i].timed.Store(0)
 		r.arms[i].nanos.Store(0)
 	}
 	r.fallbacks.Store(0)
 	r.conns.mu.Lock()
 	for rc := range r.conns.all {
-		rc.livePicks.Store(0)
-		rc.candidatePicks.Store(0)
+		rc.agreed.Store(0)
+		rc.liveOnly.Store(0)
+		rc.candidateOnly.Store(0)
 	}
+	r.conns.retiredCompared, r.conns.retiredAgreed = 0, 0
 	r.conns.mu.Unlock()
 }
 
 // predicted counts one sampled pick: what the candidate answered, and,
 // when it chose an endpoint, the endpoints of both.
 func (r *recorder) predicted(outcome int, live, cand *realConn) {
-	r.predictions[outcome].Add(1)
-	if live != nil {
-		live.livePicks.Add(1)
-		cand.candidatePicks.Add(1)
+	switch outcome {
+	case predictionAgree:
+		live.agreed.Add(1)
+	case predictionDisagree:
+		live.liveOnly.Add(1)
+		cand.candidateOnly.Add(1)
+	default:
+		r.noPrediction.Add(1)
 	}
 	if r.metrics == nil {
 		return
@@ -176,26 +184,39 @@ func (r *recorder) predicted(outcome int, live, cand *realConn) {
 // not nil, is the candidate's Done for a sampled prediction of cand: it
 // is called once a call on cand would have ended (see releases), with
 // errNotSent, or, for a candidate that takes no evidence feed and chose
-// live's endpoint, with the call's outcome.
-func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo)) balancer.PickResult {
-	now := r.clock.Nanotime()
-	r.held.drain(now)
+// live's endpoint, with the call's outcome. bits are spare bits of the
+// pick's draw, which choose whether the call is timed (see timing).
+func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32) balancer.PickResult {
 	t := trackPool.Get().(*tracked)
-	t.rec, t.arm, t.real, t.start = r, arm, rc, now
+	if r.timing.timed(bits) {
+		t.start, t.timed = r.timing.pickReading(), true
+		// A new reading may have made the pending predictions due.
+		r.held.collect(t.start)
+	} else {
+		t.start = r.timing.latest.Load()
+		r.held.drain(t.start)
+	}
+	t.rec, t.arm, t.real = r, arm, rc
 	t.own, t.candReal, t.cand = res.Done, cand, candDone
 	res.Done = t.done
 	return res
 }
 
 // tracked is one recorded call, pooled so that a sampled pick allocates
-// nothing once the pool is warm.
+// nothing once the pool is warm. After the call, it carries the
+// candidate's Done while the prediction is held (releases.hold).
 type tracked struct {
 	rec            *recorder
 	arm            int
 	real, candReal *realConn
-	start          int64
+	start          int64 // the pick's reading; the latest one if not timed
+	timed          bool
 	own, cand      func(balancer.DoneInfo)
 	done           func(balancer.DoneInfo) // t.finish, bound once
+
+	// Set while held: when cand is due, and the next pending one.
+	due  int64
+	next *tracked
 }
 
 var trackPool sync.Pool
@@ -208,20 +229,32 @@ func init() {
 	}
 }
 
-func (t *tracked) finish(info balancer.DoneInfo) {
-	r, arm, rc, candReal, start, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.own, t.cand
+// recycle returns t to its pool, cleared but for its bound Done.
+func (t *tracked) recycle() {
 	*t = tracked{done: t.done}
 	trackPool.Put(t)
-	now := r.clock.Nanotime()
-	took := now - start
+}
+
+func (t *tracked) finish(info balancer.DoneInfo) {
+	r, arm, rc, candReal, start, timed, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.own, t.cand
+	var now, took int64 // took stays 0 for an untimed call: no latency
+	if timed {
+		now = r.timing.endReading()
+		took = now - start
+	} else {
+		now = r.timing.latest.Load()
+	}
 	a := &r.arms[arm]
 	a.calls.Add(1)
-	a.nanos.Add(took)
 	if info.Err != nil {
 		a.failed.Add(1)
 	}
-	if info.Err == nil {
-		rc.latency.add(took)
+	if timed {
+		a.timed.Add(1)
+		a.nanos.Add(took)
+		if info.Err == nil {
+			rc.latency.add(took)
+		}
 	}
 	if r.metrics != nil {
 		ls := r.labels.Load()
@@ -230,7 +263,9 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 			code = codes.Unknown
 		}
 		callsMetric.Record(r.metrics, 1, ls.calls[arm][code]...)
-		durationMetric.Record(r.metrics, float64(took)/1e9, ls.duration[arm]...)
+		if timed {
+			durationMetric.Record(r.metrics, float64(took)/1e9, ls.duration[arm]...)
+		}
 	}
 	if own != nil {
 		own(info)
@@ -240,8 +275,11 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 		observe = rc.candidateOutcomes.Load()
 	}
 	if observe != nil {
+		// An untimed call's took is 0, which the candidate's engine takes
+		// as an outcome without a latency sample.
 		(*observe)(info, took)
 	}
+	held, due := false, int64(0)
 	if cand != nil {
 		switch {
 		case candReal == rc && observe == nil:
@@ -251,18 +289,30 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 		case candReal == rc:
 			cand(balancer.DoneInfo{Err: errNotSent})
 		default:
-			due := start + took
+			// Untimed, start and now are both the latest reading at the
+			// time, as late as each other on average (see timing).
+			due = now
 			if est := candReal.latency.get(); est != 0 {
 				due = start + est
 			}
 			if due <= now {
 				cand(balancer.DoneInfo{Err: errNotSent})
 			} else {
-				r.held.hold(due, cand)
+				held = true
 			}
 		}
 	}
-	r.held.drain(now)
+	if held {
+		*t = tracked{done: t.done, due: due, cand: cand}
+		r.held.hold(t)
+	} else {
+		t.recycle()
+	}
+	if timed {
+		r.held.collect(now)
+	} else {
+		r.held.drain(now)
+	}
 }
 
 // summary reads the counts.
@@ -270,18 +320,21 @@ func (r *recorder) summary() Summary {
 	r.mu.Lock()
 	s := Summary{Target: r.target, Live: r.live, Candidate: r.cand, SampleRate: r.sampleRate, CanaryPercent: r.canaryShare}
 	r.mu.Unlock()
-	s.Agreed = r.predictions[predictionAgree].Load()
-	s.Compared = s.Agreed + r.predictions[predictionDisagree].Load()
-	s.NoPrediction = r.predictions[predictionNone].Load()
+	s.NoPrediction = r.noPrediction.Load()
 	s.CanaryFallbacks = r.fallbacks.Load()
 	for i, arm := range []*ArmStats{&s.LiveArm, &s.CanaryArm} {
 		arm.Calls = r.arms[i].calls.Load()
 		arm.Failed = r.arms[i].failed.Load()
+		arm.Timed = r.arms[i].timed.Load()
 		arm.TotalLatency = time.Duration(r.arms[i].nanos.Load())
 	}
 	r.conns.mu.Lock()
+	s.Compared, s.Agreed = r.conns.retiredCompared, r.conns.retiredAgreed
 	for rc := range r.conns.all {
-		s.Endpoints = append(s.Endpoints, EndpointPicks{Addr: rc.addr, Live: rc.livePicks.Load(), Candidate: rc.candidatePicks.Load()})
+		agreed, live := rc.agreed.Load(), rc.liveOnly.Load()
+		s.Compared += agreed + live
+		s.Agreed += agreed
+		s.Endpoints = append(s.Endpoints, EndpointPicks{Addr: rc.addr, Live: agreed + live, Candidate: agreed + rc.candidateOnly.Load()})
 	}
 	r.conns.mu.Unlock()
 	sort.Slice(s.Endpoints, func(i, j int) bool { return s.Endpoints[i].Addr < s.Endpoints[j].Addr })

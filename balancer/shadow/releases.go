@@ -15,11 +15,20 @@ import (
 // live's endpoint did: a load-aware candidate then sees the load its own
 // choices would have put on each endpoint, as it would if it were live.
 // A Done due later than the live call's end waits here until a later
-// sampled pick or finish finds it due; nothing runs on a timer.
+// recorded pick or finish finds it due; nothing runs on a timer.
+//
+// A call's end holds its Done with one compare-and-swap onto a pending
+// list, without the lock: most sampled calls end with one held. The list
+// joins the queue at the next clock reading (collect), which is the only
+// time a pending Done can fall due: its due time is past the latest
+// reading when it is held, and untimed calls go by that reading.
 type releases struct {
-	// next is the earliest due time held, math.MaxInt64 when none, so that
-	// callers with nothing due skip the lock.
+	// next is the earliest due time in the queue, math.MaxInt64 when
+	// none, so that callers with nothing due skip the lock.
 	next atomic.Int64
+	// pending are the calls held since the last collect, linked by
+	// tracked.next.
+	pending atomic.Pointer[tracked]
 
 	mu    sync.Mutex
 	queue releaseHeap
@@ -78,35 +87,82 @@ func newReleases() *releases {
 	return r
 }
 
-// hold keeps done until due.
-func (r *releases) hold(due int64, done func(balancer.DoneInfo)) {
-	r.mu.Lock()
-	r.queue.push(release{due: due, done: done})
-	r.next.Store(r.queue[0].due)
-	r.mu.Unlock()
+// hold keeps t's candidate Done, t.cand, until t.due. t goes back to its
+// pool when it joins the queue.
+func (r *releases) hold(t *tracked) {
+	for {
+		head := r.pending.Load()
+		t.next = head
+		if r.pending.CompareAndSwap(head, t) {
+			return
+		}
+	}
 }
 
-// drain calls, with errNotSent, every Done due by now.
+// collect runs the pending Dones due by now and moves the others into the
+// queue, then drains it. Most pending Dones of short calls are due by the
+// next reading and never enter the queue.
+func (r *releases) collect(now int64) {
+	if r.pending.Load() != nil {
+		var later *tracked
+		for t := r.pending.Swap(nil); t != nil; {
+			next := t.next
+			if t.due <= now {
+				done := t.cand
+				t.recycle()
+				done(balancer.DoneInfo{Err: errNotSent})
+			} else {
+				t.next, later = later, t
+			}
+			t = next
+		}
+		if later != nil {
+			r.mu.Lock()
+			for t := later; t != nil; {
+				next := t.next
+				r.queue.push(release{due: t.due, done: t.cand})
+				t.recycle()
+				t = next
+			}
+			r.setNextLocked()
+			r.mu.Unlock()
+		}
+	}
+	r.drain(now)
+}
+
+// drainBatch is how many due Dones a drain takes per hold of the lock:
+// they run after it is let go, as they are the candidate's code.
+const drainBatch = 8
+
+// drain calls, with errNotSent, every Done in the queue due by now.
 func (r *releases) drain(now int64) {
 	if r.next.Load() > now {
 		return
 	}
+	var due [drainBatch]func(balancer.DoneInfo)
 	for {
+		n := 0
 		r.mu.Lock()
-		if len(r.queue) == 0 || r.queue[0].due > now {
-			r.setNextLocked()
-			r.mu.Unlock()
-			return
+		for n < drainBatch && len(r.queue) > 0 && r.queue[0].due <= now {
+			due[n] = r.queue.pop().done
+			n++
 		}
-		done := r.queue.pop().done
 		r.setNextLocked()
 		r.mu.Unlock()
-		done(balancer.DoneInfo{Err: errNotSent})
+		for i, done := range due[:n] {
+			due[i] = nil
+			done(balancer.DoneInfo{Err: errNotSent})
+		}
+		if n < drainBatch {
+			return
+		}
 	}
 }
 
-// flush calls every Done held, due or not: the balancer is closing.
-func (r *releases) flush() { r.drain(math.MaxInt64 - 1) }
+// flush calls every Done held, due or not: the balancer is closing, or
+// the candidate was replaced.
+func (r *releases) flush() { r.collect(math.MaxInt64 - 1) }
 
 func (r *releases) setNextLocked() {
 	if len(r.queue) == 0 {

@@ -8,20 +8,31 @@ import (
 	"google.golang.org/grpc/balancer"
 )
 
-// TestReleases: held Dones run, with errNotSent, once a drain finds them
-// due, earliest first, and flush runs the rest.
+// TestReleases: held Dones join the queue at a collect, run with
+// errNotSent once a drain finds them due, earliest first in the queue,
+// more than a batch at a time if due, and flush runs the rest.
 func TestReleases(t *testing.T) {
 	r := newReleases()
 	var ran []int
-	for _, due := range []int{30, 10, 20, 40} {
-		r.hold(int64(due), func(i balancer.DoneInfo) {
+	hold := func(due int) {
+		held := trackPool.Get().(*tracked)
+		held.due = int64(due)
+		held.cand = func(i balancer.DoneInfo) {
 			if i.Err != errNotSent {
 				t.Errorf("due %d: Done got %v, want errNotSent", due, i.Err)
 			}
 			ran = append(ran, due)
-		})
+		}
+		r.hold(held)
 	}
-	r.drain(5)
+	for _, due := range []int{30, 10, 20, 40} {
+		hold(due)
+	}
+	r.drain(25)
+	if len(ran) != 0 {
+		t.Fatalf("ran %v before a collect", ran)
+	}
+	r.collect(5)
 	if len(ran) != 0 {
 		t.Fatalf("ran %v before any was due", ran)
 	}
@@ -29,12 +40,25 @@ func TestReleases(t *testing.T) {
 	if !slices.Equal(ran, []int{10, 20}) {
 		t.Fatalf("by 25 ran %v, want [10 20]", ran)
 	}
+	var want []int
+	for due := 100; due < 100+3*drainBatch; due++ {
+		hold(due)
+		want = append(want, due)
+	}
+	ran = nil
+	r.collect(1000)
+	// Those due at a collect run in no particular order.
+	slices.Sort(ran)
+	if want = append([]int{30, 40}, want...); !slices.Equal(ran, want) {
+		t.Fatalf("by 1000 ran %v, want %v", ran, want)
+	}
+	hold(2000)
 	r.flush()
-	if !slices.Equal(ran, []int{10, 20, 30, 40}) {
+	if want = append(want, 2000); !slices.Equal(ran, want) {
 		t.Fatalf("after flush ran %v", ran)
 	}
-	if r.next.Load() != 1<<63-1 {
-		t.Errorf("next %d with nothing held", r.next.Load())
+	if r.next.Load() != 1<<63-1 || r.pending.Load() != nil {
+		t.Errorf("next %d, pending %v with nothing held", r.next.Load(), r.pending.Load())
 	}
 }
 

@@ -127,9 +127,11 @@ func minus(s, before shadow.Summary) shadow.Summary {
 	s.CanaryFallbacks -= before.CanaryFallbacks
 	s.LiveArm.Calls -= before.LiveArm.Calls
 	s.LiveArm.Failed -= before.LiveArm.Failed
+	s.LiveArm.Timed -= before.LiveArm.Timed
 	s.LiveArm.TotalLatency -= before.LiveArm.TotalLatency
 	s.CanaryArm.Calls -= before.CanaryArm.Calls
 	s.CanaryArm.Failed -= before.CanaryArm.Failed
+	s.CanaryArm.Timed -= before.CanaryArm.Timed
 	s.CanaryArm.TotalLatency -= before.CanaryArm.TotalLatency
 	eps := make([]shadow.EndpointPicks, len(s.Endpoints))
 	copy(eps, s.Endpoints)
