@@ -26,9 +26,10 @@ import (
 // building a list: about 8 ms for the last of 10,000 clients over 10,000
 // backends, 20 ms over 50,000, 14 ms over 100 (BenchmarkBalanced). A
 // policy recomputing on every change of the backend list should keep a
-// [BalancedCache], which gives the same answer and pays about twice that
-// on the first call and when half the list changes, and little on the
-// others: replacing one backend then takes about 5 ms at 10,000 backends
+// [BalancedCache], which gives the same answer and pays up to a third
+// more on the first call and when half the list changes
+// (BenchmarkBalancedCacheFirst), and little on the others: replacing one
+// backend then takes about 3 ms at 10,000 backends
 // (BenchmarkBalancedCache).
 //
 // With subsetSize >= the number of distinct backends every backend is

@@ -288,6 +288,7 @@ func TestBalancedCacheMatchesReference(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				checkLists(t, &bc)
 				if diff := cmp.Diff(refRow(ids, k, index, count), got); diff != "" {
 					t.Fatalf("%s, seed %d, step %d (%d backends, %d clients, k=%d, index %d): (-reference +cache):\n%s",
 						w.name, seed, step, len(ids), count, k, index, diff)
@@ -422,6 +423,7 @@ func TestBalancedCacheCrowded(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
+						checkLists(t, &caches[i])
 						if diff := cmp.Diff(want, got); diff != "" {
 							t.Fatalf("%s, %s (%d backends, %d clients, k=%d, index %d): (-reference +cache):\n%s",
 								wants[i].name, change, len(ids), count, k, index, diff)

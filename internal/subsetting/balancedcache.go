@@ -27,30 +27,36 @@ import (
 // therefore costs a few dozen table reads and one mix per candidate, not
 // one mix per backend. The first call, like a change of half the list or
 // more, builds every list: for the last of 10,000 clients with subsets of
-// 20, about 1.5 microseconds per client over 100 to 10,000 backends and 4
-// over 50,000, about twice what [Balanced] pays, which keeps no lists. In
+// 20, about 1 to 1.4 microseconds per client over 100 to 10,000 backends
+// and 2 over 50,000, up to a third more than what [Balanced] pays, which
+// keeps no lists (BenchmarkBalancedCacheFirst beside BenchmarkBalanced). In
 // a small fleet the lists are found by ranking every backend's bucket,
 // since a client's first buckets hold too few, and in a large one the
 // buckets are larger and the late rows' lists longer. A smaller change
 // scores only the backends that joined (one score per client each) and
 // drops the ones that left, because a surviving backend keeps its scores.
 //
-// A list starts as long as its row is expected to walk: about subsetSize
-// plus a few while most backends have room, longer for the late rows,
-// which skip the backends already full (sized from the fraction of
-// backends with room when the row is reached). A walk that runs past the
-// end extends the list by walking further buckets, up to [maxCandidates];
-// past that, or in a fleet too small for buckets to pay, it continues
-// over the backends that still have room (overflow), so no answer depends
-// on how long the lists are.
+// Where walking buckets pays, a list is built as its row first walks it,
+// and holds what the walk went through, to the end of its last bucket,
+// except that a bucket whose members were all full then is held as a
+// mark, which stands for the bucket's live members: the walk did not
+// need their order, and a later one sorts them only if one has room
+// again. Elsewhere a list is built as long as its row is expected to
+// walk: about subsetSize plus a few while most backends have room, longer
+// for the late rows, which skip the backends already full (sized from the
+// fraction of backends with room when the row is reached). A walk that
+// runs past the end extends the list by walking further buckets, up to
+// [maxCandidates]; past that, or in a fleet too small for buckets to pay,
+// it continues over the backends that still have room (overflow), so no
+// answer depends on how long the lists are.
 //
-// Memory: the lists hold 1.5 to 3 subsetSize entries of 4 bytes per
+// Memory: the lists hold 1.2 to 2.1 subsetSize entries of 4 bytes per
 // client up to clientIndex (the more, the fewer clients per backend, as
 // the late rows skip the backends already full), with room for a quarter
 // more, and the rest is a few dozen bytes per backend and 16 KB for the
 // buckets. Measured (heap retained after the first call) for client 9,999
-// of 10,000 with subsets of 20: 2.2 MB over 100 backends, 3.7 MB over
-// 10,000, 7.5 MB over 50,000. Changes of the backends make lists move; the
+// of 10,000 with subsets of 20: 2.1 MB over 100 backends, 3.0 MB over
+// 10,000, 5.9 MB over 50,000. Changes of the backends make lists move; the
 // space they leave is reclaimed (see compact), so the lists never take
 // much more than 1.25 times their capacity (TestBalancedCacheMemory).
 //
@@ -80,8 +86,9 @@ type BalancedCache struct {
 
 	// Candidates of clients 0..len(lists)-1. lists[c] holds, best first
 	// (score descending, identity ascending), exactly the live backends
-	// whose score for client c is >= cutoff[c]; nil from resize until
-	// replay builds it, so that between calls every list is built.
+	// whose score for client c is >= cutoff[c], a bucket's members being
+	// held either one by one or by its mark (markOf); nil from resize
+	// until replay builds it, so that between calls every list is built.
 	// want[c] is the length it was built with: an insertion into a full
 	// list (len == cap) cuts it back to its best want[c] first.
 	lists  [][]int32
@@ -140,14 +147,6 @@ func wantFor(k, nb, open int) int {
 	depth := float64(k+4) / p
 	w := depth + 3*math.Sqrt(float64(k+4)*(1-p))/p + 4
 	return int(min(w, float64(maxCandidates(k)), float64(nb)))
-}
-
-// startFor is the length an extendable list starts with: the walk its
-// row is expected to take (see wantFor), without the margin, since a
-// walk that goes further extends the list at about the cost of having
-// built it longer.
-func startFor(k, nb, open int) int {
-	return (k+4)*nb/max(open, 1) + 4
 }
 
 // Subset returns what [Balanced] returns for the same arguments, reusing
@@ -209,6 +208,11 @@ func (bc *BalancedCache) compare(a, b scored) int {
 // the missing ones.
 func (bc *BalancedCache) sync(ids []string, clients int) {
 	if bc.discard {
+		bc.reset(ids, clients)
+		return
+	}
+	if len(bc.order) == 0 {
+		// A first call: every backend is new.
 		bc.reset(ids, clients)
 		return
 	}
@@ -422,10 +426,10 @@ func (bc *BalancedCache) walkable(n int) bool {
 // backends (more only on equal scores), and the cutoff is the last one's
 // score, so the list is exactly the backends scoring at least that.
 //
-// In a fleet large enough that the client's first buckets hold them
-// ([BalancedCache.walkable]) it walks its buckets in order: see first.
-// Otherwise (small fleets, or the long lists of the late rows, where the
-// walk would visit more buckets than there are backends) it ranks every
+// It is for lists too long to find by walking the client's buckets
+// ([BalancedCache.walkable]; the others are built by firstWalk): small
+// fleets, or the long lists of the late rows, where the walk would visit
+// more buckets than there are backends. It ranks every
 // backend's bucket, at a few table reads each, and scores and sorts only
 // the backends in the blocks of 64 ranks from the top that hold want of
 // them. A rank's top bits are a score's, so those blocks hold the best
@@ -435,10 +439,6 @@ func (bc *BalancedCache) walkable(n int) bool {
 // rank: in a small fleet every row pays them for every backend, and
 // mispredicted branches would cost more than the table reads.
 func (bc *BalancedCache) build(c, want int) {
-	if bc.walkable(want) {
-		bc.first(c, want)
-		return
-	}
 	seed, nb := bc.seedOf(c), len(bc.order)
 	o := bc.orderOf(c)
 	o.full()
@@ -517,39 +517,6 @@ func (bc *BalancedCache) build(c, want int) {
 // grouped arrays (bslot, bhash) run past their end to let it.
 const groupPad = 8
 
-// first is build's walk: it fills client c's empty list with its best
-// want backends (more only on equal scores, fewer only when there are
-// fewer), walking the client's buckets from the top (gather), and sets
-// the cutoff to the last one's score (0 if it took every backend). It
-// costs about want x buckets/backends buckets and a mix per member of
-// each, whatever the fleet's size; see extend, which continues the walk
-// from the cutoff. gather takes whole buckets, so only the last one's
-// members are scored again, to cut it.
-func (bc *BalancedCache) first(c, want int) {
-	seed := bc.seedOf(c)
-	o := bc.orderOf(c)
-	out := bc.run.slots[:cap(bc.run.slots)]
-	if len(out) < want+groupPad {
-		out = make([]int32, 2*want+64)
-	}
-	out, n, _, rank := bc.gather(seed, o, out, 0, buckets-1, want, nil, len(bc.order))
-	var cut uint64 // 0 if the walk took every backend
-	if n >= want {
-		// Past want-1, the members are the last bucket's: keep want, and
-		// those that tie with the last one kept.
-		score := func(i int) uint64 { return pairScore(uint16(rank), seed, bc.hash[out[i]]) }
-		cut = score(want - 1)
-		keep := want
-		for keep < n && score(keep) == cut {
-			keep++
-		}
-		n = keep
-	}
-	list := append(bc.room(bc.lists[c][:0], want), out[:n]...)
-	bc.lists[c], bc.cutoff[c], bc.want[c] = list, cut, int32(len(list))
-	bc.run.slots = out[:0]
-}
-
 // walkRow is a row's walk when its list is not kept (discard): gather
 // takes the client's buckets from the top, a batch at a time, each as
 // many as the picks left are expected to walk, and the picker takes them
@@ -578,7 +545,7 @@ func (bc *BalancedCache) walkRow(c, k int, p *picker) uint64 {
 			out = make([]int32, 2*want+64)
 		}
 		var n int
-		out, n, top, _ = bc.gather(seed, o, out, 0, top, want, r.roomIn, r.live)
+		out, n, top, _ = bc.gather(seed, o, out, 0, top, want, r.roomIn, r.live, false)
 		for _, s := range out[:n] {
 			// As in replay's walk of a list.
 			if p.n[s] < p.hi {
@@ -602,8 +569,10 @@ func (bc *BalancedCache) walkRow(c, k int, p *picker) uint64 {
 // a large bucket needed it), its new length, the next rank to walk (-1
 // if none) and the rank of the last bucket it took members from. out
 // must have room for want+groupPad. With skip non-nil it leaves out the
-// buckets g with skip[g] == 0; density is the members of the buckets it
-// does not skip, which sizes its batches of ranks.
+// buckets g with skip[g] == 0, or with mark set writes a mark for each
+// that has members (see markOf) in their place, which do not count
+// towards want; density is the members of the buckets it does not skip,
+// which sizes its batches of ranks.
 //
 // Every row walks its buckets once, so this is most of a first call's
 // time, and it is written so that few branches depend on a bucket's size,
@@ -617,7 +586,7 @@ func (bc *BalancedCache) walkRow(c, k int, p *picker) uint64 {
 // score drops: within a bucket, where the rank is the same, they sort
 // like the scores, equal scores by position, which is identity order, as
 // compare wants.
-func (bc *BalancedCache) gather(seed uint64, o *bucketOrder, out []int32, n, top, want int, skip []int32, density int) ([]int32, int, int, int) {
+func (bc *BalancedCache) gather(seed uint64, o *bucketOrder, out []int32, n, top, want int, skip []int32, density int, mark bool) ([]int32, int, int, int) {
 	r := &bc.run
 	sparse := len(bc.order) < buckets // most buckets empty or single
 	last := top
@@ -629,6 +598,14 @@ walk:
 		o.buckets(top, gs)
 		for j, g := range gs {
 			if skip != nil && skip[g] == 0 {
+				if mark && bc.bstart[g+1] > bc.bstart[g] {
+					// A mark is not a member: the batch goes on as far.
+					out[n] = markOf(g)
+					n++
+					if want++; want+groupPad > len(out) {
+						out = append(out, make([]int32, len(out))...)
+					}
+				}
 				continue
 			}
 			from := int(bc.bstart[g])
@@ -989,8 +966,8 @@ func (bc *BalancedCache) dropDead() {
 	for c, list := range bc.lists {
 		kept := list[:0]
 		for _, s := range list {
-			if bc.alive[s] {
-				kept = append(kept, s)
+			if s < 0 || bc.alive[s] {
+				kept = append(kept, s) // a mark stands for the live members
 			}
 		}
 		bc.lists[c] = kept
@@ -1036,6 +1013,10 @@ func (bc *BalancedCache) insertEverywhere(s int32) {
 		if sc < bc.cutoff[c] {
 			continue
 		}
+		i := bc.insertAt(seed, list, scored{sc, s})
+		if i > 0 && list[i-1] == markOf(g) {
+			continue // the bucket's mark stands for it
+		}
 		if len(list) == cap(list) {
 			// Full: cut it back to its best want[c], as built (keeping
 			// the backends that tie with the last one kept), and if that
@@ -1043,8 +1024,8 @@ func (bc *BalancedCache) insertEverywhere(s int32) {
 			// give it more room. The cutoff rises to the last one kept,
 			// so the list stays exactly the backends at or above it.
 			if w := int(bc.want[c]); w < len(list) {
-				t := bc.scoreOf(seed, list[w-1])
-				for w < len(list) && bc.scoreOf(seed, list[w]) == t {
+				t := bc.entryScore(seed, list[w-1])
+				for w < len(list) && list[w] >= 0 && bc.scoreOf(seed, list[w]) == t {
 					w++
 				}
 				list, bc.cutoff[c] = list[:w], t
@@ -1057,15 +1038,27 @@ func (bc *BalancedCache) insertEverywhere(s int32) {
 				list = append(bc.alloc(2*cap(list)), list...)
 			}
 		}
-		x := scored{sc, s}
-		i, _ := slices.BinarySearchFunc(list, x, func(e int32, x scored) int {
-			return bc.compare(scored{bc.scoreOf(seed, e), e}, x)
-		})
 		list = list[:len(list)+1]
 		copy(list[i+1:], list[i:])
 		list[i] = s
 		bc.lists[c] = list
 	}
+}
+
+// insertAt is where x goes in list, the list of the client with seed
+// seed. A mark goes before every member of its bucket, so a backend
+// whose bucket's mark is in the list goes right after it.
+func (bc *BalancedCache) insertAt(seed uint64, list []int32, x scored) int {
+	i, _ := slices.BinarySearchFunc(list, x, func(e int32, x scored) int {
+		if e < 0 {
+			if bc.entryScore(seed, e)|(1<<(64-bucketBits)-1) >= x.score {
+				return -1
+			}
+			return 1
+		}
+		return bc.compare(scored{bc.scoreOf(seed, e), e}, x)
+	})
+	return i
 }
 
 // taken is added to a backend's count while the row being built holds it
@@ -1086,15 +1079,16 @@ type run struct {
 	head, next, prev []int32
 	linked           bool
 	open             []int32 // slots with fewer than hi clients, any order
-	// With discard, for walkRow: per bucket, its members with fewer
-	// than hi clients, and the members of the buckets that have any.
+	// Per bucket, its members with fewer than hi clients, and the
+	// members of the buckets that have any: walkRow and firstWalk skip
+	// the others, and a list's walk skips their marks.
 	roomIn []int32
 	live   int
 	pos    []int32 // index in open
 	rooms  []int32 // backends per room (hi - n), 0..hi
 	row    []int32
 	keys   []uint64   // sortScored's and sortMembers'
-	slots  []int32    // gather's output, for first and walkRow
+	slots  []int32    // gather's output, for firstWalk and walkRow
 	ranks  []uint16   // build's
 	idx    []int32    // build's
 	gs     [64]uint16 // gather's and extend's next buckets
@@ -1145,13 +1139,11 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 	for i, s := range r.open {
 		r.pos[s] = int32(i)
 	}
-	if bc.discard {
-		r.roomIn = clearedInt32(r.roomIn, buckets)
-		for g := range r.roomIn {
-			r.roomIn[g] = bc.bstart[g+1] - bc.bstart[g]
-		}
-		r.live = nb
+	r.roomIn = clearedInt32(r.roomIn, buckets)
+	for g := range r.roomIn {
+		r.roomIn[g] = bc.bstart[g+1] - bc.bstart[g]
 	}
+	r.live = nb
 	r.linked = false
 	var flat []int32
 	if rows != nil {
@@ -1219,49 +1211,7 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 			if len(bc.lists) <= c {
 				bc.resize(last + 1) // with discard: the first row that needs a list
 			}
-			// A list is built for the row's expected walk. Where lists can
-			// be extended (walkable), a walk that runs past the end extends
-			// it below. Elsewhere a list shorter than that is rebuilt, a
-			// quarter longer so that small changes of the walk, or a few
-			// removals, do not rebuild it again; a longer one is kept,
-			// being merely generous. Lists are built to an exact length, so
-			// the length is the coverage.
-			if list := bc.lists[c]; list == nil {
-				w := want
-				if bc.fixedWant == 0 && bc.walkable(w) {
-					// Lists that can be extended start at the expected walk.
-					w = min(w, startFor(k, nb, len(r.open)))
-				}
-				bc.build(c, w)
-			} else if len(list) < want && bc.cutoff[c] != 0 && !bc.walkable(want) {
-				bc.build(c, want+want/4)
-			}
-			list := bc.lists[c]
-			for i := 0; ; {
-				for ; i < len(list) && p.room > 0; i++ {
-					// Late rows' lists are mostly full backends: skip them
-					// here, without the call.
-					if s := list[i]; r.n[s] < p.hi {
-						p.consider(s)
-					}
-				}
-				if p.room == 0 || bc.cutoff[c] == 0 {
-					break
-				}
-				// Extend by the walk the picks left are expected to take,
-				// unless the list is at its bound or the extension would
-				// cost more than overflow's scan of the backends with room.
-				n := bc.fixedWant
-				if n == 0 {
-					n = (p.room+4)*nb/max(len(r.open), 1) + 4
-				}
-				if bc.noExtend || len(list)+n > maxCandidates(k) || !bc.walkable(n) {
-					break
-				}
-				bc.extend(c, n)
-				list = bc.lists[c]
-			}
-			cut = bc.cutoff[c]
+			cut = bc.walkList(c, k, want, &p)
 		}
 		if p.room > 0 {
 			bc.overflow(c, cut, &p)
@@ -1295,11 +1245,9 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 			r.n[s] = v + 1
 			if room == 1 {
 				r.close(s)
-				if bc.discard {
-					g := bc.bucket[s]
-					if r.roomIn[g]--; r.roomIn[g] == 0 {
-						r.live -= int(bc.bstart[g+1] - bc.bstart[g])
-					}
+				g := bc.bucket[s]
+				if r.roomIn[g]--; r.roomIn[g] == 0 {
+					r.live -= int(bc.bstart[g+1] - bc.bstart[g])
 				}
 			}
 		}
@@ -1317,6 +1265,165 @@ func (bc *BalancedCache) replay(k, count, last int, rows [][]int32) []int32 {
 		}
 	}
 	return r.row
+}
+
+// walkList is a row's walk over client c's list, which it builds first
+// if missing (or rebuilds if too short, or extends as the walk runs past
+// its end), for a row expected to walk want backends; it returns the
+// cutoff, where the walk goes on in overflow.
+func (bc *BalancedCache) walkList(c, k, want int, p *picker) uint64 {
+	// Where buckets pay for the row's expected walk, a missing list is
+	// built as the row walks it, and a later walk that runs past its end
+	// extends it below. Elsewhere a list is built for the expected walk,
+	// and one shorter than that is rebuilt, a quarter longer so that
+	// small changes of the walk, or a few removals, do not rebuild it
+	// again; a longer one is kept, being merely generous. Lists are built
+	// to an exact length, so the length is the coverage.
+	if list := bc.lists[c]; list == nil {
+		if bc.walkable(want) {
+			bc.firstWalk(c, k, p)
+			return bc.cutoff[c]
+		}
+		bc.build(c, want)
+	} else if len(list) < want && bc.cutoff[c] != 0 && !bc.walkable(want) {
+		bc.build(c, want+want/4)
+	}
+	list := bc.lists[c]
+	for i := 0; ; {
+		for ; i < len(list) && p.room > 0; i++ {
+			// Late rows' lists are mostly full backends, and marks of
+			// buckets whose members all are: skip them here, without the
+			// call.
+			if s := list[i]; s >= 0 {
+				if p.n[s] < p.hi {
+					p.consider(s)
+				}
+			} else if g := uint16(^s); bc.run.roomIn[g] > 0 {
+				bc.walkMark(bc.seedOf(c), g, p)
+			}
+		}
+		if p.room == 0 || bc.cutoff[c] == 0 {
+			break
+		}
+		n := bc.extension(k, len(list), p.room)
+		if n == 0 {
+			break
+		}
+		bc.extend(c, n)
+		list = bc.lists[c]
+	}
+	return bc.cutoff[c]
+}
+
+// extension is how many backends to add to a list of length have whose
+// row has room picks left: the walk those picks are expected to take,
+// or 0 where the list is at its bound or the extension would cost more
+// than overflow's scan of the backends with room.
+func (bc *BalancedCache) extension(k, have, room int) int {
+	n := bc.fixedWant
+	if n == 0 {
+		n = (room+4)*len(bc.order)/max(len(bc.run.open), 1) + 4
+	}
+	if bc.noExtend || have+n > maxCandidates(k) || !bc.walkable(n) {
+		return 0
+	}
+	return n
+}
+
+// firstWalk builds client c's missing list while its row walks it: it
+// gathers the client's buckets from the top, a batch at a time, each
+// about as many members as the picks left are expected to walk, and the
+// picker takes each batch's members as they come, so that the list ends
+// where the walk ends (at the end of a bucket) and the cutoff is the
+// lowest score the last bucket's members can have. A bucket whose
+// members are all full is not sorted: the list holds a mark in its place
+// (see markOf), which a later walk sorts only if one of them has room
+// again. So the rows of a first call sort about the buckets that
+// Balanced's do, where building every list to the expected walk first
+// and then walking it sorted twice as many (the late rows' lists are
+// mostly full backends), and the lists hold about what their rows
+// walked, a quarter less. A later walk that goes further extends the
+// list.
+func (bc *BalancedCache) firstWalk(c, k int, p *picker) {
+	seed := bc.seedOf(c)
+	o := bc.orderOf(c)
+	r := &bc.run
+	open := max(len(r.open), 1)
+	out := r.slots[:cap(r.slots)]
+	top, n, want := buckets-1, 0, bc.fixedWant
+	if want == 0 {
+		// At least one, even for a row whose forced picks filled it: an
+		// empty list would need a cutoff above every score.
+		want = max(p.room*r.live/open, 1)
+	}
+	for {
+		if len(out) < n+want+groupPad {
+			out = append(out[:n], make([]int32, n+2*want+64)...)
+		}
+		from := n
+		out, n, top, _ = bc.gather(seed, o, out, n, top, n+want, r.roomIn, r.live, true)
+		for _, s := range out[from:n] {
+			// As in walkList's walk of a list; a mark's members are full.
+			if s >= 0 && p.n[s] < p.hi {
+				p.consider(s)
+				if p.room == 0 {
+					break
+				}
+			}
+		}
+		if p.room == 0 || top < 0 {
+			break
+		}
+		if want = bc.extension(k, n, p.room); want == 0 {
+			break
+		}
+	}
+	var cut uint64 // 0 if the walk took every backend
+	if top >= 0 {
+		cut = uint64(top+1) << (64 - bucketBits)
+	}
+	list := append(bc.room(nil, n), out[:n]...)
+	bc.lists[c], bc.cutoff[c], bc.want[c] = list, cut, int32(n)
+	r.slots = out[:0]
+}
+
+// markOf is the list entry that stands for every member of bucket g:
+// negative, so that no slot is taken for one. firstWalk writes one for
+// each bucket whose members are all full when its row walks past, which
+// the walk need not sort. The mark stands for the bucket's live members
+// whatever they are, so the changes of the backends leave it as it is:
+// a backend that joins the bucket is in the list already, and one that
+// leaves is not in it. An entry e < 0 is the mark of bucket ^e.
+func markOf(g uint16) int32 { return ^int32(g) }
+
+// walkMark is a list's walk over the mark of bucket g, one of whose
+// members has room: the members in walk order for client seed, to the
+// picker.
+func (bc *BalancedCache) walkMark(seed uint64, g uint16, p *picker) {
+	r := &bc.run
+	from := int(bc.bstart[g])
+	m := int(bc.bstart[g+1]) - from
+	d := slices.Grow(r.slots[:0], m)[:m]
+	bc.sortMembers(seed, bucketRank(seed, g), from, m, d)
+	for _, s := range d {
+		if p.n[s] < p.hi {
+			p.consider(s)
+			if p.room == 0 {
+				break
+			}
+		}
+	}
+	r.slots = d[:0]
+}
+
+// entryScore is the score of list entry e for client seed, and for a
+// mark the lowest score its bucket's members can have: cutting a list
+// after e at that score keeps exactly what the list holds up to e.
+func (bc *BalancedCache) entryScore(seed uint64, e int32) uint64 {
+	if e < 0 {
+		return uint64(bucketRank(seed, uint16(^e))) << (64 - bucketBits)
+	}
+	return bc.scoreOf(seed, e)
 }
 
 // overflow continues client c's walk past its candidates, over the

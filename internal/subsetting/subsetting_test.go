@@ -196,6 +196,29 @@ func BenchmarkBalanced(b *testing.B) {
 	}
 }
 
+// BenchmarkBalancedCacheFirst is the policy's first computation: a fresh
+// cache per iteration, for the last client of the fleet, keeping the
+// candidate lists that the next change of the backends needs. It runs for
+// the sizes of BenchmarkBalanced, which computes the same row without
+// keeping them, so that the two compare within one run.
+func BenchmarkBalancedCacheFirst(b *testing.B) {
+	for _, sz := range []size{
+		{10000, 100, 20}, {10000, 1000, 20}, {10000, 10000, 20}, {10000, 50000, 20},
+		{1000, 50000, 20},
+	} {
+		ids := backendIDs(sz.backends)
+		b.Run(fmt.Sprintf("clients=%d/backends=%d/k=%d", sz.clients, sz.backends, sz.subset), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var bc BalancedCache
+				if _, err := bc.Subset(ids, sz.subset, sz.clients-1, sz.clients); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkBalancedCache is the recomputation the policy does on a
 // backend-list change, with the cache of the previous one: each
 // iteration replaces one backend by a new one (or puts it back), as a
