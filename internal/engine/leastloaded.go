@@ -58,7 +58,7 @@ type LeastLoaded struct {
 	choices int
 	metric  LoadMetric
 	kind    metricKind
-	timed   bool  // kind is peakMetric: read the clock once per pick, time calls that need a sample
+	timed   bool  // kind is peakMetric: time the calls that need a sample (recentClock says when to read the clock)
 	gap     int64 // if timed, the least time between timed calls to one endpoint (latency.sampleGap)
 	// What picks may skip: ramping is false while no endpoint of the
 	// snapshot is in its slow-start ramp, uniform true when their weights

@@ -102,17 +102,19 @@ func peakPair(a, b peakState, l *latency) (la, lb float64, busyA, busyB bool) {
 
 // PeakEWMA is the load metric of latency-aware policies: an endpoint's
 // latency average, decayed by idle time, times (in-flight + 1). A
-// LeastLoaded picker given it reads the clock once per pick, reads each
-// candidate's average directly, and times the call it places, so that its
-// Done feeds the average.
+// LeastLoaded picker given it reads each candidate's average directly,
+// compares two candidates without the clock (peakPair), reads the clock
+// when the call it places may be due for a sample (recentClock), and times
+// it if so, so that its Done feeds the average.
 type PeakEWMA struct{ snap *Snapshot }
 
 // NewPeakEWMA returns the Peak EWMA metric over snap's endpoints. snap must
 // come from a policy whose Settings set Latency.
 func NewPeakEWMA(snap *Snapshot) PeakEWMA { return PeakEWMA{snap: snap} }
 
-// Load reads the clock itself; LeastLoaded instead reads it once per pick
-// and calls Endpoint.PeakLoad.
+// Load reads the clock itself; LeastLoaded instead compares loads
+// without it, or reads it once per pick off its common path, and calls
+// Endpoint.PeakLoad.
 func (m PeakEWMA) Load(r *Ready) float64 {
 	return r.Stats.PeakLoad(m.snap.Clock.Nanotime(), m.snap.latency)
 }
