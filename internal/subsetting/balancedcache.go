@@ -836,15 +836,54 @@ func (bc *BalancedCache) extend(c, n int) {
 }
 
 // room returns list with room for n entries and a quarter more for
-// insertions (a list grows by about its length/backends per new backend;
-// insertEverywhere cuts it back when it fills), moving it if it has too
-// little room or far too much.
+// insertions (see roomFor), moving it if it has too little room or far
+// too much.
 func (bc *BalancedCache) room(list []int32, n int) []int32 {
-	want := n + n/4 + 2
+	want := roomFor(n)
 	if cap(list) >= want && cap(list) <= 2*want {
 		return list
 	}
 	return append(bc.alloc(want), list...)
+}
+
+// roomFor is the capacity a list of n entries gets: a quarter more for
+// insertions (a list grows by about its length/backends per new backend;
+// insertEverywhere cuts it back when it fills).
+func roomFor(n int) int { return n + n/4 + 2 }
+
+// slabTail returns the unused end of the array alloc carves lists from,
+// at least need entries long, for firstWalk to gather a list into where
+// carve then keeps it. out is what firstWalk has gathered so far, n
+// entries: a previous tail, or an array gather grew it into; they are
+// moved to the start of the tail returned if they are not there. A tail
+// too short for need starts a new array, as alloc does.
+func (bc *BalancedCache) slabTail(out []int32, n, need int) []int32 {
+	t := bc.slab[len(bc.slab):cap(bc.slab)]
+	if len(t) < need {
+		if bc.discard {
+			// Every list starts at the array's start (see alloc).
+			bc.slab = make([]int32, 0, max(2*need, 1<<10))
+		} else {
+			bc.slab = make([]int32, 0, max(need, min(bc.carved/4, 1<<16), 1<<10))
+		}
+		t = bc.slab[:cap(bc.slab)]
+	}
+	if n > 0 && &t[0] != &out[0] {
+		copy(t, out[:n])
+	}
+	return t
+}
+
+// carve keeps the first n entries of slabTail's tail as a list with
+// capacity c (c >= n, within the tail), as alloc does.
+func (bc *BalancedCache) carve(n, c int) []int32 {
+	if bc.discard {
+		return bc.slab[:n:c]
+	}
+	l := len(bc.slab)
+	bc.slab = bc.slab[:l+c]
+	bc.carved += c
+	return bc.slab[l : l+n : l+c]
 }
 
 // alloc returns an empty list with room for n, carved from a shared
@@ -1020,9 +1059,10 @@ func (bc *BalancedCache) insertEverywhere(s int32) {
 		if len(list) == cap(list) {
 			// Full: cut it back to its best want[c], as built (keeping
 			// the backends that tie with the last one kept), and if that
-			// leaves it full (ties, or a list built with every backend),
-			// give it more room. The cutoff rises to the last one kept,
-			// so the list stays exactly the backends at or above it.
+			// leaves it full (ties, a list built with every backend, or
+			// one a first call built without room, see firstWalk), give
+			// it room. The cutoff rises to the last one kept, so the
+			// list stays exactly the backends at or above it.
 			if w := int(bc.want[c]); w < len(list) {
 				t := bc.entryScore(seed, list[w-1])
 				for w < len(list) && list[w] >= 0 && bc.scoreOf(seed, list[w]) == t {
@@ -1035,7 +1075,7 @@ func (bc *BalancedCache) insertEverywhere(s int32) {
 				}
 			}
 			if len(list) == cap(list) {
-				list = append(bc.alloc(2*cap(list)), list...)
+				list = append(bc.alloc(roomFor(len(list)+1)), list...)
 			}
 		}
 		list = list[:len(list)+1]
@@ -1088,7 +1128,7 @@ type run struct {
 	rooms  []int32 // backends per room (hi - n), 0..hi
 	row    []int32
 	keys   []uint64   // sortScored's and sortMembers'
-	slots  []int32    // gather's output, for firstWalk and walkRow
+	slots  []int32    // gather's output, for walkRow
 	ranks  []uint16   // build's
 	idx    []int32    // build's
 	gs     [64]uint16 // gather's and extend's next buckets
@@ -1349,16 +1389,18 @@ func (bc *BalancedCache) firstWalk(c, k int, p *picker) {
 	o := bc.orderOf(c)
 	r := &bc.run
 	open := max(len(r.open), 1)
-	out := r.slots[:cap(r.slots)]
 	top, n, want := buckets-1, 0, bc.fixedWant
 	if want == 0 {
 		// At least one, even for a row whose forced picks filled it: an
 		// empty list would need a cutoff above every score.
 		want = max(p.room*r.live/open, 1)
 	}
+	// The list is gathered where it will stay, the unused end of the
+	// shared array, rather than into scratch and then copied.
+	out := bc.slabTail(nil, 0, want+groupPad)
 	for {
 		if len(out) < n+want+groupPad {
-			out = append(out[:n], make([]int32, n+2*want+64)...)
+			out = bc.slabTail(out, n, n+2*want+64)
 		}
 		from := n
 		out, n, top, _ = bc.gather(seed, o, out, n, top, n+want, r.roomIn, r.live, true)
@@ -1382,9 +1424,13 @@ func (bc *BalancedCache) firstWalk(c, k int, p *picker) {
 	if top >= 0 {
 		cut = uint64(top+1) << (64 - bucketBits)
 	}
-	list := append(bc.room(nil, n), out[:n]...)
-	bc.lists[c], bc.cutoff[c], bc.want[c] = list, cut, int32(n)
-	r.slots = out[:0]
+	// No room for insertions, unlike the lists that room sizes: the
+	// first call builds every list, and that room would be a quarter of
+	// its memory, fresh memory being much of its cost, while a change of
+	// the backends enters a few lists (a list's length x clients /
+	// backends), which then move to where they get room.
+	bc.slabTail(out, n, n)
+	bc.lists[c], bc.cutoff[c], bc.want[c] = bc.carve(n, n), cut, int32(n)
 }
 
 // markOf is the list entry that stands for every member of bucket g:
