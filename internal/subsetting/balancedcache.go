@@ -75,6 +75,7 @@ type BalancedCache struct {
 	spare  []int32  // the previous order's array, for the next reorder
 	ohash  []uint64 // hash[order[i]]: the scan loop reads dense arrays
 	obuck  []uint16 // bucket[order[i]]
+	bySlot bool     // ohash and obuck are hash and bucket (order[i] == i)
 
 	// The live slots grouped by bucket, in identity order within one:
 	// bucket g's are bslot[bstart[g]:bstart[g+1]], their hashes beside
@@ -296,14 +297,10 @@ func (bc *BalancedCache) reset(ids []string, clients int) {
 		bc.alive[i] = true
 		bc.order[i] = int32(i)
 	}
-	if bc.discard {
-		// The order is the slots' until the next call, which resets, so
-		// the arrays by order are those by slot.
-		bc.ohash, bc.obuck = bc.hash, bc.bucket
-	} else {
-		bc.ohash = append(bc.ohash[:0], bc.hash...)
-		bc.obuck = append(bc.obuck[:0], bc.bucket...)
-	}
+	// The order is the slots' until a change of the backends reorders
+	// them, so until then the arrays by order are those by slot: a first
+	// call copies neither (see reorder).
+	bc.ohash, bc.obuck, bc.bySlot = bc.hash, bc.bucket, true
 	bc.group()
 	bc.free = bc.free[:0]
 	clear(bc.lists) // keeps nothing alive; resize re-slices
@@ -351,6 +348,12 @@ func (bc *BalancedCache) reorder(added []int32) {
 	}
 	merged = append(merged, added[i:]...)
 	bc.order, bc.spare = merged, bc.order
+	if bc.bySlot {
+		// The arrays by slot, as reset left them, which newSlot may
+		// have written to or moved since: the arrays by order get
+		// arrays of their own.
+		bc.ohash, bc.obuck, bc.bySlot = nil, nil, false
+	}
 	bc.ohash = slices.Grow(bc.ohash[:0], len(merged))[:len(merged)]
 	bc.obuck = slices.Grow(bc.obuck[:0], len(merged))[:len(merged)]
 	for i, s := range merged {
