@@ -46,10 +46,10 @@ var defaultChild = DefaultChildPolicy
 // balancer calls wait for it, so an absurd count would stall the channel.
 // The first computation walks every row up to this client's: at the
 // bound, the last client takes about 13 ms with 100 backends, 13 ms with
-// 1,000, 9.5 ms with 10,000 and 21 ms with 50,000 (measured, subsets of
+// 1,000, 10 to 13 ms with 10,000 and 21 ms with 50,000 (measured, subsets of
 // 20). The policy keeps what it computed (2 to 5 MB at the bound,
 // O(clientIndex * subsetSize) plus a few dozen bytes per backend), so a
-// later change of a few backends takes a few milliseconds (3 ms at
+// later change of a few backends takes a few milliseconds (3 to 4 ms at
 // 10,000 backends, 7.5 to 11.5 ms at 50,000); a change of half the list
 // or more costs a first computation again. Beyond the bound use
 // ModeStable, whose cost does not depend on the index.

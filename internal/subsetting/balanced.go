@@ -26,7 +26,7 @@ import (
 // building a list: about 8 ms for the last of 10,000 clients over 10,000
 // backends, 20 ms over 50,000, 14 ms over 100 (BenchmarkBalanced). A
 // policy recomputing on every change of the backend list should keep a
-// [BalancedCache], which gives the same answer and pays up to a third
+// [BalancedCache], which gives the same answer and pays a third to a half
 // more on the first call and when half the list changes
 // (BenchmarkBalancedCacheFirst), and little on the others: replacing one
 // backend then takes about 3 ms at 10,000 backends
