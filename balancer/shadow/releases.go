@@ -100,8 +100,9 @@ func (r *releases) hold(t *tracked) {
 }
 
 // collect runs the pending Dones due by now and moves the others into the
-// queue, then drains it. Most pending Dones of short calls are due by the
-// next reading and never enter the queue.
+// queue, then drains it. When only some calls are timed, most pending
+// Dones of short calls are due by the next timed reading and never enter
+// the queue; when every call is timed, each held Done enters it.
 func (r *releases) collect(now int64) {
 	if r.pending.Load() != nil {
 		var later *tracked

@@ -25,7 +25,10 @@ type Summary struct {
 	// place (no READY endpoint yet, or an error of its own).
 	NoPrediction int64
 	// Endpoints are the compared picks by endpoint, sorted by address:
-	// where live sent them and where the candidate would have.
+	// where live sent them and where the candidate would have. They are
+	// the endpoints still connected; Compared and Agreed also count the
+	// picks of endpoints since removed, so after a removal the shares of
+	// the endpoints listed add up to less than one.
 	Endpoints []EndpointPicks
 
 	// LiveArm and CanaryArm are the outcomes of the calls each arm placed

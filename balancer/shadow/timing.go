@@ -15,7 +15,11 @@ import (
 // timed call took, which is then at most about maxStale old. When calls
 // are sparse every one is timed, as the clock's cost per second is then
 // small, and a reading kept from an earlier call would be too old to
-// start or end a held prediction by.
+// start or end a held prediction by. Calls are found sparse by a timed
+// pick's reading: when a busy spell ends, the calls before the next timed
+// one (up to 2^shift, 16 at most, on average) still take the latest
+// reading, as old as the spell's end, and the held predictions due in
+// that time wait for that timed call.
 //
 // What the latest reading is used for, and why its age is harmless there:
 // an untimed call's start and end only place the candidate's held

@@ -97,9 +97,9 @@ const sampleShare = 1 << 16
 // whole times about one call per microsecond at most. It matters only for
 // large fleets under heavy load: at 10k endpoints it is a sample every
 // 10ms per endpoint, so an endpoint whose calls come 10ms apart or more
-// still has every call timed. Timing more would cost the pick more than a
-// third of its time (two clock reads and the pooled Done, against a pick
-// that otherwise reads the clock once) for samples a hundred times a
+// still has every call timed. Timing more would cost the pick more than
+// half its time (two clock reads and the pooled Done, against a pick that
+// otherwise reads no clock while picks are dense) for samples a hundred times a
 // second that a 10s average cannot tell apart. The gap never exceeds
 // sampleGapMaxShare of the decay time (39ms at the default 10s), so that
 // a short decay time still gets hundreds of samples per time constant.

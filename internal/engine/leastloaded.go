@@ -193,6 +193,7 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	i, j, coin := p.pairOf(p.draw())
 	c, d := &p.cands[i], &p.cands[j]
 	p.turns.observe(d.Stats.inFlight() != 0, coin)
+	winner := lotteryWinner(coin) // before a close call may draw coin anew
 	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
 		now := s.Clock.Nanotime()
 		best, _, why, now := p.choose([]int{i, j}, now, coin)
@@ -220,9 +221,9 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	if err != nil {
 		return res, err
 	}
-	if clk := &p.turns.clock; w.Stats.mayWantSample(clk, p.gap, coin) {
+	if clk := &p.turns.clock; w.Stats.mayWantSample(clk, p.gap, winner) {
 		now := s.Clock.Nanotime()
-		clk.note(now, lotteryWinner(coin))
+		clk.note(now, winner)
 		if w.Stats.wantsSample(now, p.gap) {
 			return startTimed(w.Stats, res, p.shared(w.Stats), why, now, s.Clock, s.latency), nil
 		}

@@ -116,3 +116,47 @@ func TestSparsePicksTimeEveryCall(t *testing.T) {
 		t.Errorf("the fastest endpoint took %d of %d calls, want two in three", fav, calls)
 	}
 }
+
+// TestPicksAfterABurstAreTimed: a dense burst leaves the pickers thinking
+// picks are dense, with every endpoint timed in its last gap; calls then
+// come 100ms apart. Those that go untimed before a reading finds picks
+// sparse are few (a lottery winner comes one pick in 16 on average, and
+// after 64 picks in 98% of bursts), and every call after that is timed.
+func TestPicksAfterABurstAreTimed(t *testing.T) {
+	const n, calls = 10, 200
+	clk := &manualClock{now: int64(time.Hour)}
+	avgs := make([]time.Duration, n)
+	for i := range avgs {
+		avgs[i] = time.Millisecond
+	}
+	p, snap := peakFleet(clk, avgs)
+	for range 2000 {
+		clk.advance(100 * time.Nanosecond)
+		pickDone(t, p)(ok())
+	}
+	if p.turns.clock.dense.Load() != 1 {
+		t.Fatal("picks 100ns apart are not found dense")
+	}
+	untimed, last := 0, -1
+	for k := range calls {
+		clk.advance(100 * time.Millisecond)
+		done := pickDone(t, p)
+		timed := false
+		for _, r := range snap.Endpoints {
+			timed = timed || r.Stats.rtt.lastTimed.Load() == clk.now
+		}
+		if !timed {
+			untimed++
+			last = k
+		}
+		clk.advance(time.Millisecond)
+		done(ok())
+	}
+	if untimed > 64 {
+		t.Errorf("%d of %d calls after the burst untimed, want 16 or so, 64 at most", untimed, calls)
+	}
+	if last >= untimed {
+		t.Errorf("call %d of %d after the burst untimed, after %d timed ones: the pickers went back to skipping the clock", last+1, calls, last+1-untimed)
+	}
+	t.Logf("%d calls untimed after the burst, the last the %dth", untimed, last+1)
+}

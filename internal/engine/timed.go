@@ -20,11 +20,12 @@ func (e *Endpoint) wantsSample(now, gap int64) bool {
 	return now-e.rtt.lastTimed.Load() >= gap || e.rtt.bits.Load() == 0
 }
 
-// mayWantSample reports whether a pick that placed its call on e, with
-// spare randomness coin, must read the clock to decide whether to time it,
-// given its balancer's recent reading r (see recentClock).
-func (e *Endpoint) mayWantSample(r *recentClock, gap int64, coin uint32) bool {
-	return r.dense.Load() == 0 || lotteryWinner(coin) || e.wantsSample(r.at.Load(), gap)
+// mayWantSample reports whether a pick that placed its call on e, a
+// lottery winner or not (lotteryWinner), must read the clock to decide
+// whether to time it, given its balancer's recent reading r (see
+// recentClock).
+func (e *Endpoint) mayWantSample(r *recentClock, gap int64, winner bool) bool {
+	return r.dense.Load() == 0 || winner || e.wantsSample(r.at.Load(), gap)
 }
 
 // staleAfter is the gap between samples, in decay times, after which a
