@@ -174,21 +174,25 @@ func TestRendezvousStable(t *testing.T) {
 	}
 }
 
-// BenchmarkBalanced is one computation from scratch by the last client of
-// the fleet, the worst case (it depends on every row before its own), for
+// firstSizes are the fleets of the first computations' benchmarks:
 // 10,000 clients over 100 to 50,000 backends and 1,000 over 50,000, with
-// subsets of 20. The identities come in resolver order, so the time
+// subsets of 20.
+var firstSizes = []size{
+	{10000, 100, 20}, {10000, 1000, 20}, {10000, 10000, 20}, {10000, 50000, 20},
+	{1000, 50000, 20},
+}
+
+// benchFirst runs compute, one first computation by the last client of
+// the fleet, the worst case (it depends on every row before its own), at
+// each of firstSizes. The identities come in resolver order, so the time
 // includes sorting them.
-func BenchmarkBalanced(b *testing.B) {
-	for _, sz := range []size{
-		{10000, 100, 20}, {10000, 1000, 20}, {10000, 10000, 20}, {10000, 50000, 20},
-		{1000, 50000, 20},
-	} {
+func benchFirst(b *testing.B, compute func(ids []string, sz size) error) {
+	for _, sz := range firstSizes {
 		ids := backendIDs(sz.backends)
 		b.Run(fmt.Sprintf("clients=%d/backends=%d/k=%d", sz.clients, sz.backends, sz.subset), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Balanced(ids, sz.subset, sz.clients-1, sz.clients); err != nil {
+				if err := compute(ids, sz); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -196,27 +200,25 @@ func BenchmarkBalanced(b *testing.B) {
 	}
 }
 
+// BenchmarkBalanced is one computation from scratch, keeping nothing.
+func BenchmarkBalanced(b *testing.B) {
+	benchFirst(b, func(ids []string, sz size) error {
+		_, err := Balanced(ids, sz.subset, sz.clients-1, sz.clients)
+		return err
+	})
+}
+
 // BenchmarkBalancedCacheFirst is the policy's first computation: a fresh
-// cache per iteration, for the last client of the fleet, keeping the
-// candidate lists that the next change of the backends needs. It runs for
-// the sizes of BenchmarkBalanced, which computes the same row without
-// keeping them, so that the two compare within one run.
+// cache per iteration, keeping the candidate lists that the next change
+// of the backends needs. It runs for the sizes of BenchmarkBalanced,
+// which computes the same row without keeping them, so that the two
+// compare within one run.
 func BenchmarkBalancedCacheFirst(b *testing.B) {
-	for _, sz := range []size{
-		{10000, 100, 20}, {10000, 1000, 20}, {10000, 10000, 20}, {10000, 50000, 20},
-		{1000, 50000, 20},
-	} {
-		ids := backendIDs(sz.backends)
-		b.Run(fmt.Sprintf("clients=%d/backends=%d/k=%d", sz.clients, sz.backends, sz.subset), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var bc BalancedCache
-				if _, err := bc.Subset(ids, sz.subset, sz.clients-1, sz.clients); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchFirst(b, func(ids []string, sz size) error {
+		var bc BalancedCache
+		_, err := bc.Subset(ids, sz.subset, sz.clients-1, sz.clients)
+		return err
+	})
 }
 
 // BenchmarkBalancedCache is the recomputation the policy does on a
