@@ -42,8 +42,7 @@ type recorder struct {
 	metrics estats.MetricsRecorder // nil: none recorded
 	target  string
 	rnd     engine.Rand
-	clock   engine.Clock
-	timing  timing // which calls read clock, and the latest reading
+	timing  timing // the clock: which calls read it, and the latest reading
 	conns   *conns
 
 	held      *releases // the candidate's Dones for predictions not yet due
@@ -66,8 +65,7 @@ type armCounts struct {
 }
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
-	r := &recorder{target: target, rnd: rnd, clock: clock, conns: c, held: newReleases()}
-	r.timing.clock = clock
+	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases()}
 	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
 		r.metrics = m
