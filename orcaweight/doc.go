@@ -97,4 +97,11 @@
 //	usable[i] = status == orcaweight.Usable
 //	// Then, once for the picker:
 //	if orcaweight.FillMedian(weights, usable) < 2 { /* record a round-robin fallback */ }
+//
+// A policy whose endpoints each take many calls at once may record only
+// some of the per-call reports, with Tracker.RecordN(report, k) for one
+// report in k, so that the period's sums, which every recorded report
+// writes, are written less often; the means are the same in expectation.
+// pickwise_orca_wrr records each endpoint's first 64 reports of a weight
+// update period, then one in 8.
 package orcaweight

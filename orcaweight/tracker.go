@@ -50,10 +50,10 @@ func (s Status) String() string {
 // period, and the smoothed weight built from the periods before. Create it
 // with Group.NewTracker.
 //
-// Record, OnLoadReport and the Done hook are lock-free and allocation-free,
-// and may run on any number of goroutines. Update must be called by one
-// goroutine at a time; Reset and Group.SetConfig may run concurrently
-// with all of them.
+// Record, RecordN, OnLoadReport and the Done hook are lock-free and
+// allocation-free, and may run on any number of goroutines. Update must be
+// called by one goroutine at a time; Reset and Group.SetConfig may run
+// concurrently with all of them.
 type Tracker struct {
 	// Immutable after NewTracker; read by every Record.
 	g    *Group
@@ -127,6 +127,21 @@ var _ grpcorca.OOBListener = (*Tracker)(nil)
 // would be an infinite weight). A rejected report leaves the Tracker as it
 // was.
 func (t *Tracker) Record(r *v3orcapb.OrcaLoadReport) bool {
+	return t.RecordN(r, 1)
+}
+
+// RecordN folds r into the current period as n reports of the same load,
+// for a caller that records one per-call report in n and wants the
+// period's means to stay those of all of them (each recorded report
+// weighted by how many it stands for). Writing the period's sums is the
+// costly part of a report when many goroutines finish calls to one
+// endpoint at once; a caller that samples them writes them less often. n
+// of 0 records nothing and returns false, without counting a bad report.
+// Otherwise RecordN is Record.
+func (t *Tracker) RecordN(r *v3orcapb.OrcaLoadReport, n uint64) bool {
+	if n == 0 {
+		return false
+	}
 	if r == nil {
 		t.g.bad.Add(1)
 		return false
@@ -140,12 +155,16 @@ func (t *Tracker) Record(r *v3orcapb.OrcaLoadReport) bool {
 	// The count goes last and Update swaps it first: a report counted in a
 	// period therefore has its sums in that period or an earlier one,
 	// never a later one (see Update).
+	if n != 1 {
+		w := float64(n)
+		qps, eps, util = qps*w, eps*w, util*w
+	}
 	addFloat(&t.acc.qps, qps)
 	if eps != 0 { // the usual case; saves an atomic
 		addFloat(&t.acc.eps, eps)
 	}
 	addFloat(&t.acc.util, util)
-	t.acc.n.Add(1)
+	t.acc.n.Add(n)
 	return true
 }
 

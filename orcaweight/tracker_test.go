@@ -322,6 +322,44 @@ func TestOnLoadReport(t *testing.T) {
 	}
 }
 
+// TestRecordN checks that a report recorded as n weighs in a period's means
+// as n copies of it would, that n = 0 records nothing and counts nothing,
+// and that a bad report is counted once, whatever n.
+func TestRecordN(t *testing.T) {
+	cfg := Config{ErrorUtilizationPenalty: 1}
+	light := &v3orcapb.OrcaLoadReport{RpsFractional: 100, Eps: 5, CpuUtilization: 0.2}
+	heavy := &v3orcapb.OrcaLoadReport{RpsFractional: 300, Eps: 1, CpuUtilization: 0.9}
+
+	sampled, copies := NewGroup(cfg), NewGroup(cfg)
+	s, c := sampled.NewTracker(), copies.NewTracker()
+	s.Record(light)
+	if !s.RecordN(heavy, 7) {
+		t.Fatal("RecordN(good report, 7) = false")
+	}
+	c.Record(light)
+	for range 7 {
+		c.Record(heavy)
+	}
+	got, _ := s.Update(at(1))
+	want, _ := c.Update(at(1))
+	if math.Abs(got-want) > 1e-9*want {
+		t.Errorf("weight %v after RecordN(r, 7), %v after seven Records", got, want)
+	}
+
+	if s.RecordN(heavy, 0) {
+		t.Error("RecordN(r, 0) = true, want false")
+	}
+	if w, _ := s.Update(at(2)); w != got {
+		t.Errorf("weight %v after RecordN(r, 0), want it unchanged at %v", w, got)
+	}
+	if s.RecordN(cpuReport(-1, 0.5), 8) {
+		t.Error("RecordN(bad report, 8) = true")
+	}
+	if n := sampled.BadReports(); n != 1 {
+		t.Errorf("BadReports() = %d after one bad report recorded as 8, want 1", n)
+	}
+}
+
 func TestRecordAndDoneDoNotAllocate(t *testing.T) {
 	l := NewGroup(Config{UtilizationMetrics: []string{"a", "b"}, ErrorUtilizationPenalty: 1})
 	tr := l.NewTracker()
@@ -334,6 +372,7 @@ func TestRecordAndDoneDoNotAllocate(t *testing.T) {
 	}{
 		{"Record", func() { tr.Record(good) }},
 		{"Record bad", func() { tr.Record(bad) }},
+		{"RecordN", func() { tr.RecordN(good, 8) }},
 		{"OnLoadReport", func() { tr.OnLoadReport(good) }},
 		{"Done", func() { done(balancer.DoneInfo{ServerLoad: good}) }},
 		{"Done without report", func() { done(balancer.DoneInfo{}) }},

@@ -59,6 +59,11 @@ type endpointHot struct {
 	// first with one.
 	inflight atomic.Uint32
 	picks    [MaxPickReasons]atomic.Uint32
+	// reports counts the per-call ORCA reports the endpoint's calls
+	// brought since the last weight update, for sampleReport. Here, on
+	// the line every Done writes anyway, so that counting costs no line
+	// of its own.
+	reports atomic.Uint32
 
 	outcomeBits atomic.Uint64 // outcomes.pack of the endpoint's decayed failure and outcome counts
 	rtt         rtt           // latency average; written only by latency-aware policies

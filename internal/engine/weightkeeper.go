@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/internal/median"
 	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
@@ -45,11 +46,13 @@ func newWeightKeeper(cfg WeightsConfig, all []*Endpoint) *weightKeeper {
 // add gives e a fresh tracker, and its stream if the config asks for one.
 func (k *weightKeeper) add(e *Endpoint) {
 	w := &e.weights
-	w.tracker = k.group.NewTracker()
-	report := w.tracker.Done()
+	t := k.group.NewTracker()
+	w.tracker = t
 	w.done = func(info balancer.DoneInfo) {
 		e.finish(info)
-		report(info)
+		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
+			t.RecordN(r, sampleReport(e.reports.Add(1)))
+		}
 	}
 	w.weight, w.status = 0, orcaweight.NoReports
 	k.restartOOB(e)
@@ -75,6 +78,7 @@ func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodCh
 // over, blackout included.
 func (k *weightKeeper) connectionReady(e *Endpoint) {
 	e.weights.tracker.Reset()
+	e.reports.Store(0)
 	k.restartOOB(e)
 }
 
@@ -88,6 +92,36 @@ func (k *weightKeeper) restartOOB(e *Endpoint) {
 	e.weights.stopOOB = grpcorca.RegisterOOBListener(e.weights.sc, e.weights.tracker, grpcorca.OOBListenerOptions{
 		ReportInterval: k.cfg.OOBPeriod,
 	})
+}
+
+// Per-call reports are sampled: an endpoint's first reportsInFull of each
+// weight-update period are all recorded, then one in reportStride, as
+// standing for reportStride reports (orcaweight.Tracker.RecordN), so that
+// the period's means are still those of all its reports. Recording writes
+// the tracker's sums, a cache line of their own; when calls to one
+// endpoint finish on several cores at once, that line moving between them
+// was half the cost of a call's pick and Done. The reports of one period
+// describe one backend over a second or so, and 64 of them, plus an
+// eighth of the rest spread over the period, give its means as well as
+// all of them would; an endpoint with few calls has every report
+// recorded, as before.
+const (
+	reportsInFull = 64
+	reportStride  = 8
+)
+
+// sampleReport is how many reports the n-th per-call report of an
+// endpoint's period stands for when recorded (n counts from 1): 1 for the
+// first reportsInFull, then reportStride for every reportStride-th, 0 (not
+// recorded) for the others.
+func sampleReport(n uint32) uint64 {
+	switch {
+	case n <= reportsInFull:
+		return 1
+	case n%reportStride == 0:
+		return reportStride
+	}
+	return 0
 }
 
 // stop stops the update timer and the streams of every endpoint in all,
@@ -121,6 +155,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 		}
 		w := &e.weights
 		w.weight, w.status = w.tracker.Update(now)
+		e.reports.Store(0)
 		switch w.status {
 		case orcaweight.NoReports, orcaweight.Blackout:
 			u.notYet++
