@@ -58,10 +58,16 @@ type engineBalancer struct {
 	resolverErr error // last resolver error, for messages
 	coalesce    coalescer
 	rampTimer   Timer
-	rampTimerAt int64           // UnixNano when rampTimer fires; 0 if none
-	weights     *weightKeeper   // nil unless the policy asks for Settings.Weights
-	locality    string          // the endpoints' xDS locality, if any: a metrics label
-	picker      balancer.Picker // the policy's last picker; nil while none is published
+	rampTimerAt int64         // UnixNano when rampTimer fires; 0 if none
+	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
+	locality    string        // the endpoints' xDS locality, if any: a metrics label
+	// labels are target and locality, the labels of most metrics, as one
+	// slice: passed whole, they cost a recording no allocation, where
+	// listing them would allocate one for every value (one per endpoint
+	// for the weights histogram, at every weight update). Replaced, never
+	// changed, when the locality changes.
+	labels []string
+	picker balancer.Picker // the policy's last picker; nil while none is published
 	// Ejection counts since the last flush to the metrics.
 	ejections, readmissions uint64
 
@@ -86,6 +92,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		policyMetrics:     s.Metrics,
 		unregisterMetrics: func() {},
 	}
+	b.labels = []string{b.target, b.locality}
 	if b.metrics == nil {
 		b.metrics = noMetrics{}
 	}
@@ -187,7 +194,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 	}
 	b.resolverErr = nil
-	b.locality = weightedtarget.LocalityFromResolverState(ccs.ResolverState)
+	if loc := weightedtarget.LocalityFromResolverState(ccs.ResolverState); loc != b.locality {
+		b.locality, b.labels = loc, []string{b.target, loc}
+	}
 
 	b.readyList.invalidate()
 	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))

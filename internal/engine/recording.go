@@ -41,11 +41,11 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	}
 	b.recordPicksLocked(&picks)
 	b.flushOutcomesLocked()
-	m.ready.Record(r, ready, b.target, b.locality)
-	m.ramping.Record(r, ramping, b.target, b.locality)
-	m.ejected.Record(r, ejected, b.target, b.locality)
+	m.ready.Record(r, ready, b.labels...)
+	m.ramping.Record(r, ramping, b.labels...)
+	m.ejected.Record(r, ejected, b.labels...)
 	if cr, ok := b.picker.(CostReporter); ok && m.cost != nil {
-		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.target, b.locality) })
+		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.labels...) })
 	}
 	return nil
 }
@@ -71,14 +71,14 @@ func (b *engineBalancer) flushOutcomesLocked() {
 	}
 	record := func(h *estats.Int64CountHandle, n uint64) {
 		if n != 0 {
-			h.Record(b.metrics, int64(n), b.target, b.locality)
+			h.Record(b.metrics, int64(n), b.labels...)
 		}
 	}
 	record(m.ejections, b.ejections)
 	record(m.readmissions, b.readmissions)
 	b.ejections, b.readmissions = 0, 0
 	if n := b.shared.probes.Swap(0); n != 0 {
-		m.probes.Record(b.metrics, int64(n), b.target, b.locality)
+		m.probes.Record(b.metrics, int64(n), b.labels...)
 		m.picks.Record(b.metrics, int64(n), b.target, "probe", b.locality)
 	}
 	record(m.elsewhere, b.shared.avoidedRetry.Swap(0))

@@ -64,12 +64,12 @@ func (b *engineBalancer) recordWeightsLocked(wm *weightMetrics, u weightUpdate) 
 		return
 	}
 	for _, w := range u.usable {
-		wm.weight.Record(b.metrics, w, b.target, b.locality)
+		wm.weight.Record(b.metrics, w, b.labels...)
 	}
-	wm.notYetUsable.Record(b.metrics, u.notYet, b.target, b.locality)
-	wm.stale.Record(b.metrics, u.stale, b.target, b.locality)
+	wm.notYetUsable.Record(b.metrics, u.notYet, b.labels...)
+	wm.stale.Record(b.metrics, u.stale, b.labels...)
 	if u.bad != 0 {
-		wm.badReports.Record(b.metrics, u.bad, b.target, b.locality)
+		wm.badReports.Record(b.metrics, u.bad, b.labels...)
 	}
 }
 
@@ -84,7 +84,7 @@ func (b *engineBalancer) weightMetrics() *weightMetrics {
 // recordFallbackLocked counts a picker built in round-robin fallback.
 func (b *engineBalancer) recordFallbackLocked() {
 	if wm := b.weightMetrics(); wm != nil {
-		wm.rrFallback.Record(b.metrics, 1, b.target, b.locality)
+		wm.rrFallback.Record(b.metrics, 1, b.labels...)
 	}
 }
 
