@@ -92,6 +92,7 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 	}
 	update()
 	states := []connectivity.State{connectivity.Connecting, connectivity.Ready, connectivity.Ready, connectivity.Idle, connectivity.TransientFailure}
+	var held []heldSnapshot
 	for step := 0; step < 5000; step++ {
 		switch r := rnd.IntN(100); {
 		case r < 5:
@@ -133,7 +134,30 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 			}
 		}
 		checkReadyList(t, b, &last, step)
+		// A snapshot shares the kept list's array until the list's next
+		// edit, which must copy it first: the snapshots of the last few
+		// steps still hold what they were built with.
+		b.mu.Lock()
+		if last != nil && (len(held) == 0 || held[len(held)-1].snap != last) {
+			held = append(held, heldSnapshot{last, slices.Clone(last.Endpoints)})
+			if len(held) > 8 {
+				held = held[1:]
+			}
+		}
+		b.mu.Unlock()
+		for _, h := range held {
+			if !sameReady(h.snap.Endpoints, h.endpoints) {
+				t.Fatalf("step %d: a published snapshot's endpoints changed under it", step)
+			}
+		}
 	}
+}
+
+// heldSnapshot is a published snapshot and a copy of its endpoints as
+// they were when it was published.
+type heldSnapshot struct {
+	snap      *Snapshot
+	endpoints []Ready
 }
 
 func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int) {
