@@ -46,12 +46,15 @@ func (b *engineBalancer) assessNow() {
 func (b *engineBalancer) assessLocked(decay float32) bool {
 	now := b.clock.Nanotime()
 	var sumF, sumT float64
-	pending := false
+	pending, failing := false, false
 	p := b.shared.penalty.Load()
+	// Cleared before the walk: a failure counted during it either is
+	// seen by it or sets the flag again after this store.
+	b.shared.failing.Store(false)
 	for _, e := range b.order {
 		o := e.decayOutcomes(decay).counted(p)
 		if o.failures > 0 {
-			pending = true
+			pending, failing = true, true
 		}
 		// An ejected endpoint is out of the fleet whose rate the others
 		// are judged against: one black hole must not make failures look
@@ -66,6 +69,9 @@ func (b *engineBalancer) assessLocked(decay float32) bool {
 		fleet = sumF / sumT
 	}
 	b.shared.fleetBits.Store(math.Float64bits(fleet))
+	if failing {
+		b.shared.failing.Store(true)
+	}
 	changed, ejected := b.ejectLocked(sumF, sumT, now)
 	if changed {
 		b.publishLocked(now)

@@ -235,6 +235,9 @@ func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 	if p := shared.penalty.Load(); p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {
+			if !shared.failing.Load() { // set once, read by every Done after
+				shared.failing.Store(true)
+			}
 			shared.work.startHealth(p.tick)
 			if ej := shared.ejector.Load(); ej != nil && o.failures >= float32(ej.minFailures) && o.failures-1 < float32(ej.minFailures) {
 				// The evidence ejection needs is just complete.
@@ -297,6 +300,12 @@ type doneShared struct {
 	fleetBits atomic.Uint64
 	// work is what Dones ask the balancer to do later (donework.go).
 	work doneWork
+	// failing says that some endpoint may have failures counted: set by a
+	// Done that counts one (after counting it), cleared by an assessment
+	// that finds none (before it looks). While it is false every
+	// endpoint's Avoidance is 0, and a publish need not read each
+	// endpoint's counts to learn it.
+	failing atomic.Bool
 
 	// Counters of rare events, flushed to the metrics with the pick
 	// counts: a balancer-wide line is fine for events that are not per

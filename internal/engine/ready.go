@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -117,6 +119,13 @@ func (s *Snapshot) Avoidance(e *Endpoint) float64 {
 	return s.penalty.avoidance(o, s.fleetRate())
 }
 
+// mayAvoid reports whether Avoidance may be above 0 for some endpoint:
+// false when the penalty is off or no endpoint has a failure counted, so
+// that a picker built over a large fleet need not ask each endpoint.
+func (s *Snapshot) mayAvoid() bool {
+	return s.penalty != nil && (s.shared == nil || s.shared.failing.Load())
+}
+
 // fleetRate is the fleet's failure rate as of the last health tick.
 func (s *Snapshot) fleetRate() float64 {
 	if s.shared == nil {
@@ -196,4 +205,31 @@ type Member struct {
 	// ExitIdle asks the endpoint's child to connect. It returns at once
 	// (the work happens on a goroutine), so a picker may call it.
 	ExitIdle func()
+}
+
+// insertAt returns s with x inserted at i. When shared, a snapshot holds
+// s's array, and the result is a new array, written in one pass (copying
+// and then shifting the tail would move the tail twice; the elements hold
+// pointers, and while the collector runs each one moved costs a write
+// barrier). It has no room to spare: the list is published again soon,
+// and the next edit after that makes a new array anyway.
+func insertAt[T any](s []T, shared bool, i int, x T) []T {
+	if !shared {
+		return slices.Insert(s, i, x)
+	}
+	out := make([]T, 0, len(s)+1)
+	out = append(out, s[:i]...)
+	out = append(out, x)
+	return append(out, s[i:]...)
+}
+
+// deleteAt returns s without its element i, in a new array when shared,
+// as insertAt.
+func deleteAt[T any](s []T, shared bool, i int) []T {
+	if !shared {
+		return slices.Delete(s, i, i+1)
+	}
+	out := make([]T, 0, len(s)-1)
+	out = append(out, s[:i]...)
+	return append(out, s[i+1:]...)
 }

@@ -40,11 +40,11 @@ func (l *readyList) invalidate() {
 	l.weights.drop()
 }
 
-// own makes ready the list's alone before an edit, copying it if a
-// snapshot holds it, with room for a few insertions.
+// own makes ready the list's alone before an edit in place, copying it if
+// a snapshot holds it.
 func (l *readyList) own() {
 	if l.published {
-		l.ready = append(make([]Ready, 0, len(l.ready)+len(l.ready)/8+1), l.ready...)
+		l.ready = slices.Clone(l.ready)
 		l.published = false
 	}
 }
@@ -62,20 +62,19 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 		return
 	}
 	i, found := slices.BinarySearchFunc(l.ready, e.pos, func(r Ready, pos int) int { return r.Stats.pos - pos })
-	want := e.state == connectivity.Ready
-	if want || found {
-		l.own()
-	}
-	switch {
+	switch want := e.state == connectivity.Ready; {
 	case want && found:
+		l.own()
 		l.ready[i].Picker = e.picker
 	case want:
-		l.ready = slices.Insert(l.ready, i, Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight})
+		l.ready = insertAt(l.ready, l.published, i, Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight})
+		l.published = false
 		if l.weights.valid {
 			l.weights.insert(i, e)
 		}
 	case found:
-		l.ready = slices.Delete(l.ready, i, i+1)
+		l.ready = deleteAt(l.ready, l.published, i)
+		l.published = false
 		if l.weights.valid {
 			l.weights.remove(i)
 		}

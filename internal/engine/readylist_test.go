@@ -139,7 +139,7 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 		// steps still hold what they were built with.
 		b.mu.Lock()
 		if last != nil && (len(held) == 0 || held[len(held)-1].snap != last) {
-			held = append(held, heldSnapshot{last, slices.Clone(last.Endpoints)})
+			held = append(held, heldSnapshot{last, slices.Clone(last.Endpoints), slices.Clone(last.dones)})
 			if len(held) > 8 {
 				held = held[1:]
 			}
@@ -149,15 +149,19 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 			if !sameReady(h.snap.Endpoints, h.endpoints) {
 				t.Fatalf("step %d: a published snapshot's endpoints changed under it", step)
 			}
+			if !slices.EqualFunc(h.snap.dones, h.dones, sameFunc) {
+				t.Fatalf("step %d: a published snapshot's Dones changed under it", step)
+			}
 		}
 	}
 }
 
-// heldSnapshot is a published snapshot and a copy of its endpoints as
-// they were when it was published.
+// heldSnapshot is a published snapshot and copies of its endpoints and
+// Dones as they were when it was published.
 type heldSnapshot struct {
 	snap      *Snapshot
 	endpoints []Ready
+	dones     []func(balancer.DoneInfo)
 }
 
 func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int) {

@@ -38,15 +38,25 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 	if ws == nil {
 		ws, own = make([]float64, len(snap.Endpoints)), true
 	}
+	// Avoidance reads each endpoint's counts, a cache miss apiece over a
+	// large fleet: asked only when some endpoint may have failures.
+	avoid := snap.mayAvoid()
 	for i := range snap.Endpoints {
+		if !own && !avoid && snap.ramps == nil {
+			break // every weight is the snapshot's as it is
+		}
 		r := &snap.Endpoints[i]
 		base := 1 / r.InvWeight
 		if snap.Weights != nil {
 			base = snap.Weights[i]
 		}
-		// Avoidance scales the share as it does a d-choice picker's: an
-		// endpoint passed over with probability q keeps 1-q of its picks.
-		w := base * snap.RampFactor(i, snap.Built) * (1 - snap.Avoidance(r.Stats))
+		w := base * snap.RampFactor(i, snap.Built)
+		if avoid {
+			// Avoidance scales the share as it does a d-choice picker's:
+			// an endpoint passed over with probability q keeps 1-q of its
+			// picks.
+			w *= 1 - snap.Avoidance(r.Stats)
+		}
 		if !own && w != base {
 			ws, own = slices.Clone(ws), true
 		}

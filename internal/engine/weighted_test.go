@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/pickwise/pickwise/internal/fakecc"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+	"google.golang.org/grpc/status"
+)
+
+// TestWeightedAvoidsFailingEndpoint: a weighted round robin built while
+// an endpoint's calls fail gives it a small share of its schedule, and
+// one built after its failures have decayed away gives it its full share
+// again. The balancer's flag that lets a publish skip reading every
+// endpoint's failure counts follows: set by the first failure counted,
+// cleared by the assessment that finds none left.
+func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
+	var last *Snapshot
+	settings := Settings{FailurePenalty: DefaultFailurePenalty()} // no ejection
+	spec := Spec{
+		Name:        "weighted_test",
+		ParseConfig: func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error) { return nil, nil },
+		NewPolicy:   func() Policy { return recordingPolicy{last: &last, settings: settings} },
+	}
+	cc := fakecc.NewClientConn()
+	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: &queueClock{}, Rand: NewSeededRand(1)})
+	defer b.Close()
+	var eps []resolver.Endpoint
+	for i := range 4 {
+		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: fmt.Sprintf("127.0.0.1:%d", 31000+i)}}})
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range cc.SubConns() {
+		sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	}
+
+	// share is the fraction of a long run of NewWeightedRR's schedule
+	// that goes to the first endpoint, built over the balancer's state now.
+	share := func() float64 {
+		b.mu.Lock()
+		b.publishLocked(b.clock.Nanotime())
+		snap := last
+		b.mu.Unlock()
+		p := NewWeightedRR(snap)
+		first := snap.Endpoints[0].Stats
+		n := 0
+		const picks = 40000
+		for pos := range uint32(picks) {
+			if snap.Endpoints[p.Schedule().Next(pos)].Stats == first {
+				n++
+			}
+		}
+		return float64(n) / picks
+	}
+	if got := share(); got < 0.24 || got > 0.26 {
+		t.Fatalf("share %.3f of four healthy endpoints, want 0.25", got)
+	}
+	if b.shared.failing.Load() {
+		t.Fatal("failing set before any failure")
+	}
+
+	b.mu.Lock()
+	bad := last.Endpoints[0].Stats
+	b.mu.Unlock()
+	fail := balancer.DoneInfo{Err: status.Error(codes.Unavailable, "down"), BytesSent: true, BytesReceived: true}
+	for range 20 {
+		bad.finish(fail)
+	}
+	if !b.shared.failing.Load() {
+		t.Fatal("failing not set after failures were counted")
+	}
+	if got := share(); got > 0.05 {
+		t.Errorf("share %.3f of an endpoint whose every call failed, want most of it avoided", got)
+	}
+
+	// Assessments decay the counts to nothing.
+	for range 200 {
+		b.mu.Lock()
+		b.assessLocked(0.5)
+		b.mu.Unlock()
+	}
+	if b.shared.failing.Load() {
+		t.Fatal("failing still set after every failure count decayed away")
+	}
+	if got := share(); got < 0.24 || got > 0.26 {
+		t.Errorf("share %.3f after the failures decayed, want 0.25 again", got)
+	}
+}
