@@ -371,7 +371,19 @@ func (b *engineBalancer) Close() {
 	b.flushPicksLocked()
 	b.flushOutcomesLocked()
 	b.picker = nil
-	kids := b.children
+	// In resolver order, the order the children were made in, which is
+	// about the order they lie in memory: over a large fleet, closing
+	// them in a map's order instead waits on a cache miss per child.
+	kids := make([]*child, 0, len(b.children))
+	for _, e := range b.order {
+		if c := b.children[e]; c != nil {
+			kids = append(kids, c)
+			delete(b.children, e)
+		}
+	}
+	for _, c := range b.children { // none, unless order missed one
+		kids = append(kids, c)
+	}
 	b.children = map[*Endpoint]*child{}
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while
