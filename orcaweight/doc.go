@@ -101,7 +101,11 @@
 // A policy whose endpoints each take many calls at once may record only
 // some of the per-call reports, with Tracker.RecordN(report, k) for one
 // report in k, so that the period's sums, which every recorded report
-// writes, are written less often; the means are the same in expectation.
+// writes, are written less often. The means stay those of all the
+// reports if the sample does not follow a pattern in them: calls often
+// come in a cycle (a client alternating methods), and every k-th report
+// of a cycle whose length k divides would record one phase of it only.
 // pickwise_orca_wrr records each endpoint's first 64 reports of a weight
-// update period, then one in 8.
+// update period, then about one in 8 chosen by a golden-ratio sequence,
+// which visits every phase of a short cycle about equally.
 package orcaweight

@@ -137,28 +137,35 @@ func (t *Tracker) Record(r *v3orcapb.OrcaLoadReport) bool {
 // costly part of a report when many goroutines finish calls to one
 // endpoint at once; a caller that samples them writes them less often. n
 // of 0 records nothing and returns false, without counting a bad report.
-// Otherwise RecordN is Record.
+// Otherwise RecordN is Record with r's values multiplied by n, and a
+// rejected report counts as n bad ones on the Group, so that the count of
+// a sampled stream stands for all of it. A report whose values times n
+// are not finite (an n in the billions) is rejected too.
 func (t *Tracker) RecordN(r *v3orcapb.OrcaLoadReport, n uint64) bool {
 	if n == 0 {
 		return false
 	}
 	if r == nil {
-		t.g.bad.Add(1)
+		t.g.bad.Add(n)
 		return false
 	}
 	qps, eps := r.RpsFractional, r.Eps
 	util := t.g.settings.Load().utilization(r)
 	if !positive(qps) || !nonNegative(eps) || !positive(util) {
-		t.g.bad.Add(1)
+		t.g.bad.Add(n)
 		return false
+	}
+	if n != 1 {
+		w := float64(n)
+		qps, eps, util = qps*w, eps*w, util*w
+		if math.IsInf(qps, 0) || math.IsInf(eps, 0) || math.IsInf(util, 0) {
+			t.g.bad.Add(n)
+			return false
+		}
 	}
 	// The count goes last and Update swaps it first: a report counted in a
 	// period therefore has its sums in that period or an earlier one,
 	// never a later one (see Update).
-	if n != 1 {
-		w := float64(n)
-		qps, eps, util = qps*w, eps*w, util*w
-	}
 	addFloat(&t.acc.qps, qps)
 	if eps != 0 { // the usual case; saves an atomic
 		addFloat(&t.acc.eps, eps)
@@ -208,8 +215,8 @@ func (t *Tracker) onDone(info balancer.DoneInfo) {
 // period or in the next, and may even be split between them (its qps in
 // one, its utilization in the other), because the sums are separate words.
 // That is harmless: each addition lands in exactly one period, so nothing
-// is lost or counted twice; the skew is at most one report per Record
-// running at that instant, against a period that at per-call rates holds
+// is lost or counted twice; the skew is at most one Record's or RecordN's
+// reports for each running at that instant, against a period that at per-call rates holds
 // many; and a period left with a count but no utilization is dropped
 // rather than turned into an infinite weight.
 func (t *Tracker) Update(now time.Time) (weight float64, status Status) {

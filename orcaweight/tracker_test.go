@@ -355,8 +355,19 @@ func TestRecordN(t *testing.T) {
 	if s.RecordN(cpuReport(-1, 0.5), 8) {
 		t.Error("RecordN(bad report, 8) = true")
 	}
-	if n := sampled.BadReports(); n != 1 {
-		t.Errorf("BadReports() = %d after one bad report recorded as 8, want 1", n)
+	if n := sampled.BadReports(); n != 8 {
+		t.Errorf("BadReports() = %d after one bad report recorded as 8, want 8", n)
+	}
+	// A good report that n makes infinite is rejected, and the period
+	// keeps the weight it had.
+	if s.RecordN(&v3orcapb.OrcaLoadReport{RpsFractional: 1e300, CpuUtilization: 0.5}, 1<<40) {
+		t.Error("RecordN(r, 2^40) whose qps times n overflows = true")
+	}
+	if n := sampled.BadReports(); n != 8+1<<40 {
+		t.Errorf("BadReports() = %d after an overflowing RecordN of 2^40, want %d", n, 8+1<<40)
+	}
+	if w, _ := s.Update(at(3)); w != got {
+		t.Errorf("weight %v after an overflowing RecordN, want it unchanged at %v", w, got)
 	}
 }
 

@@ -381,7 +381,9 @@ func (b *engineBalancer) Close() {
 			delete(b.children, e)
 		}
 	}
-	for _, c := range b.children { // none, unless order missed one
+	// A child that order does not list (none should be) is closed all the
+	// same: a child left open would keep its connections.
+	for _, c := range b.children {
 		kids = append(kids, c)
 	}
 	b.children = map[*Endpoint]*child{}

@@ -304,7 +304,9 @@ type doneShared struct {
 	// Done that counts one (after counting it), cleared by an assessment
 	// that finds none (before it looks). While it is false every
 	// endpoint's Avoidance is 0, and a publish need not read each
-	// endpoint's counts to learn it.
+	// endpoint's counts to learn it. Only a reader holding the balancer's
+	// lock may rely on it: an assessment clears it for the length of its
+	// walk.
 	failing atomic.Bool
 
 	// Counters of rare events, flushed to the metrics with the pick

@@ -177,7 +177,7 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 			})),
 			badReports: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
 				Name:           p + "bad_reports",
-				Description:    "ORCA load reports ignored as unusable: NaN, infinite or negative values, zero queries per second, or zero utilization under load.",
+				Description:    "ORCA load reports ignored as unusable: NaN, infinite or negative values, zero queries per second, or zero utilization under load. A sampled per-call report counts as the reports it stands for.",
 				Unit:           "{report}",
 				Labels:         plain,
 				OptionalLabels: optional,

@@ -11,7 +11,7 @@ import (
 // Ready is one READY endpoint in a picker's snapshot. A picker holds a slice
 // of them and never changes it; the counters it reads live in Stats. It is
 // what a pick reads besides the endpoint's own line: 32 bytes, two to a
-// cache line, so that the array a publish copies and a picker reads in
+// cache line, so that the array a publish hands over and a picker reads in
 // place stays in cache for any fleet a client has (320 KB at 10k
 // endpoints). What only some snapshots need (slow start's ramps, the Done
 // that reads per-call reports) is kept beside it, not in it.
@@ -60,7 +60,8 @@ type Snapshot struct {
 	ramps []rampSpan
 	// dones, aligned with Endpoints when the policy's weights come from
 	// per-call reports, are the Dones that read them (see WeightDone);
-	// nil otherwise. Copied at Built, as an endpoint's may change after.
+	// nil otherwise. As of Built: the balancer's list of them is shared
+	// with the snapshot until its next edit, which makes a new array.
 	dones []func(balancer.DoneInfo)
 	// Clock and Rand are the engine's injected time and randomness.
 	Clock   Clock
@@ -212,7 +213,8 @@ type Member struct {
 // and then shifting the tail would move the tail twice; the elements hold
 // pointers, and while the collector runs each one moved costs a write
 // barrier). It has no room to spare: the list is published again soon,
-// and the next edit after that makes a new array anyway.
+// and the first edit after that publish makes a new array anyway (edits
+// between two publishes are in place, and may grow it).
 func insertAt[T any](s []T, shared bool, i int, x T) []T {
 	if !shared {
 		return slices.Insert(s, i, x)

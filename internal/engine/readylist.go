@@ -17,8 +17,9 @@ import (
 
 // readyList is the balancer's list of READY endpoints that are not
 // ejected, and of those that are, in resolver order, as a publish hands
-// them to the snapshot. It is updated in place when one endpoint's state
-// or picker changes, and dropped (valid false) on anything rarer that
+// them to the snapshot. It is edited when one endpoint's state or picker
+// changes (in place, or into a new array when the last snapshot holds
+// it), and dropped (valid false) on anything rarer that
 // changes what it holds: a resolver update, an ejection or a readmission,
 // an ejected endpoint's change. The next publish then walks the endpoints
 // and keeps the result. Slow start's ramps, which depend on the time of
@@ -87,7 +88,7 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 func (b *engineBalancer) readyEndpointsLocked() (ready, ejected []Ready) {
 	l := &b.readyList
 	if !l.valid {
-		l.valid, l.ready, l.ejected = true, nil, nil
+		l.valid = true
 		l.ready, l.ejected = b.scanReadyLocked()
 	}
 	l.published = true

@@ -122,6 +122,14 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 				b.publishLocked(b.clock.Nanotime())
 			}
 			b.mu.Unlock()
+		case r < 14:
+			// A READY endpoint's child hands over a new picker: the list
+			// edits that entry, and must copy the array a snapshot holds.
+			b.mu.Lock()
+			if e := b.order[rnd.IntN(len(b.order))]; e.state == connectivity.Ready && !e.ejection.ejected {
+				b.childStateLocked(e, balancer.State{ConnectivityState: connectivity.Ready, Picker: &replacedPicker{step: step}})
+			}
+			b.mu.Unlock()
 		default:
 			var live []*fakecc.SubConn
 			for _, sc := range cc.SubConns() {
@@ -154,6 +162,14 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 			}
 		}
 	}
+}
+
+// replacedPicker is a child's new picker for a READY endpoint; step makes
+// each one a distinct value.
+type replacedPicker struct{ step int }
+
+func (*replacedPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }
 
 // heldSnapshot is a published snapshot and copies of its endpoints and

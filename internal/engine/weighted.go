@@ -41,27 +41,29 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 	// Avoidance reads each endpoint's counts, a cache miss apiece over a
 	// large fleet: asked only when some endpoint may have failures.
 	avoid := snap.mayAvoid()
-	for i := range snap.Endpoints {
-		if !own && !avoid && snap.ramps == nil {
-			break // every weight is the snapshot's as it is
-		}
-		r := &snap.Endpoints[i]
-		base := 1 / r.InvWeight
-		if snap.Weights != nil {
-			base = snap.Weights[i]
-		}
-		w := base * snap.RampFactor(i, snap.Built)
-		if avoid {
-			// Avoidance scales the share as it does a d-choice picker's:
-			// an endpoint passed over with probability q keeps 1-q of its
-			// picks.
-			w *= 1 - snap.Avoidance(r.Stats)
-		}
-		if !own && w != base {
-			ws, own = slices.Clone(ws), true
-		}
-		if own {
-			ws[i] = w
+	// With no ramps, no avoidance and the snapshot's own weights, every
+	// weight is used as it is, and the loop would read each endpoint for
+	// nothing.
+	if own || avoid || snap.ramps != nil {
+		for i := range snap.Endpoints {
+			r := &snap.Endpoints[i]
+			base := 1 / r.InvWeight
+			if snap.Weights != nil {
+				base = snap.Weights[i]
+			}
+			w := base * snap.RampFactor(i, snap.Built)
+			if avoid {
+				// Avoidance scales the share as it does a d-choice
+				// picker's: an endpoint passed over with probability q
+				// keeps 1-q of its picks.
+				w *= 1 - snap.Avoidance(r.Stats)
+			}
+			if !own && w != base {
+				ws, own = slices.Clone(ws), true
+			}
+			if own {
+				ws[i] = w
+			}
 		}
 	}
 	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}

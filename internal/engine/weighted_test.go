@@ -74,11 +74,30 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 	for range 20 {
 		bad.finish(fail)
 	}
+	// The others succeed, so that the fleet's failure rate, which an
+	// assessment computes, stays well below the failing endpoint's.
+	ok := balancer.DoneInfo{BytesSent: true, BytesReceived: true}
+	for _, r := range last.Endpoints[1:] {
+		for range 100 {
+			r.Stats.finish(ok)
+		}
+	}
 	if !b.shared.failing.Load() {
 		t.Fatal("failing not set after failures were counted")
 	}
 	if got := share(); got > 0.05 {
 		t.Errorf("share %.3f of an endpoint whose every call failed, want most of it avoided", got)
+	}
+	// An assessment clears the flag before it looks, and must set it again
+	// when failures remain.
+	b.mu.Lock()
+	b.assessLocked(0.9)
+	b.mu.Unlock()
+	if !b.shared.failing.Load() {
+		t.Fatal("failing cleared by an assessment that found failures")
+	}
+	if got := share(); got > 0.05 {
+		t.Errorf("share %.3f of the failing endpoint after an assessment, want most of it still avoided", got)
 	}
 
 	// Assessments decay the counts to nothing.

@@ -48,6 +48,7 @@ func (k *weightKeeper) add(e *Endpoint) {
 	w := &e.weights
 	t := k.group.NewTracker()
 	w.tracker = t
+	e.reports.Store(0) // a fresh tracker's period records its first reports in full
 	w.done = func(info balancer.DoneInfo) {
 		e.finish(info)
 		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
@@ -105,20 +106,33 @@ func (k *weightKeeper) restartOOB(e *Endpoint) {
 // eighth of the rest spread over the period, give its means as well as
 // all of them would; an endpoint with few calls has every report
 // recorded, as before.
+//
+// Which reports are recorded follows a golden-ratio sequence, not every
+// reportStride-th: calls often come in a cycle (a client alternating two
+// methods, one cheap and one costly), and a fixed stride that divides the
+// cycle would record only one phase of it, every period. The sequence
+// visits every phase of any short cycle about equally, and it is
+// deterministic, so the simulator and tests replay it exactly.
 const (
 	reportsInFull = 64
 	reportStride  = 8
+	// goldenStep is 2^32 divided by the golden ratio: n*goldenStep, mod
+	// 2^32, spreads consecutive n over the whole range with no short
+	// period, and falls below sampledBelow for one n in reportStride.
+	goldenStep   = 0x9E3779B9
+	sampledBelow = 1 << 32 / reportStride
 )
 
 // sampleReport is how many reports the n-th per-call report of an
 // endpoint's period stands for when recorded (n counts from 1): 1 for the
-// first reportsInFull, then reportStride for every reportStride-th, 0 (not
-// recorded) for the others.
+// first reportsInFull, then reportStride for about one in reportStride
+// of the others, chosen by the golden-ratio sequence, and 0 (not
+// recorded) for the rest.
 func sampleReport(n uint32) uint64 {
 	switch {
 	case n <= reportsInFull:
 		return 1
-	case n%reportStride == 0:
+	case n*goldenStep < sampledBelow:
 		return reportStride
 	}
 	return 0
