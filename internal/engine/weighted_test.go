@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/pickwise/pickwise/internal/fakecc"
@@ -69,6 +70,7 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 
 	b.mu.Lock()
 	bad := last.Endpoints[0].Stats
+	others := slices.Clone(last.Endpoints[1:])
 	b.mu.Unlock()
 	fail := balancer.DoneInfo{Err: status.Error(codes.Unavailable, "down"), BytesSent: true, BytesReceived: true}
 	for range 20 {
@@ -77,7 +79,7 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 	// The others succeed, so that the fleet's failure rate, which an
 	// assessment computes, stays well below the failing endpoint's.
 	ok := balancer.DoneInfo{BytesSent: true, BytesReceived: true}
-	for _, r := range last.Endpoints[1:] {
+	for _, r := range others {
 		for range 100 {
 			r.Stats.finish(ok)
 		}
