@@ -106,6 +106,5 @@
 // come in a cycle (a client alternating methods), and every k-th report
 // of a cycle whose length k divides would record one phase of it only.
 // pickwise_orca_wrr records each endpoint's first 64 reports of a weight
-// update period, then about one in 8 chosen by a golden-ratio sequence,
-// which visits every phase of a short cycle about equally.
+// update period, then every 8th.
 package orcaweight

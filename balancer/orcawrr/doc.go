@@ -40,11 +40,10 @@
 // nothing more than the increment), and the per-call report hook is built
 // once per endpoint, so picking allocates nothing. The hook records an
 // endpoint's first 64 per-call reports of each weightUpdatePeriod, then
-// about one in 8 as standing for 8, spread by a golden-ratio sequence so
-// that calls coming in a cycle are sampled across all of it: over a busy
-// period the means stay within a few percent of all reports', and a busy
-// endpoint's report sums, which each recorded report writes, are not
-// taken from core to core by every call.
+// every 8th as standing for 8: the period's means are those of all its
+// reports unless their values follow the calls' order in a cycle of 2, 4
+// or 8, and a busy endpoint's report sums, which each recorded report
+// writes, are not taken from core to core by every call.
 //
 // The fields gRFC A58 defines for grpc's weighted_round_robin keep their
 // names, defaults and meaning, so a config moves from one to the other by

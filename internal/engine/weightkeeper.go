@@ -107,32 +107,26 @@ func (k *weightKeeper) restartOOB(e *Endpoint) {
 // all of them would; an endpoint with few calls has every report
 // recorded, as before.
 //
-// Which reports are recorded follows a golden-ratio sequence, not every
-// reportStride-th: calls often come in a cycle (a client alternating two
-// methods, one cheap and one costly), and a fixed stride that divides the
-// cycle would record only one phase of it, every period. The sequence
-// visits every phase of any short cycle about equally, and it is
-// deterministic, so the simulator and tests replay it exactly.
+// The recorded report is the last of each run of reportStride. Reports
+// whose values follow the order of the calls in a cycle that divides
+// reportStride (a client alternating a cheap and a costly method on one
+// endpoint, in step) would be recorded in one phase only: a known limit,
+// as a sequence that moves the position from run to run changed how the
+// weights of a backend that recovers from a slowdown come back.
 const (
 	reportsInFull = 64
 	reportStride  = 8
-	// goldenStep is 2^32 divided by the golden ratio: n*goldenStep, mod
-	// 2^32, spreads consecutive n over the whole range with no short
-	// period, and falls below sampledBelow for one n in reportStride.
-	goldenStep   = 0x9E3779B9
-	sampledBelow = 1 << 32 / reportStride
 )
 
 // sampleReport is how many reports the n-th per-call report of an
 // endpoint's period stands for when recorded (n counts from 1): 1 for the
-// first reportsInFull, then reportStride for about one in reportStride
-// of the others, chosen by the golden-ratio sequence, and 0 (not
-// recorded) for the rest.
+// first reportsInFull, then reportStride for every reportStride-th, 0 (not
+// recorded) for the others.
 func sampleReport(n uint32) uint64 {
 	switch {
 	case n <= reportsInFull:
 		return 1
-	case n*goldenStep < sampledBelow:
+	case n%reportStride == 0:
 		return reportStride
 	}
 	return 0
