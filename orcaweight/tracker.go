@@ -149,19 +149,14 @@ func (t *Tracker) RecordN(r *v3orcapb.OrcaLoadReport, n uint64) bool {
 		t.g.bad.Add(n)
 		return false
 	}
-	qps, eps := r.RpsFractional, r.Eps
-	util := t.g.settings.Load().utilization(r)
+	// Scaled before the check, so that one check also rejects values that
+	// n makes infinite (multiplying by n >= 1 keeps NaN, sign and 0).
+	w := float64(n)
+	qps, eps := r.RpsFractional*w, r.Eps*w
+	util := t.g.settings.Load().utilization(r) * w
 	if !positive(qps) || !nonNegative(eps) || !positive(util) {
 		t.g.bad.Add(n)
 		return false
-	}
-	if n != 1 {
-		w := float64(n)
-		qps, eps, util = qps*w, eps*w, util*w
-		if math.IsInf(qps, 0) || math.IsInf(eps, 0) || math.IsInf(util, 0) {
-			t.g.bad.Add(n)
-			return false
-		}
 	}
 	// The count goes last and Update swaps it first: a report counted in a
 	// period therefore has its sums in that period or an earlier one,
@@ -215,9 +210,9 @@ func (t *Tracker) onDone(info balancer.DoneInfo) {
 // period or in the next, and may even be split between them (its qps in
 // one, its utilization in the other), because the sums are separate words.
 // That is harmless: each addition lands in exactly one period, so nothing
-// is lost or counted twice; the skew is at most one Record's or RecordN's
-// reports for each running at that instant, against a period that at per-call rates holds
-// many; and a period left with a count but no utilization is dropped
+// is lost or counted twice; the skew is at most the reports of each
+// Record or RecordN running at that instant, against a period that at
+// per-call rates holds many; and a period left with a count but no utilization is dropped
 // rather than turned into an infinite weight.
 func (t *Tracker) Update(now time.Time) (weight float64, status Status) {
 	s := t.g.settings.Load()

@@ -110,9 +110,11 @@ func (k *weightKeeper) restartOOB(e *Endpoint) {
 // The recorded report is the last of each run of reportStride. Reports
 // whose values follow the order of the calls in a cycle that divides
 // reportStride (a client alternating a cheap and a costly method on one
-// endpoint, in step) would be recorded in one phase only: a known limit,
-// as a sequence that moves the position from run to run changed how the
-// weights of a backend that recovers from a slowdown come back.
+// endpoint, in step) would be recorded in one phase only: a known limit.
+// Moving the position from run to run mends that, but at a hundred or so
+// reports a period the three or four samples it takes then move a
+// recovering backend's weight (sim TestSlowBackend), so it waits for a
+// sampling that starts later or weighs the skipped reports exactly.
 const (
 	reportsInFull = 64
 	reportStride  = 8
