@@ -60,6 +60,12 @@ type policy struct {
 	tblCfg   tableConfig
 	tblEps   []endpoint     // what the table was built over, in that order
 	tblIndex map[string]int // identity -> index into tblEps; built on first need
+	// The last snapshot's members array (in), and the members the table
+	// is over (members), which are in's own when aligned and else taken
+	// from in by perm (table index -> index in in).
+	in      []engine.Member
+	members []engine.Member
+	perm    []int32
 	// warnedSize says the size warning for tbl's endpoint count was
 	// logged (see warnRendezvousSize).
 	warnedSize bool
@@ -126,23 +132,38 @@ func identity(ep resolver.Endpoint) string {
 // NewPicker builds a picker over every endpoint of snap, reusing the last
 // table when the placement inputs are unchanged.
 //
-// A connectivity change publishes a picker with the same members in the
-// same order, so that case is checked first, in one pass with no map and
-// no copy: the snapshot's members are then already aligned with the table
-// and the picker uses them as they are (BenchmarkConnectivityChange).
+// A connectivity change publishes a picker over the members array of the
+// last snapshot (Snapshot.Members), which then needs no check at all; a
+// new array with the same members in the same order is checked next, in
+// one pass with no map and no copy: the snapshot's members are then
+// already aligned with the table and the picker uses them as they are
+// (BenchmarkConnectivityChange).
 func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
-	// The engine builds Members afresh for each snapshot and never writes
-	// a snapshot after handing it over, so the picker may keep the slice.
-	members := snap.Members
-	if !p.alignedWith(members) {
-		var err error
-		if members, err = p.alignMembers(members); err != nil {
-			return engine.ErrPicker(err)
+	// The engine never writes a snapshot's slices after handing them
+	// over, so the picker may keep them.
+	if !p.sameInputs(snap.Members) {
+		p.in, p.members, p.perm = nil, nil, nil
+		if p.alignedWith(snap.Members) {
+			p.members = snap.Members
+		} else {
+			members, perm, err := p.alignMembers(snap.Members)
+			if err != nil {
+				return engine.ErrPicker(err)
+			}
+			p.members, p.perm = members, perm
+		}
+		p.in = snap.Members
+	}
+	members, states := p.members, snap.States
+	if p.perm != nil {
+		states = make([]engine.MemberState, len(p.perm))
+		for i, j := range p.perm {
+			states[i] = snap.States[j]
 		}
 	}
 	connecting := false
-	for i := range members {
-		connecting = connecting || members[i].State == connectivity.Connecting
+	for _, st := range states {
+		connecting = connecting || st.State() == connectivity.Connecting
 	}
 	var adm []admission
 	// A snapshot built by hand, without a clock, has no time to hold by.
@@ -151,13 +172,14 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		if len(p.rejoin.for_) != len(p.tblEps) || (len(p.tblEps) > 0 && &p.rejoin.for_[0] != &p.tblEps[0]) {
 			p.rejoin.align(p.tblEps, now, hold)
 		}
-		adm = p.rejoin.update(members, now, hold, ramp)
+		adm = p.rejoin.update(members, states, now, hold, ramp)
 	} else {
 		p.rejoin = rejoins{}
 	}
 	pk := &picker{
 		tbl:        p.tbl,
 		members:    members,
+		states:     states,
 		header:     p.cfg.RequestHashHeader,
 		rand:       snap.Rand,
 		connecting: connecting,
@@ -177,6 +199,13 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 	return pk
 }
 
+// sameInputs reports whether in is the members array the last picker was
+// built from, by the current table config: the engine hands the same
+// array to every snapshot until the set of endpoints changes.
+func (p *policy) sameInputs(in []engine.Member) bool {
+	return p.tbl != nil && len(in) > 0 && len(in) == len(p.in) && &in[0] == &p.in[0] && p.tblCfg == p.cfg.tableConfig()
+}
+
 // alignedWith reports whether the cached table was built, by the current
 // config, over exactly members' identities and weights in members' order.
 // It costs one identity and weight comparison per member.
@@ -193,9 +222,10 @@ func (p *policy) alignedWith(members []engine.Member) bool {
 }
 
 // alignMembers returns members deduped and in the order of the table's
-// endpoints, building a new table first unless the cached one was built
-// over the same set of (identity, weight) pairs in another order.
-func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, error) {
+// endpoints, with the index in all of each (nil when that is all's own
+// order), building a new table first unless the cached one was built over
+// the same set of (identity, weight) pairs in another order.
+func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, []int32, error) {
 	// Dedupe by identity: two endpoints with one identity would be one
 	// point owning two shares. The first in resolver order wins.
 	ids := make([]string, 0, len(all))
@@ -219,17 +249,23 @@ func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, error) {
 			// Maglev slots or ring entries): rendezvous can hold any set.
 			warningf("%s: %v; using a rendezvous table", Name, err)
 			if tbl, err = newRendezvous(eps, uint32(p.cfg.MaxWeightRatio)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		p.tbl, p.tblCfg, p.tblEps, p.tblIndex = tbl, p.cfg.tableConfig(), eps, nil
 		p.warnRendezvousSize()
 	}
-	members := make([]engine.Member, len(p.tblEps))
-	for i, ep := range p.tblEps {
-		members[i] = all[byID[ep.id]]
+	if len(ids) == len(all) && p.alignedWith(all) {
+		// A new table over all as they are (the usual case): no copy.
+		return all, nil, nil
 	}
-	return members, nil
+	members := make([]engine.Member, len(p.tblEps))
+	perm := make([]int32, len(p.tblEps))
+	for i, ep := range p.tblEps {
+		j := byID[ep.id]
+		members[i], perm[i] = all[j], int32(j)
+	}
+	return members, perm, nil
 }
 
 // warnRendezvousSize logs a warning when a rendezvous table holds more

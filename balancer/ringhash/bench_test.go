@@ -259,8 +259,9 @@ func BenchmarkNewPicker(b *testing.B) {
 		for i, a := range testkit.Addrs(n) {
 			// With a weight attribute, as xDS sets one: the identity lookup
 			// then reads a non-empty attribute map.
-			members[i] = engine.Member{Endpoint: testkit.Endpoint(a, 1), Weight: 1, State: connectivity.Idle}
+			members[i] = engine.Member{Endpoint: testkit.Endpoint(a, 1), Weight: 1}
 		}
+		idle := make([]engine.MemberState, n) // the zero state is IDLE
 		changed := append([]engine.Member(nil), members...)
 		changed[0].Weight = 2
 		for _, tc := range tableConfigs {
@@ -269,7 +270,7 @@ func BenchmarkNewPicker(b *testing.B) {
 				b.Fatal(err)
 			}
 			p := &policy{cfg: cfg.(*Config)}
-			snaps := [2]*engine.Snapshot{{Members: members}, {Members: changed}}
+			snaps := [2]*engine.Snapshot{{Members: members, States: idle}, {Members: changed, States: idle}}
 			b.Run(fmt.Sprintf("n=%d/table=%s/change=none", n, tc.name), func(b *testing.B) {
 				p.NewPicker(snaps[0])
 				b.ReportAllocs()

@@ -15,8 +15,9 @@ import (
 type picker struct {
 	// Immutable after construction.
 	tbl        table
-	members    []engine.Member // indexed as the table's endpoints
-	header     string          // requestHashHeader, "" if none
+	members    []engine.Member      // indexed as the table's endpoints
+	states     []engine.MemberState // the members' states, aligned with members
+	header     string               // requestHashHeader, "" if none
 	rand       engine.Rand
 	connecting bool             // some endpoint is CONNECTING (gRFC A76's random-hash rule)
 	snap       *engine.Snapshot // for avoidance and probes
@@ -57,17 +58,17 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// the rejoin hold keeps the key off it: better than failing the call.
 	heldReady := int32(-1)
 	for ok := true; ok; c, ok = p.tbl.next(c) {
-		m := &p.members[c.endpoint]
+		m, st := &p.members[c.endpoint], p.states[c.endpoint]
 		if p.adm != nil && !p.admits(c.endpoint, h) {
 			// Held after a return: its keys stay where they went.
-			if heldReady < 0 && m.State == connectivity.Ready && !m.Ejected {
+			if heldReady < 0 && st.State() == connectivity.Ready && !st.Ejected() {
 				heldReady = c.endpoint
 			}
 			continue
 		}
-		switch m.State {
+		switch st.State() {
 		case connectivity.Ready:
-			if m.Ejected {
+			if st.Ejected() {
 				// Locally ejected: its keys go to their next candidate,
 				// but for a probe now and then, which shows its recovery.
 				if p.snap.ProbeDue(m.Conn.Stats, a) {
@@ -126,7 +127,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			// Bounded load skipped a READY endpoint to get here: wake
 			// this one for later keys, but look on for one that can take
 			// the call now rather than queue it.
-			if m.State == connectivity.Idle {
+			if st.State() == connectivity.Idle {
 				_, _ = m.Conn.Picker.Pick(info)
 			}
 		}
@@ -212,16 +213,16 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 	var limit int64 = -1
 	fallback, failing, heldReady := int32(-1), int32(-1), int32(-1)
 	for c, ok := p.tbl.first(h), true; ok; c, ok = p.tbl.next(c) {
-		m := &p.members[c.endpoint]
+		m, st := &p.members[c.endpoint], p.states[c.endpoint]
 		if p.adm != nil && !p.admits(c.endpoint, h) {
-			if heldReady < 0 && m.State == connectivity.Ready && !m.Ejected {
+			if heldReady < 0 && st.State() == connectivity.Ready && !st.Ejected() {
 				heldReady = c.endpoint
 			}
 			continue
 		}
-		switch m.State {
+		switch st.State() {
 		case connectivity.Ready:
-			if m.Ejected || p.snap.Avoidance(m.Conn.Stats) >= failingAvoidance || (a != nil && a.Used(m.Conn.Stats)) {
+			if st.Ejected() || p.snap.Avoidance(m.Conn.Stats) >= failingAvoidance || (a != nil && a.Used(m.Conn.Stats)) {
 				if failing < 0 {
 					failing = c.endpoint
 				}
@@ -305,9 +306,9 @@ func (p *picker) pickBounded(i int32, info balancer.PickInfo, why engine.PickRea
 // ReportCosts implements engine.CostReporter: the in-flight calls of every
 // READY endpoint, what bounded load caps.
 func (p *picker) ReportCosts(_ int64, record func(float64)) {
-	for i := range p.members {
-		if m := &p.members[i]; m.State == connectivity.Ready {
-			record(float64(m.Conn.Stats.InFlight()))
+	for i, st := range p.states {
+		if st.State() == connectivity.Ready {
+			record(float64(p.members[i].Conn.Stats.InFlight()))
 		}
 	}
 }

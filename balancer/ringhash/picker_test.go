@@ -37,8 +37,8 @@ func currentPicker(t testing.TB, h *testkit.Harness) *picker {
 // states counts the latest picker's members by state.
 func states(p *picker) map[connectivity.State]int {
 	m := map[connectivity.State]int{}
-	for i := range p.members {
-		m[p.members[i].State]++
+	for _, st := range p.states {
+		m[st.State()]++
 	}
 	return m
 }
@@ -337,9 +337,9 @@ func reconnectOnPick(t testing.TB, h *testkit.Harness, addr, key string) *testki
 			return fmt.Errorf("picker is %T", s.Picker)
 		}
 		for i := range p.members {
-			if m := &p.members[i]; m.Conn.Stats.Addr() == addr {
-				if m.State != connectivity.Idle && m.State != connectivity.Connecting {
-					return fmt.Errorf("%s is %v, want IDLE or CONNECTING", addr, m.State)
+			if m, st := &p.members[i], p.states[i].State(); m.Conn.Stats.Addr() == addr {
+				if st != connectivity.Idle && st != connectivity.Connecting {
+					return fmt.Errorf("%s is %v, want IDLE or CONNECTING", addr, st)
 				}
 				return nil
 			}

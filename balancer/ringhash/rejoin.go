@@ -99,11 +99,11 @@ func (r *rejoins) align(eps []endpoint, now, hold int64) {
 // admission, aligned with members (the table's order), or nil when every
 // member has all its keys. IDLE members that are held are woken, so that
 // they can prove themselves.
-func (r *rejoins) update(members []engine.Member, now, hold, ramp int64) []admission {
+func (r *rejoins) update(members []engine.Member, states []engine.MemberState, now, hold, ramp int64) []admission {
 	var adm []admission
-	for i := range members {
-		m, st := &members[i], r.aligned[i]
-		switch m.State {
+	for i, ms := range states {
+		state, st := ms.State(), r.aligned[i]
+		switch state {
 		case connectivity.Ready:
 			if st.returner && !st.proving {
 				st.proving, st.readyAt = true, now
@@ -133,7 +133,7 @@ func (r *rejoins) update(members []engine.Member, now, hold, ramp int64) []admis
 		}
 		if !st.proving {
 			adm[i] = held
-			if m.State == connectivity.Idle && m.ExitIdle != nil {
+			if m := &members[i]; state == connectivity.Idle && m.ExitIdle != nil {
 				m.ExitIdle()
 			}
 			continue

@@ -405,7 +405,7 @@ func TestPickerReuse(t *testing.T) {
 	members := func(weights ...uint32) []engine.Member {
 		ms := make([]engine.Member, len(weights))
 		for i, a := range testkit.Addrs(len(weights)) {
-			ms[i] = engine.Member{Endpoint: testkit.Endpoint(a, weights[i]), Weight: max(weights[i], 1), State: connectivity.Idle}
+			ms[i] = engine.Member{Endpoint: testkit.Endpoint(a, weights[i]), Weight: max(weights[i], 1)}
 		}
 		return ms
 	}
@@ -417,39 +417,51 @@ func TestPickerReuse(t *testing.T) {
 			}
 			p := &policy{cfg: parsed.(*Config)}
 			base := members(1, 2, 3, 1, 1, 1, 5, 1)
-			pick := func(ms []engine.Member) *picker {
+			idle := make([]engine.MemberState, len(base)) // the zero state is IDLE
+			pickIn := func(ms []engine.Member, states []engine.MemberState) *picker {
 				t.Helper()
-				pk, ok := p.NewPicker(&engine.Snapshot{Members: ms}).(*picker)
+				pk, ok := p.NewPicker(&engine.Snapshot{Members: ms, States: states}).(*picker)
 				if !ok {
 					t.Fatalf("NewPicker returned %T", pk)
 				}
 				return pk
 			}
+			pick := func(ms []engine.Member) *picker { return pickIn(ms, idle) }
 			first := pick(base)
 
-			// A connectivity change: the same members in a new snapshot.
-			again := slices.Clone(base)
-			again[2].State = connectivity.Ready
-			pk := pick(again)
-			if pk.tbl != first.tbl {
-				t.Errorf("a state change rebuilt the table")
-			}
-			if &pk.members[0] != &again[0] {
-				t.Errorf("a state change copied the members")
+			// A connectivity change: the engine's snapshot has the same
+			// members array, and new states.
+			states := slices.Clone(idle)
+			states[2] = engine.MemberStateOf(connectivity.Ready, false)
+			pk := pickIn(base, states)
+			if pk.tbl != first.tbl || &pk.members[0] != &base[0] || &pk.states[0] != &states[0] {
+				t.Errorf("a state change rebuilt the table or copied the members or states")
 			}
 			if first.dones != nil && &pk.dones[0] != &first.dones[0] {
 				t.Errorf("a state change rebuilt bounded load's callbacks")
 			}
-			snap := &engine.Snapshot{Members: again}
+			snap := &engine.Snapshot{Members: base, States: states}
 			if allocs := testing.AllocsPerRun(100, func() { p.NewPicker(snap) }); allocs > 1 {
 				t.Errorf("a picker over unchanged members allocates %v times, want 1 (the picker)", allocs)
 			}
+			// The same members in a new array: checked, not copied.
+			again := slices.Clone(base)
+			if pk := pick(again); pk.tbl != first.tbl || &pk.members[0] != &again[0] {
+				t.Errorf("an equal members array rebuilt the table or was copied")
+			}
 
 			// A reordered list: the same table, members realigned to it.
+			// Their states follow them.
 			reordered := slices.Clone(base)
 			slices.Reverse(reordered)
-			if pk := pick(reordered); pk.tbl != first.tbl || pk.members[0].Endpoint.Addresses[0] != base[0].Endpoint.Addresses[0] {
+			reorderedStates := slices.Clone(states)
+			slices.Reverse(reorderedStates)
+			pk = pickIn(reordered, reorderedStates)
+			if pk.tbl != first.tbl || pk.members[0].Endpoint.Addresses[0] != base[0].Endpoint.Addresses[0] {
 				t.Errorf("reordering rebuilt the table or misaligned the members")
+			}
+			if !slices.Equal(pk.states, states) {
+				t.Errorf("reordered members' states %v, want %v", pk.states, states)
 			}
 
 			// A config change outside the table keeps it, one inside

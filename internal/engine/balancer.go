@@ -41,14 +41,15 @@ type engineBalancer struct {
 	// inside, on a line of its own.
 	turns *turns
 
-	mu        sync.Mutex // guards everything below
-	policy    Policy
-	closed    bool
-	endpoints map[string]*Endpoint // by endpointKey
-	children  map[*Endpoint]*child
-	order     []*Endpoint // endpoints in resolver order, duplicates removed
-	readyList readyList   // the READY ones, between publishes (eager policies)
-	counts    stateCounts // the endpoints in each connectivity state
+	mu         sync.Mutex // guards everything below
+	policy     Policy
+	closed     bool
+	endpoints  map[string]*Endpoint // by endpointKey
+	children   map[*Endpoint]*child
+	order      []*Endpoint // endpoints in resolver order, duplicates removed
+	readyList  readyList   // the READY ones, between publishes
+	memberList memberList  // all of them, between a lazy policy's publishes
+	counts     stateCounts // the endpoints in each connectivity state
 	// lastIn is, for each state, the endpoint that entered it last: its
 	// picker is what a call meets while no endpoint is READY.
 	lastIn      [connectivity.Shutdown + 1]*Endpoint
@@ -199,6 +200,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 
 	b.readyList.invalidate()
+	b.memberList.invalidate()
 	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
 	var added []*child

@@ -40,10 +40,6 @@ type coalescer struct {
 	due         int64 // when timer fires; 0 if none
 }
 
-// noStateYet stands for a state not yet reported or published; it is
-// outside the range stateCounts counts.
-const noStateYet = connectivity.Shutdown + 1
-
 // publishAtOnceUpTo is the largest fleet whose every change is published
 // at once: building its picker costs microseconds, and tests and small
 // simulations then see each change in the next picker.
@@ -76,6 +72,7 @@ func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
 	e.picker = s.Picker
 	e.live.set(s.Picker)
 	b.readyChangedLocked(e)
+	b.memberChangedLocked(e)
 	b.counts.move(from, to)
 	if to <= connectivity.Shutdown {
 		b.lastIn[to] = e
@@ -131,16 +128,4 @@ type queuePicker struct{}
 
 func (queuePicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
-}
-
-// stateCounts counts endpoints by connectivity state.
-type stateCounts [connectivity.Shutdown + 1]int
-
-func (s *stateCounts) move(from, to connectivity.State) {
-	if from <= connectivity.Shutdown {
-		s[from]--
-	}
-	if to <= connectivity.Shutdown {
-		s[to]++
-	}
 }

@@ -180,6 +180,7 @@ func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64
 	}
 	s.ejected, s.until = true, now+d
 	b.readyList.invalidate()
+	b.memberChangedLocked(e)
 	e.probe.okRun.Store(0)
 	e.probe.every.Store(ej.probeEvery)
 	e.probe.next.Store(now + ej.probeEvery)
@@ -200,6 +201,7 @@ func (b *engineBalancer) readmitLocked(e *Endpoint, now int64) {
 	e.ejection.ejected = false
 	e.ejection.lastEnd = now
 	b.readyList.invalidate()
+	b.memberChangedLocked(e)
 	e.outcomeBits.Store(0)
 	// Its latency average, if any, is from before it failed: it starts
 	// over as a newcomer, tried at once and one call at a time until it

@@ -81,6 +81,7 @@ type endpointCold struct {
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order
+	member    int // index in the balancer's memberList, when it is in it
 	state     connectivity.State
 	coldReady bool            // its next READY starts a slow-start ramp: it joined late, or its connection failed
 	ramping   bool            // in a slow-start ramp that began at rampStart

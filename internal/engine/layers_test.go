@@ -54,7 +54,7 @@ var upwardAllowed = map[string]string{
 	"balancer.go -> weights.go":   "engineBalancer's own methods",
 	"balancer.go -> children.go":  "engineBalancer's own methods and its children",
 	"balancer.go -> coalesce.go":  "engineBalancer's own methods and its publishing state",
-	"balancer.go -> readylist.go": "engineBalancer's own methods and its READY list",
+	"balancer.go -> readylist.go": "engineBalancer's own methods, its READY and member lists, and state counts",
 	// The connect mode is chosen by the balancer and calls back into its
 	// publishing: a strategy of the one type.
 	"balancer.go -> lazy.go": "the onDemand connectMode",

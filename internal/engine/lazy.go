@@ -52,32 +52,8 @@ func (onDemand) publishLocked(b *engineBalancer, now int64) { b.publishLazyLocke
 // endpoint, published in every state (the picker must reach IDLE endpoints
 // to wake them), with gRFC A61's aggregate state.
 func (b *engineBalancer) publishLazyLocked(now int64) {
-	members := make([]Member, 0, len(b.order))
-	var ready, ejected []Ready
-	var counts stateCounts
-	for _, e := range b.order {
-		if e.picker == nil {
-			continue // its child has not reported yet
-		}
-		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
-		conn := r
-		if e.state != connectivity.Ready {
-			// Waiting calls follow the child from here on: see readyLocked.
-			conn.Picker = &e.live
-		}
-		members = append(members, Member{Conn: conn, State: e.state, Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle,
-			Ejected: e.ejection.ejected && e.state == connectivity.Ready})
-		if e.state <= connectivity.Shutdown {
-			counts[e.state]++
-		}
-		switch {
-		case e.state != connectivity.Ready:
-		case e.ejection.ejected:
-			ejected = append(ejected, r)
-		default:
-			ready = append(ready, r)
-		}
-	}
+	members, states, counts := b.membersLocked()
+	ready, ejected := b.readyEndpointsLocked()
 	if len(members) == 0 {
 		b.publishNoneLocked()
 		return
@@ -89,8 +65,8 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		// this child recover. The first IDLE one in resolver order, so that
 		// repeated updates wake the same endpoint rather than a new one
 		// each time.
-		for i := range members {
-			if m := &members[i]; m.State == connectivity.Idle && m.ExitIdle != nil {
+		for i, st := range states {
+			if m := &members[i]; st.State() == connectivity.Idle && m.ExitIdle != nil {
 				m.ExitIdle()
 				break
 			}
@@ -100,7 +76,7 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 		b.everReady = true
 	}
 	snap := b.snapshotLocked(ready, now)
-	snap.Members = members
+	snap.Members, snap.States = members, states
 	// Calls without a key reach ejected endpoints only as probes
 	// (Snapshot.Probe); keyed calls meet them on their walk.
 	snap.Ejected = ejected

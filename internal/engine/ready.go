@@ -42,8 +42,17 @@ type Snapshot struct {
 	// them due for one (ProbeDue), or that find no better candidate.
 	Ejected []Ready
 	// Members, under a lazy policy only, are all the endpoints in resolver
-	// order, whatever their state; never empty. Nil otherwise.
+	// order, whatever their state; never empty. Nil otherwise. What a
+	// member holds changes only with the set of endpoints (a resolver
+	// update, an endpoint's first report), and until then every snapshot
+	// has the same array: a policy that sees the array of its last
+	// snapshot again knows its placement inputs are unchanged.
 	Members []Member
+	// States are the members' connectivity as of the snapshot, aligned
+	// with Members; nil when Members is. Kept apart from Members so that
+	// a connectivity change copies a byte per endpoint for the next
+	// snapshot, not a member.
+	States []MemberState
 	// Weights are the endpoints' backend-reported weights, aligned with
 	// Endpoints, when the policy asked for Settings.Weights: the median
 	// stands in for an endpoint without a usable weight, and all are 1 when
@@ -186,27 +195,45 @@ func withDone(res balancer.PickResult, ours func(balancer.DoneInfo)) balancer.Pi
 type Member struct {
 	// Conn is how a picker reaches the endpoint: its child picker and
 	// long-lived state. Pick through it with PickEndpoint or
-	// PickEndpointDone, in any State: while the endpoint is not READY its
-	// picker follows the child's latest one, which queues the call and
-	// makes it connect, as pickfirst's does, or places it once the child
-	// is READY, before the next snapshot shows it (so a pick through
-	// Conn.Picker directly would go uncounted). Slow start does not apply
-	// to lazy policies.
+	// PickEndpointDone, in any state: its picker follows the child's
+	// latest one, which queues the call and makes it connect, as
+	// pickfirst's does, or places it once the child is READY, before the
+	// next snapshot shows it (so a pick through Conn.Picker directly
+	// would go uncounted). Slow start does not apply to lazy policies.
 	Conn Ready
-	// State is the endpoint's connectivity state as of the snapshot.
-	State connectivity.State
 	// Endpoint is the endpoint as the resolver gave it, attributes
 	// included (the A76 hash key, the weight).
 	Endpoint resolver.Endpoint
 	// Weight is the endpoint's static weight, at least 1.
 	Weight uint32
-	// Ejected says the endpoint is locally ejected (EjectionConfig): a
-	// key's walk passes it unless its probe is due (Snapshot.ProbeDue).
-	Ejected bool
 	// ExitIdle asks the endpoint's child to connect. It returns at once
 	// (the work happens on a goroutine), so a picker may call it.
 	ExitIdle func()
 }
+
+// MemberState is a member's connectivity as of a snapshot, in a byte: its
+// state, and whether it is locally ejected.
+type MemberState uint8
+
+// ejectedBit marks a MemberState ejected; states fit in the bits below.
+const ejectedBit MemberState = 1 << 7
+
+// MemberStateOf is the MemberState of an endpoint in state s; ejected
+// counts only for a READY one.
+func MemberStateOf(s connectivity.State, ejected bool) MemberState {
+	st := MemberState(s)
+	if ejected && s == connectivity.Ready {
+		st |= ejectedBit
+	}
+	return st
+}
+
+// State is the member's connectivity state.
+func (s MemberState) State() connectivity.State { return connectivity.State(s &^ ejectedBit) }
+
+// Ejected says the member is READY and locally ejected (EjectionConfig):
+// a key's walk passes it unless its probe is due (Snapshot.ProbeDue).
+func (s MemberState) Ejected() bool { return s&ejectedBit != 0 }
 
 // insertAt returns s with x inserted at i. When shared, a snapshot holds
 // s's array, and the result is a new array, written in one pass (copying

@@ -6,9 +6,10 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// This file keeps an eager policy's READY endpoints between publishes, so
-// that a publish after one endpoint's change costs a copy of that list
-// rather than a walk over every endpoint's state. The walk reads each
+// This file keeps the lists a publish hands to a snapshot between
+// publishes: the READY endpoints (readyList) and, under a lazy policy,
+// every endpoint (memberList). A publish after one endpoint's change then
+// costs a copy of a list rather than a walk over every endpoint's state. The walk reads each
 // endpoint's cold fields, one or two cache misses per endpoint, which at
 // 10k endpoints is most of a millisecond; the copy is one sequential move.
 // A publish with no change of the list since the last one (a weight
@@ -137,3 +138,96 @@ func (b *engineBalancer) rampsLocked(ready []Ready, now int64) (ramps []rampSpan
 	}
 	return ramps, earliest
 }
+
+// memberList is a lazy policy's Snapshot.Members and States between
+// publishes. The members change only when the set of endpoints does (a
+// resolver update, an endpoint's first report), which drops the list, so
+// every snapshot until then shares their array. A connectivity or
+// ejection change edits one state, in place or in a copy of the states
+// when the last snapshot holds them: a byte per endpoint, 50 KB at 50k
+// endpoints, where a copy of the members would be 5 MB of pointers (a
+// burst of keys waking endpoints brings a publish per coalescing window;
+// BenchmarkWake in internal/scale). Guarded by the balancer's mu.
+type memberList struct {
+	valid   bool
+	members []Member      // the endpoints that have reported, in resolver order
+	states  []MemberState // aligned with members
+	counts  stateCounts
+	// published says that states is the last snapshot's too: the next
+	// edit copies it first.
+	published bool
+}
+
+// invalidate drops the list; the next publish rebuilds it.
+func (l *memberList) invalidate() {
+	*l = memberList{}
+}
+
+// memberStateOf is e's MemberState.
+func memberStateOf(e *Endpoint) MemberState { return MemberStateOf(e.state, e.ejection.ejected) }
+
+// memberChangedLocked brings the member list up to date after e's state,
+// picker or ejection changed.
+func (b *engineBalancer) memberChangedLocked(e *Endpoint) {
+	l := &b.memberList
+	if !l.valid {
+		return
+	}
+	i := e.member
+	if i >= len(l.members) || l.members[i].Conn.Stats != e {
+		// Not in the list: its first report, which changes the list's
+		// length and every later member's index.
+		l.invalidate()
+		return
+	}
+	if l.published {
+		l.states = slices.Clone(l.states)
+		l.published = false
+	}
+	l.counts.move(l.states[i].State(), e.state)
+	l.states[i] = memberStateOf(e)
+}
+
+// membersLocked is every endpoint that has reported, in resolver order,
+// their states, and how many are in each state, for a snapshot: the
+// caller may keep the slices and must not change them.
+func (b *engineBalancer) membersLocked() ([]Member, []MemberState, stateCounts) {
+	l := &b.memberList
+	if !l.valid {
+		l.valid = true
+		l.members = make([]Member, 0, len(b.order))
+		l.states = make([]MemberState, 0, len(b.order))
+		for _, e := range b.order {
+			if e.picker == nil {
+				continue // its child has not reported yet
+			}
+			e.member = len(l.members)
+			// The live picker in every state, so that the member need
+			// not change when the endpoint's state does: while it is not
+			// READY, calls waiting on it follow the child from here on
+			// (see onDemand.readyLocked).
+			l.members = append(l.members, Member{Conn: Ready{Picker: &e.live, Stats: e, InvWeight: 1 / e.weight},
+				Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle})
+			l.states = append(l.states, memberStateOf(e))
+			l.counts.move(noStateYet, e.state)
+		}
+	}
+	l.published = true
+	return l.members, l.states, l.counts
+}
+
+// stateCounts counts endpoints by connectivity state.
+type stateCounts [connectivity.Shutdown + 1]int
+
+func (s *stateCounts) move(from, to connectivity.State) {
+	if from <= connectivity.Shutdown {
+		s[from]--
+	}
+	if to <= connectivity.Shutdown {
+		s[to]++
+	}
+}
+
+// noStateYet stands for a state not yet reported or published; it is
+// outside the range stateCounts counts.
+const noStateYet = connectivity.Shutdown + 1

@@ -42,28 +42,33 @@ func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
 // reweighted), ejections and readmissions, and checks after each step
 // that the READY list kept between publishes is the one a walk over
 // every endpoint gives, and that the last snapshot was built from it;
-// with and without slow start, whose ramps the list leaves out.
+// with and without slow start, whose ramps the list leaves out. Under a
+// lazy policy it checks the member list the same way: endpoints connect
+// when the test wakes them, as keys would.
 func TestReadyListMatchesScan(t *testing.T) {
 	slow := &SlowStartConfig{Window: lbconfig.Duration(time.Second), Aggression: 1, MinWeightPercent: 10}
 	weights := &WeightsConfig{UpdatePeriod: time.Second} // no blackout, no expiry
 	for _, tc := range []struct {
 		name     string
 		settings Settings
+		lazy     bool
 	}{
-		{"plain", Settings{}},
-		{"slowStart", Settings{SlowStart: slow}},
-		{"weights", Settings{Weights: weights}},
+		{"plain", Settings{}, false},
+		{"slowStart", Settings{SlowStart: slow}, false},
+		{"weights", Settings{Weights: weights}, false},
+		{"lazy", Settings{Ejection: DefaultEjection(), FailurePenalty: DefaultFailurePenalty()}, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { readyListMatchesScan(t, tc.settings) })
+		t.Run(tc.name, func(t *testing.T) { readyListMatchesScan(t, tc.settings, tc.lazy) })
 	}
 }
 
-func readyListMatchesScan(t *testing.T, settings Settings) {
+func readyListMatchesScan(t *testing.T, settings Settings, lazy bool) {
 	var last *Snapshot
 	spec := Spec{
 		Name:        "readylist_test",
 		ParseConfig: func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error) { return nil, nil },
 		NewPolicy:   func() Policy { return recordingPolicy{last: &last, settings: settings} },
+		Lazy:        lazy,
 	}
 	cc := fakecc.NewClientConn()
 	var clock Clock = SystemClock{}
@@ -130,6 +135,13 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 				b.childStateLocked(e, balancer.State{ConnectivityState: connectivity.Ready, Picker: &replacedPicker{step: step}})
 			}
 			b.mu.Unlock()
+		case r < 24 && lazy:
+			// A key wakes an endpoint: its child connects, outside the
+			// balancer's lock, as a picker's ExitIdle makes it.
+			b.mu.Lock()
+			c := b.children[b.order[rnd.IntN(len(b.order))]]
+			b.mu.Unlock()
+			c.exitIdle()
 		default:
 			var live []*fakecc.SubConn
 			for _, sc := range cc.SubConns() {
@@ -147,7 +159,7 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 		// steps still hold what they were built with.
 		b.mu.Lock()
 		if last != nil && (len(held) == 0 || held[len(held)-1].snap != last) {
-			held = append(held, heldSnapshot{last, slices.Clone(last.Endpoints), slices.Clone(last.dones)})
+			held = append(held, heldSnapshot{last, slices.Clone(last.Endpoints), slices.Clone(last.dones), slices.Clone(last.Members), slices.Clone(last.States)})
 			if len(held) > 8 {
 				held = held[1:]
 			}
@@ -159,6 +171,9 @@ func readyListMatchesScan(t *testing.T, settings Settings) {
 			}
 			if !slices.EqualFunc(h.snap.dones, h.dones, sameFunc) {
 				t.Fatalf("step %d: a published snapshot's Dones changed under it", step)
+			}
+			if !sameMembers(h.snap.Members, h.members) || !slices.Equal(h.snap.States, h.states) {
+				t.Fatalf("step %d: a published snapshot's members or their states changed under it", step)
 			}
 		}
 	}
@@ -178,6 +193,8 @@ type heldSnapshot struct {
 	snap      *Snapshot
 	endpoints []Ready
 	dones     []func(balancer.DoneInfo)
+	members   []Member
+	states    []MemberState
 }
 
 func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int) {
@@ -198,12 +215,44 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int)
 			t.Fatalf("step %d: the kept weights %v (usable %v) differ from the endpoints' %v (%v)", step, w.ws, w.usable, fresh.ws, fresh.usable)
 		}
 	}
-	if len(ready) == 0 {
-		ready = ejected
+	if b.memberList.valid || last != nil && last.Members != nil {
+		checkMemberList(t, b, last, step)
+	}
+	if len(ready) == 0 && last != nil && last.Members == nil {
+		ready = ejected // an eager policy's fallback
 	}
 	if len(ready) > 0 && (last == nil || !sameReady(last.Endpoints, ready)) {
 		t.Fatalf("step %d: the last snapshot is not over the %d READY endpoints", step, len(ready))
 	}
+}
+
+// checkMemberList checks a lazy policy's kept member list, states and
+// counts, and the last snapshot's members and states, against a walk over
+// every endpoint.
+func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int) {
+	t.Helper()
+	var members []Member
+	var states []MemberState
+	var counts stateCounts
+	for _, e := range b.order {
+		if e.picker != nil {
+			members = append(members, Member{Conn: Ready{Picker: &e.live, Stats: e, InvWeight: 1 / e.weight}, Endpoint: e.resolved, Weight: uint32(e.weight)})
+			states = append(states, MemberStateOf(e.state, e.ejection.ejected))
+			counts.move(noStateYet, e.state)
+		}
+	}
+	if l := &b.memberList; l.valid && (!sameMembers(l.members, members) || !slices.Equal(l.states, states) || l.counts != counts) {
+		t.Fatalf("step %d: the kept members (%d, states %v, counts %v) differ from a walk's (%d, %v, %v)", step, len(l.members), l.states, l.counts, len(members), states, counts)
+	}
+	if len(members) > 0 && (last == nil || !sameMembers(last.Members, members) || !slices.Equal(last.States, states)) {
+		t.Fatalf("step %d: the last snapshot is not over the %d members as they are", step, len(members))
+	}
+}
+
+func sameMembers(a, b []Member) bool {
+	return slices.EqualFunc(a, b, func(x, y Member) bool {
+		return sameReady([]Ready{x.Conn}, []Ready{y.Conn}) && x.Weight == y.Weight && x.Endpoint.Addresses[0] == y.Endpoint.Addresses[0]
+	})
 }
 
 func sameReady(a, b []Ready) bool {
