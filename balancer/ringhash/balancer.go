@@ -238,7 +238,8 @@ func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, []int32, er
 		byID[id] = i
 		ids = append(ids, id)
 	}
-	if !p.tableFits(ids, byID, all) {
+	rebuilt := !p.tableFits(ids, byID, all)
+	if rebuilt {
 		eps := make([]endpoint, len(ids))
 		for i, id := range ids {
 			eps[i] = endpoint{id: id, weight: all[byID[id]].Weight}
@@ -255,8 +256,9 @@ func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, []int32, er
 		p.tbl, p.tblCfg, p.tblEps, p.tblIndex = tbl, p.cfg.tableConfig(), eps, nil
 		p.warnRendezvousSize()
 	}
-	if len(ids) == len(all) && p.alignedWith(all) {
-		// A new table over all as they are (the usual case): no copy.
+	if rebuilt && len(ids) == len(all) && p.alignedWith(all) {
+		// A new table over all as they are (the usual case): no copy. (A
+		// table kept is in another order, or NewPicker would not be here.)
 		return all, nil, nil
 	}
 	members := make([]engine.Member, len(p.tblEps))

@@ -1,6 +1,7 @@
 package ringhash
 
 import (
+	"errors"
 	"math"
 	"sync/atomic"
 
@@ -73,7 +74,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 				// but for a probe now and then, which shows its recovery.
 				if p.snap.ProbeDue(m.Conn.Stats, a) {
 					res, err := engine.PickProbe(&m.Conn, info)
-					return a.Record(m.Conn.Stats, res, err)
+					return a.Record(m.Conn.Stats, res, p.settled(c.endpoint, err))
 				}
 				if passed < 0 {
 					passed = c.endpoint
@@ -280,9 +281,24 @@ const failingAvoidance = 0.4
 // pick picks member i, through bounded load's count when it is on.
 func (p *picker) pick(i int32, info balancer.PickInfo, why engine.PickReason) (balancer.PickResult, error) {
 	if p.load == nil {
-		return engine.PickEndpoint(&p.members[i].Conn, info, why)
+		res, err := engine.PickEndpoint(&p.members[i].Conn, info, why)
+		return res, p.settled(i, err)
 	}
 	return p.pickBounded(i, info, why)
+}
+
+// settled is the error of a pick on member i as the call should see it.
+// A member picks through its child's latest picker (Member.Conn), and the
+// child of one this snapshot shows READY may have failed since: its error
+// would fail a call that a snapshot walking past the member would place.
+// The call waits for that snapshot instead, which the child's report has
+// already scheduled, as it waited when a READY member's picker was the
+// child's picker of that time (grpc finds the connection gone and waits).
+func (p *picker) settled(i int32, err error) error {
+	if err != nil && p.states[i].State() == connectivity.Ready && !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		return balancer.ErrNoSubConnAvailable
+	}
+	return err
 }
 
 // loadCap is bounded load's limit for the next call: ceil(BalanceFactor *
@@ -300,7 +316,7 @@ func (p *picker) pickBounded(i int32, info balancer.PickInfo, why engine.PickRea
 	if err == nil {
 		p.load.total.Add(1)
 	}
-	return res, err
+	return res, p.settled(i, err)
 }
 
 // ReportCosts implements engine.CostReporter: the in-flight calls of every

@@ -222,6 +222,34 @@ func TestStalePickerCountsPick(t *testing.T) {
 	}
 }
 
+// TestStaleReadyMemberWaits: a picker shows a key's endpoint READY, and
+// the endpoint's connection fails before the next picker. A pick through
+// the old picker waits for the next one (ErrNoSubConnAvailable), which
+// places the key on its next candidate, rather than failing the call with
+// the failed child's error.
+func TestStaleReadyMemberWaits(t *testing.T) {
+	for _, cfg := range []string{`{}`, `{"balanceFactor": 1.5}`} {
+		t.Run(cfg, func(t *testing.T) {
+			as := testkit.Addrs(3)
+			h := start(t, cfg, testkit.Endpoints(as))
+			key := keyFor(t, h, as[0])
+			stale := currentPicker(t, h)
+			info := balancer.PickInfo{Ctx: WithKey(context.Background(), key)}
+			sc := h.CC.SubConnFor(as[0])
+			sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Idle})
+			sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+			sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
+			waitStates(t, h, connectivity.TransientFailure, 1)
+			if _, err := stale.Pick(info); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+				t.Fatalf("Pick through a picker that shows the failed endpoint READY = %v, want ErrNoSubConnAvailable (wait for the next picker)", err)
+			}
+			if got := pickKey(t, h, key); got == as[0] {
+				t.Fatalf("the next picker placed the key on its failed endpoint %s", got)
+			}
+		})
+	}
+}
+
 // TestIdleTriggersConnect checks that a key whose endpoint lost its
 // connection (READY -> IDLE, no automatic reconnect) reconnects it on its
 // next pick and waits for it rather than moving.

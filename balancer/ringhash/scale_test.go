@@ -463,6 +463,16 @@ func TestPickerReuse(t *testing.T) {
 			if !slices.Equal(pk.states, states) {
 				t.Errorf("reordered members' states %v, want %v", pk.states, states)
 			}
+			// A connectivity change after the reorder: the engine hands
+			// the reordered array again, with new states, which follow
+			// their members too.
+			reorderedStates = slices.Clone(reorderedStates)
+			reorderedStates[0] = engine.MemberStateOf(connectivity.TransientFailure, false)
+			want := slices.Clone(reorderedStates)
+			slices.Reverse(want)
+			if pk := pickIn(reordered, reorderedStates); pk.tbl != first.tbl || !slices.Equal(pk.states, want) {
+				t.Errorf("after a state change, reordered members' states %v, want %v", pk.states, want)
+			}
 
 			// A config change outside the table keeps it, one inside
 			// rebuilds it.

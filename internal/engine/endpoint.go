@@ -28,20 +28,27 @@ type Endpoint struct {
 	_ [cacheLine - unsafe.Sizeof(endpointHot{})]byte
 
 	// The second line: what the rarer paths of a pick or a Done read (a
-	// probe, a retry), and the rest, behind a pointer. The rest is most of
-	// an endpoint's state, used mostly with the balancer's lock held (its
-	// atomics, the probe state and the live picker, are the exceptions, on
-	// rare paths); kept out of line, it leaves endpoints two lines apart in memory, not
-	// five, so that a fleet's hot lines span fewer pages and a pick's two
-	// random ones less often miss the TLB.
+	// probe, a retry), a lazy policy's way to the child's picker, and the
+	// rest, behind a pointer. The rest is most of an endpoint's state, used
+	// mostly with the balancer's lock held (its atomics, the probe state,
+	// are the exceptions, on rare paths); kept out of line, it leaves
+	// endpoints two lines apart in memory, not five, so that a fleet's hot
+	// lines span fewer pages and a pick's two random ones less often miss
+	// the TLB.
 	endpointWarm
 	_ [cacheLine - unsafe.Sizeof(endpointWarm{})]byte
 }
 
-// endpointWarm is an Endpoint's second line. Immutable after creation.
+// endpointWarm is an Endpoint's second line.
 type endpointWarm struct {
+	// Immutable after creation.
 	shared        *doneShared // the balancer's state every Done reads
 	*endpointCold             // never nil
+
+	// live follows the child's picker; atomic. A lazy policy's every pick
+	// goes through it (Member.Conn), beside the hot line the pick then
+	// writes, rather than one more line away.
+	live livePicker
 }
 
 // endpointHot is the part of an Endpoint that picks and Dones touch. Atomic,
@@ -93,9 +100,6 @@ type endpointCold struct {
 	// connect: what an affinity policy's Members carry.
 	resolved resolver.Endpoint
 	exitIdle func()
-
-	// live follows the child's picker between snapshots; atomic.
-	live livePicker
 
 	// Backend-reported weight, kept by the balancer's weightKeeper.
 	weights endpointWeight
@@ -344,9 +348,9 @@ func (w *endpointWeight) closeOOB() {
 
 // livePicker is a picker that follows an endpoint's child: it picks with
 // whatever picker the child reported last. A lazy policy's snapshot gives
-// it for endpoints that are not READY, so that a call whose endpoint
-// turned READY after the snapshot was taken goes out at once instead of
-// waiting for the next snapshot.
+// it for every member, so that a member need not change when its state
+// does, and a call whose endpoint turned READY after the snapshot was
+// taken goes out at once instead of waiting for the next snapshot.
 type livePicker struct {
 	p atomic.Pointer[pickerBox]
 }

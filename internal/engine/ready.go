@@ -8,15 +8,17 @@ import (
 	"google.golang.org/grpc/resolver"
 )
 
-// Ready is one READY endpoint in a picker's snapshot. A picker holds a slice
-// of them and never changes it; the counters it reads live in Stats. It is
+// Ready is one READY endpoint in a picker's snapshot (and, as a Member's
+// Conn, any endpoint of a lazy policy). A picker holds a slice of them and
+// never changes it; the counters it reads live in Stats. It is
 // what a pick reads besides the endpoint's own line: 32 bytes, two to a
 // cache line, so that the array a publish hands over and a picker reads in
 // place stays in cache for any fleet a client has (320 KB at 10k
 // endpoints). What only some snapshots need (slow start's ramps, the Done
 // that reads per-call reports) is kept beside it, not in it.
 type Ready struct {
-	// Picker is the endpoint's pickfirst child picker.
+	// Picker is the endpoint's pickfirst child picker; in a Member's Conn,
+	// a picker that follows the child's latest one.
 	Picker balancer.Picker
 	// Stats is the endpoint's long-lived state.
 	Stats *Endpoint
@@ -199,7 +201,10 @@ type Member struct {
 	// latest one, which queues the call and makes it connect, as
 	// pickfirst's does, or places it once the child is READY, before the
 	// next snapshot shows it (so a pick through Conn.Picker directly
-	// would go uncounted). Slow start does not apply to lazy policies.
+	// would go uncounted). Following the child, a pick on a member the
+	// snapshot shows READY returns the child's error if its connection
+	// failed since; the policy decides whether the call waits for the
+	// next snapshot. Slow start does not apply to lazy policies.
 	Conn Ready
 	// Endpoint is the endpoint as the resolver gave it, attributes
 	// included (the A76 hash key, the weight).

@@ -9,9 +9,10 @@ import (
 // This file keeps the lists a publish hands to a snapshot between
 // publishes: the READY endpoints (readyList) and, under a lazy policy,
 // every endpoint (memberList). A publish after one endpoint's change then
-// costs a copy of a list rather than a walk over every endpoint's state. The walk reads each
-// endpoint's cold fields, one or two cache misses per endpoint, which at
-// 10k endpoints is most of a millisecond; the copy is one sequential move.
+// costs a copy of a list rather than a walk over every endpoint's state.
+// The walk reads each endpoint's cold fields, one or two cache misses per
+// endpoint, which at 10k endpoints is most of a millisecond; the copy is
+// one sequential move.
 // A publish with no change of the list since the last one (a weight
 // update, a slow-start step) hands the snapshot the same array, and the
 // next edit copies it first: at 50k endpoints the copy is 1.6 MB.
@@ -145,7 +146,7 @@ func (b *engineBalancer) rampsLocked(ready []Ready, now int64) (ramps []rampSpan
 // every snapshot until then shares their array. A connectivity or
 // ejection change edits one state, in place or in a copy of the states
 // when the last snapshot holds them: a byte per endpoint, 50 KB at 50k
-// endpoints, where a copy of the members would be 5 MB of pointers (a
+// endpoints, where a copy of the members would be 4 MB of pointers (a
 // burst of keys waking endpoints brings a publish per coalescing window;
 // BenchmarkWake in internal/scale). Guarded by the balancer's mu.
 type memberList struct {
@@ -180,12 +181,16 @@ func (b *engineBalancer) memberChangedLocked(e *Endpoint) {
 		l.invalidate()
 		return
 	}
+	st := memberStateOf(e)
+	if l.states[i] == st {
+		return // a new picker in the same state: nothing to copy
+	}
 	if l.published {
 		l.states = slices.Clone(l.states)
 		l.published = false
 	}
 	l.counts.move(l.states[i].State(), e.state)
-	l.states[i] = memberStateOf(e)
+	l.states[i] = st
 }
 
 // membersLocked is every endpoint that has reported, in resolver order,
@@ -213,7 +218,9 @@ func (b *engineBalancer) membersLocked() ([]Member, []MemberState, stateCounts) 
 		}
 	}
 	l.published = true
-	return l.members, l.states, l.counts
+	// Without spare capacity: a snapshot's holder cannot append into the
+	// list's arrays.
+	return slices.Clip(l.members), slices.Clip(l.states), l.counts
 }
 
 // stateCounts counts endpoints by connectivity state.

@@ -44,7 +44,10 @@ func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
 // every endpoint gives, and that the last snapshot was built from it;
 // with and without slow start, whose ramps the list leaves out. Under a
 // lazy policy it checks the member list the same way: endpoints connect
-// when the test wakes them, as keys would.
+// when the test wakes them, as keys would. Over more endpoints than are
+// published at once, changes wait for the coalescing window's timer,
+// which the test fires now and then: the lists are then edited several
+// times between publishes.
 func TestReadyListMatchesScan(t *testing.T) {
 	slow := &SlowStartConfig{Window: lbconfig.Duration(time.Second), Aggression: 1, MinWeightPercent: 10}
 	weights := &WeightsConfig{UpdatePeriod: time.Second} // no blackout, no expiry
@@ -52,17 +55,20 @@ func TestReadyListMatchesScan(t *testing.T) {
 		name     string
 		settings Settings
 		lazy     bool
+		pool     int // endpoints an update draws from
 	}{
-		{"plain", Settings{}, false},
-		{"slowStart", Settings{SlowStart: slow}, false},
-		{"weights", Settings{Weights: weights}, false},
-		{"lazy", Settings{Ejection: DefaultEjection(), FailurePenalty: DefaultFailurePenalty()}, true},
+		{"plain", Settings{}, false, 40},
+		{"slowStart", Settings{SlowStart: slow}, false, 40},
+		{"weights", Settings{Weights: weights}, false, 40},
+		{"coalesced", Settings{}, false, 2 * publishAtOnceUpTo},
+		{"lazy", Settings{Ejection: DefaultEjection(), FailurePenalty: DefaultFailurePenalty()}, true, 40},
+		{"lazyCoalesced", Settings{Ejection: DefaultEjection(), FailurePenalty: DefaultFailurePenalty()}, true, 2 * publishAtOnceUpTo},
 	} {
-		t.Run(tc.name, func(t *testing.T) { readyListMatchesScan(t, tc.settings, tc.lazy) })
+		t.Run(tc.name, func(t *testing.T) { readyListMatchesScan(t, tc.settings, tc.lazy, tc.pool) })
 	}
 }
 
-func readyListMatchesScan(t *testing.T, settings Settings, lazy bool) {
+func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) {
 	var last *Snapshot
 	spec := Spec{
 		Name:        "readylist_test",
@@ -72,8 +78,9 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool) {
 	}
 	cc := fakecc.NewClientConn()
 	var clock Clock = SystemClock{}
-	timers := &queueClock{} // weight updates run when the test says
-	if settings.Weights != nil {
+	timers := &queueClock{} // weight updates and deferred publishes run when the test says
+	coalesced := pool > publishAtOnceUpTo
+	if settings.Weights != nil || coalesced {
 		clock = timers
 	}
 	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: clock, Rand: NewSeededRand(1)})
@@ -81,7 +88,6 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool) {
 	ej := newEjector(DefaultEjection(), newPenalty(DefaultFailurePenalty()))
 
 	rnd := rand.New(rand.NewPCG(3, 5))
-	const pool = 40
 	update := func() {
 		var eps []resolver.Endpoint
 		for _, k := range rnd.Perm(pool)[:1+rnd.IntN(pool)] {
@@ -153,7 +159,13 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool) {
 				live[rnd.IntN(len(live))].UpdateState(balancer.SubConnState{ConnectivityState: states[rnd.IntN(len(states))]})
 			}
 		}
-		checkReadyList(t, b, &last, step)
+		// A deferred publish is due now and then; until it runs, only the
+		// kept lists are checked.
+		deferred := coalesced && rnd.IntN(4) != 0
+		if coalesced && !deferred {
+			timers.fire()
+		}
+		checkReadyList(t, b, &last, step, deferred)
 		// A snapshot shares the kept list's array until the list's next
 		// edit, which must copy it first: the snapshots of the last few
 		// steps still hold what they were built with.
@@ -197,7 +209,7 @@ type heldSnapshot struct {
 	states    []MemberState
 }
 
-func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int) {
+func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int, deferred bool) {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -216,7 +228,10 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int)
 		}
 	}
 	if b.memberList.valid || last != nil && last.Members != nil {
-		checkMemberList(t, b, last, step)
+		checkMemberList(t, b, last, step, deferred)
+	}
+	if deferred {
+		return
 	}
 	if len(ready) == 0 && last != nil && last.Members == nil {
 		ready = ejected // an eager policy's fallback
@@ -229,7 +244,7 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int)
 // checkMemberList checks a lazy policy's kept member list, states and
 // counts, and the last snapshot's members and states, against a walk over
 // every endpoint.
-func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int) {
+func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int, deferred bool) {
 	t.Helper()
 	var members []Member
 	var states []MemberState
@@ -244,8 +259,16 @@ func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int) 
 	if l := &b.memberList; l.valid && (!sameMembers(l.members, members) || !slices.Equal(l.states, states) || l.counts != counts) {
 		t.Fatalf("step %d: the kept members (%d, states %v, counts %v) differ from a walk's (%d, %v, %v)", step, len(l.members), l.states, l.counts, len(members), states, counts)
 	}
+	if deferred {
+		return
+	}
 	if len(members) > 0 && (last == nil || !sameMembers(last.Members, members) || !slices.Equal(last.States, states)) {
 		t.Fatalf("step %d: the last snapshot is not over the %d members as they are", step, len(members))
+	}
+	// Until the set of endpoints changes, every snapshot has the kept
+	// members array: a policy tells by it that its inputs are unchanged.
+	if l := &b.memberList; l.valid && len(l.members) > 0 && &last.Members[0] != &l.members[0] {
+		t.Fatalf("step %d: the last snapshot's members are a copy of the kept ones", step)
 	}
 }
 
