@@ -380,13 +380,22 @@ func (b *engineBalancer) Close() {
 	for _, e := range b.order {
 		if c := b.children[e]; c != nil {
 			kids = append(kids, c)
-			delete(b.children, e)
 		}
 	}
-	// A child that order does not list (none should be) is closed all the
-	// same: a child left open would keep its connections.
-	for _, c := range b.children {
-		kids = append(kids, c)
+	if len(kids) != len(b.children) {
+		// A child that order does not list (none should be) is closed all
+		// the same: a child left open would keep its connections. Found
+		// this way rather than by deleting each listed child from the map
+		// as it is taken, which would cost every Close a delete a child.
+		listed := make(map[*child]bool, len(kids))
+		for _, c := range kids {
+			listed[c] = true
+		}
+		for _, c := range b.children {
+			if !listed[c] {
+				kids = append(kids, c)
+			}
+		}
 	}
 	b.children = map[*Endpoint]*child{}
 	b.mu.Unlock()
