@@ -284,11 +284,18 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 // injected Rand's, whose sequence seeded runs keep for the pickers, and
 // the order it changes is only the order of connection attempts.
 func (b *engineBalancer) childrenInOrderLocked() []*child {
-	kids := make([]*child, len(b.order))
-	if len(kids) == 0 {
-		return kids
+	if len(b.order) == 0 {
+		return nil
 	}
-	start := rand.IntN(len(kids))
+	return b.childrenFromLocked(rand.IntN(len(b.order)))
+}
+
+// childrenFromLocked is every endpoint's child in resolver order, from
+// the endpoint at start round to the one before it. order lists every
+// child: UpdateClientConnState deletes a child from the map when its
+// endpoint leaves order.
+func (b *engineBalancer) childrenFromLocked(start int) []*child {
+	kids := make([]*child, len(b.order))
 	for i := range kids {
 		kids[i] = b.children[b.order[(start+i)%len(kids)]]
 	}
@@ -360,6 +367,11 @@ func (b *engineBalancer) exitIdleAll() {
 // work Dones asked for, and weight updates.
 func (b *engineBalancer) Close() {
 	b.mu.Lock()
+	if b.closed {
+		// A parent may close a child twice; the children are gone.
+		b.mu.Unlock()
+		return
+	}
 	b.closed = true
 	if b.rampTimer != nil {
 		b.rampTimer.Stop()
@@ -374,29 +386,9 @@ func (b *engineBalancer) Close() {
 	b.flushOutcomesLocked()
 	b.picker = nil
 	// In resolver order, the order the children were made in, which is
-	// about the order they lie in memory: over a large fleet, closing
-	// them in a map's order instead waits on a cache miss per child.
-	kids := make([]*child, 0, len(b.children))
-	for _, e := range b.order {
-		if c := b.children[e]; c != nil {
-			kids = append(kids, c)
-		}
-	}
-	if len(kids) != len(b.children) {
-		// A child that order does not list (none should be) is closed all
-		// the same: a child left open would keep its connections. Found
-		// this way rather than by deleting each listed child from the map
-		// as it is taken, which would cost every Close a delete a child.
-		listed := make(map[*child]bool, len(kids))
-		for _, c := range kids {
-			listed[c] = true
-		}
-		for _, c := range b.children {
-			if !listed[c] {
-				kids = append(kids, c)
-			}
-		}
-	}
+	// about the order they lie in memory: over a large fleet, closing them
+	// in a map's order instead waits on a cache miss per child.
+	kids := b.childrenFromLocked(0)
 	b.children = map[*Endpoint]*child{}
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while

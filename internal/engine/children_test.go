@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 
+	"github.com/pickwise/pickwise/internal/fakecc"
 	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
 )
 
 func TestChildStaleOnlyWhenSomethingChanged(t *testing.T) {
@@ -62,6 +67,43 @@ func TestEndpointKeyMatchesEndpointMap(t *testing.T) {
 			if same := endpointKey(e) == endpointKey(f); same != refSame {
 				t.Errorf("endpoints %v and %v: same key = %v, EndpointMap says %v", e.Addresses, f.Addresses, same, refSame)
 			}
+		}
+	}
+}
+
+// TestCloseShutsEveryChild: after resolver updates that add, drop and
+// reorder endpoints, Close shuts down the SubConn of every endpoint still
+// listed, and a second Close (a parent closing its child again) does
+// nothing more.
+func TestCloseShutsEveryChild(t *testing.T) {
+	var last *Snapshot
+	spec := Spec{
+		Name:        "close_test",
+		ParseConfig: func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error) { return nil, nil },
+		NewPolicy:   func() Policy { return recordingPolicy{last: &last} },
+	}
+	cc := fakecc.NewClientConn()
+	b := newBalancer(spec, cc, balancer.BuildOptions{}, Options{Clock: SystemClock{}, Rand: NewSeededRand(1)})
+	update := func(ports ...int) {
+		var eps []resolver.Endpoint
+		for _, p := range ports {
+			eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: fmt.Sprintf("127.0.0.1:%d", p)}}})
+		}
+		if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(1, 2, 3, 4)
+	update(4, 2, 5)
+	update(5, 6, 2, 4)
+	if n := cc.NumSubConns(); n < 4 {
+		t.Fatalf("%d SubConns live before Close, want the 4 endpoints' at least", n)
+	}
+	b.Close()
+	b.Close()
+	for _, sc := range cc.SubConns() {
+		if !sc.IsShutdown() {
+			t.Errorf("SubConn of %s still up after Close", sc.Addr())
 		}
 	}
 }
