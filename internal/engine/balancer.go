@@ -41,6 +41,12 @@ type engineBalancer struct {
 	// inside, on a line of its own.
 	turns *turns
 
+	// wakes are the goroutines that ask children to connect (a child may
+	// call back into the balancer, so never on the caller's). Nothing in
+	// the balancer waits for them; tests that check what a publish shows
+	// do, when a publish may have woken an endpoint.
+	wakes sync.WaitGroup
+
 	mu         sync.Mutex // guards everything below
 	policy     Policy
 	closed     bool
@@ -444,7 +450,7 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 	var rampEnd int64
 	snap.ramps, rampEnd = b.rampsLocked(ready, now)
 	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback, snap.dones = b.weights.forPicker(ready, kept)
+		snap.Weights, snap.WeightsFallback, snap.perCallReports = b.weights.forPicker(ready, kept)
 		if snap.WeightsFallback {
 			b.recordFallbackLocked()
 		}

@@ -73,7 +73,7 @@ func sameEndpoint(a, b resolver.Endpoint) bool {
 // lock, since a child may report its state while being built.
 func newChild(b *engineBalancer, e *Endpoint) *child {
 	c := &child{ClientConn: b.cc, b: b, e: e}
-	e.exitIdle = func() { go c.exitIdle() }
+	e.exitIdle = func() { b.wakes.Go(c.exitIdle) }
 	return c
 }
 
@@ -139,7 +139,7 @@ func (c *child) UpdateState(s balancer.State) {
 	b.childStateLocked(c.e, s)
 	b.mu.Unlock()
 	if s.ConnectivityState == connectivity.Idle && b.mode.reconnects() {
-		go c.exitIdle()
+		b.wakes.Go(c.exitIdle)
 	}
 }
 

@@ -49,6 +49,19 @@ type endpointWarm struct {
 	// goes through it (Member.Conn), beside the hot line the pick then
 	// writes, rather than one more line away.
 	live livePicker
+
+	// reportDone is the Done of every call of a policy whose weights come
+	// from per-call reports (Snapshot.WeightDone): the engine's, then the
+	// call's ORCA report into reportTo. Built when weights are first kept
+	// for the endpoint, before any snapshot gives it, and never changed.
+	// It lives beside the hot line a pick writes anyway: kept in an array
+	// beside the READY list, it was an array every publish after an edit
+	// copied (80 KB over 10k endpoints) and one more line a pick read.
+	reportDone func(balancer.DoneInfo)
+	// reportTo is the tracker that per-call reports go to; nil while
+	// weights are off or come out of band. Atomic: the keeper sets it
+	// under the balancer's lock while Dones read it.
+	reportTo atomic.Pointer[orcaweight.Tracker]
 }
 
 // endpointHot is the part of an Endpoint that picks and Dones touch. Atomic,
@@ -327,10 +340,9 @@ func (d *doneShared) fleetRate() float64 { return math.Float64frombits(d.fleetBi
 // endpointWeight is one endpoint's part of the weight keeping, in its
 // Endpoint. Guarded by the balancer's mu (the tracker synchronizes itself).
 type endpointWeight struct {
-	tracker *orcaweight.Tracker     // nil while weights are off
-	done    func(balancer.DoneInfo) // finish, then the tracker's per-call report hook
-	weight  float64                 // at the last weight update
-	status  orcaweight.Status       // at the last weight update
+	tracker *orcaweight.Tracker // nil while weights are off
+	weight  float64             // at the last weight update
+	status  orcaweight.Status   // at the last weight update
 	// sc is the READY connection that carries the OOB stream. It is
 	// followed even while weights are off, so that turning them on finds
 	// it.

@@ -69,11 +69,9 @@ type Snapshot struct {
 	// ramps, aligned with Endpoints, are their slow-start ramps as of
 	// Built; nil when none of them is ramping.
 	ramps []rampSpan
-	// dones, aligned with Endpoints when the policy's weights come from
-	// per-call reports, are the Dones that read them (see WeightDone);
-	// nil otherwise. As of Built: the balancer's list of them is shared
-	// with the snapshot until its next edit, which makes a new array.
-	dones []func(balancer.DoneInfo)
+	// perCallReports says that the policy's weights come from per-call
+	// reports, which its calls' Dones read (see WeightDone).
+	perCallReports bool
 	// Clock and Rand are the engine's injected time and randomness.
 	Clock   Clock
 	Rand    Rand
@@ -111,10 +109,10 @@ func (s *Snapshot) RampFactor(i int, now int64) float64 {
 // does what the engine's does and then reads the call's ORCA report), nil
 // otherwise.
 func (s *Snapshot) WeightDone(i int) func(balancer.DoneInfo) {
-	if s.dones == nil {
+	if !s.perCallReports {
 		return nil
 	}
-	return s.dones[i]
+	return s.Endpoints[i].Stats.reportDone
 }
 
 // Avoidance is the probability, in [0, 1), with which a picker passes e

@@ -32,6 +32,9 @@ type weightKeeper struct {
 	// READY list, medianScratch for selecting the median.
 	scratch       readyWeights
 	medianScratch []float64
+	// ones are the weights of pickers in round-robin fallback (onesFor),
+	// shared by all of them.
+	ones []float64
 }
 
 // newWeightKeeper starts keeping weights for every endpoint in all.
@@ -49,14 +52,35 @@ func (k *weightKeeper) add(e *Endpoint) {
 	t := k.group.NewTracker()
 	w.tracker = t
 	e.reports.Store(0) // a fresh tracker's period records its first reports in full
-	w.done = func(info balancer.DoneInfo) {
-		e.finish(info)
-		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
-			t.RecordN(r, sampleReport(e.reports.Add(1)))
-		}
+	if e.reportDone == nil {
+		e.reportDone = e.newReportDone()
 	}
+	k.routeReports(e)
 	w.weight, w.status = 0, orcaweight.NoReports
 	k.restartOOB(e)
+}
+
+// routeReports points e's per-call reports at its tracker, or nowhere
+// when the config reads reports out of band.
+func (k *weightKeeper) routeReports(e *Endpoint) {
+	if k.cfg.OutOfBand {
+		e.reportTo.Store(nil)
+		return
+	}
+	e.reportTo.Store(e.weights.tracker)
+}
+
+// newReportDone builds e.reportDone: the engine's Done, then the call's
+// report, if it has one, into the tracker reportTo holds at the time.
+func (e *Endpoint) newReportDone() func(balancer.DoneInfo) {
+	return func(info balancer.DoneInfo) {
+		e.finish(info)
+		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
+			if t := e.reportTo.Load(); t != nil {
+				t.RecordN(r, sampleReport(e.reports.Add(1)))
+			}
+		}
+	}
 }
 
 // reconfigure applies a changed config to every endpoint in all. It
@@ -68,6 +92,7 @@ func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodCh
 	k.group.SetConfig(cfg.ORCA)
 	if old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod {
 		for _, e := range all {
+			k.routeReports(e)
 			k.restartOOB(e)
 		}
 	}
@@ -143,7 +168,8 @@ func (k *weightKeeper) stop(all []*Endpoint) {
 	}
 	for _, e := range all {
 		e.weights.closeOOB()
-		e.weights.tracker, e.weights.done = nil, nil
+		e.weights.tracker = nil
+		e.reportTo.Store(nil)
 	}
 }
 
@@ -187,12 +213,17 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // median standing in for those without a usable weight and no weight
 // above orcaweight.MaxMedianMultiple times that median (so that one
 // absurd report cannot take nearly every call), and whether fewer than
-// two have one (round-robin fallback). With per-call reports it also
-// returns, aligned with ready, the Dones that read them; nil otherwise.
-// kept, when not nil, is the list's copy of what ready's endpoints hold
-// (readyWeights), read from them first if it is not valid; nil when ready
-// is not the list's.
-func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback bool, dones []func(balancer.DoneInfo)) {
+// two have one (round-robin fallback), and whether the calls' Dones read
+// per-call reports (Snapshot.WeightDone). kept, when not nil, is the
+// list's copy of what ready's endpoints hold (readyWeights), read from
+// them first if it is not valid; nil when ready is not the list's.
+//
+// The weights are a snapshot's from then on, never written: in fallback
+// they are a shared run of ones, and when the median changes none of
+// them, the kept array itself, until its next edit (readyWeights.shared).
+// Over 10k endpoints, a copy for every picker was a sixth of what a
+// connectivity change cost.
+func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback, perCall bool) {
 	if kept == nil {
 		kept = &k.scratch
 		defer kept.drop()
@@ -201,33 +232,48 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 	if !kept.valid {
 		kept.fill(ready)
 	}
-	ws = slices.Clone(kept.ws)
-	if !k.cfg.OutOfBand {
-		// The snapshot shares the kept Dones until their next edit (see
-		// readyWeights.published): copying them, pointers every one,
-		// was a fifth of a publish over 10k endpoints.
-		dones, kept.published = kept.dones, true
+	perCall = !k.cfg.OutOfBand
+	nUsable, unchanged := median.Scan(kept.ws, kept.usable)
+	switch {
+	case nUsable < 2:
+		return k.onesFor(len(kept.ws)), true, perCall
+	case unchanged:
+		kept.shared = true
+		return kept.ws, false, perCall
 	}
-	return ws, median.Fill(ws, kept.usable, &k.medianScratch) < 2, dones
+	ws = slices.Clone(kept.ws)
+	median.Fill(ws, kept.usable, &k.medianScratch)
+	return ws, false, perCall
+}
+
+// onesFor returns n weights of 1, which no one writes: the weights of
+// every picker in round-robin fallback.
+func (k *weightKeeper) onesFor(n int) []float64 {
+	if len(k.ones) < n {
+		k.ones = make([]float64, n+n/4)
+		for i := range k.ones {
+			k.ones[i] = 1
+		}
+	}
+	return k.ones[:n:n]
 }
 
 // readyWeights is, for a policy that keeps weights, what a picker needs of
 // each endpoint of readyList.ready beside its Ready, aligned with it: the
-// weight as of the last weight update, whether it was usable, and the
-// Done that reads per-call reports. It lives here for the reason the list
-// does: read from the endpoints, it is two dependent cache misses each.
-// It is edited with the list and dropped (valid false) when the list is,
-// on every weight update and on a change of weight config; the next
-// publish reads it afresh (weightKeeper.forPicker).
+// weight as of the last weight update and whether it was usable. It lives
+// here for the reason the list does: read from the endpoints, it is two
+// dependent cache misses each. It is edited with the list and dropped
+// (valid false) when the list is, on every weight update and on a change
+// of weight config; the next publish reads it afresh
+// (weightKeeper.forPicker).
 type readyWeights struct {
 	valid  bool
 	ws     []float64
 	usable []bool
-	dones  []func(balancer.DoneInfo)
-	// published says that dones is a snapshot's too, which must not
-	// change: an edit makes a new array (insertAt, deleteAt), and a drop,
-	// which comes before every fill, lets it go rather than clear it.
-	published bool
+	// shared says that ws is a snapshot's too, which must not change: an
+	// edit makes a new array (insertAt, deleteAt), and a drop, which comes
+	// before every fill, lets it go rather than reuse it.
+	shared bool
 }
 
 // fill reads the weights of ready from its endpoints into w, reusing w's
@@ -238,41 +284,32 @@ func (w *readyWeights) fill(ready []Ready) {
 	n := len(ready)
 	w.ws = slices.Grow(w.ws[:0], n)[:n]
 	w.usable = slices.Grow(w.usable[:0], n)[:n]
-	w.dones = slices.Grow(w.dones[:0], n)[:n]
-	// Past n, the Dones of endpoints no longer in the list would keep them
-	// alive.
-	clear(w.dones[n:cap(w.dones)])
 	for i := range ready {
 		ew := &ready[i].Stats.weights
-		w.ws[i], w.usable[i], w.dones[i] = ew.weight, ew.status == orcaweight.Usable, ew.done
+		w.ws[i], w.usable[i] = ew.weight, ew.status == orcaweight.Usable
 	}
 	w.valid = true
 }
 
 // insert adds e's weights at index i, as the list adds e.
 func (w *readyWeights) insert(i int, e *Endpoint) {
-	w.ws = slices.Insert(w.ws, i, e.weights.weight)
+	w.ws = insertAt(w.ws, w.shared, i, e.weights.weight)
 	w.usable = slices.Insert(w.usable, i, e.weights.status == orcaweight.Usable)
-	w.dones = insertAt(w.dones, w.published, i, e.weights.done)
-	w.published = false
+	w.shared = false
 }
 
 // remove drops the weights at index i, as the list drops its endpoint.
-// (slices.Delete zeroes the Done it leaves past the end.)
 func (w *readyWeights) remove(i int) {
-	w.ws = slices.Delete(w.ws, i, i+1)
+	w.ws = deleteAt(w.ws, w.shared, i)
 	w.usable = slices.Delete(w.usable, i, i+1)
-	w.dones = deleteAt(w.dones, w.published, i)
-	w.published = false
+	w.shared = false
 }
 
-// drop marks w stale, keeping its buffers for the next fill but none of
-// the Dones, which would keep their endpoints alive (an array of them a
-// snapshot holds is let go, not cleared).
+// drop marks w stale, keeping its buffers for the next fill, but for
+// weights a snapshot shares, which it lets go.
 func (w *readyWeights) drop() {
-	if w.published {
-		w.dones, w.published = nil, false
+	if w.shared {
+		w.ws, w.shared = nil, false
 	}
-	clear(w.dones[:cap(w.dones)])
 	w.valid = false
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestSampledReportsKeepThePeriodsMeans(t *testing.T) {
 		t.Helper()
 		for i := range calls {
 			r := report(i)
-			e.weights.done(balancer.DoneInfo{ServerLoad: r, BytesSent: true, BytesReceived: true})
+			e.reportDone(balancer.DoneInfo{ServerLoad: r, BytesSent: true, BytesReceived: true})
 			every.Record(r)
 		}
 		now = now.Add(time.Second)
@@ -61,7 +62,7 @@ func TestSampledReportsKeepThePeriodsMeans(t *testing.T) {
 	// A new connection starts the count over too: its first reports, all
 	// recorded, start its weight.
 	for i := range 1000 {
-		e.weights.done(balancer.DoneInfo{ServerLoad: report(i), BytesSent: true, BytesReceived: true})
+		e.reportDone(balancer.DoneInfo{ServerLoad: report(i), BytesSent: true, BytesReceived: true})
 	}
 	k.connectionReady(e)
 	every.Reset()
@@ -89,5 +90,101 @@ func TestSampleReport(t *testing.T) {
 		if diff := int64(standsFor) - int64(n); diff >= reportStride || diff <= -reportStride {
 			t.Errorf("%d reports: the recorded ones stand for %d", n, standsFor)
 		}
+	}
+}
+
+// TestPerCallReportsFollowTheConfig: an endpoint's per-call reports reach
+// its tracker while the config reads them from calls, not while it reads
+// them out of band, and again once it switches back; a picker's Dones
+// read them only in the first case.
+func TestPerCallReportsFollowTheConfig(t *testing.T) {
+	cfg := WeightsConfig{ORCA: orcaweight.Config{HalfLife: 0}, UpdatePeriod: time.Second}
+	k := newWeightKeeper(cfg, nil)
+	e := newEndpoint("a", &doneShared{}, false)
+	e.state = connectivity.Ready
+	k.add(e)
+	ready := []Ready{{Stats: e, InvWeight: 1}}
+	now := time.Unix(1000, 0)
+	reportsReach := func() bool {
+		t.Helper()
+		for range 10 {
+			e.reportDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}, BytesSent: true, BytesReceived: true})
+		}
+		now = now.Add(time.Second)
+		k.update(now, []*Endpoint{e}, false)
+		return e.weights.status != orcaweight.NoReports
+	}
+	for _, step := range []struct {
+		name string
+		oob  bool
+	}{{"per call", false}, {"out of band", true}, {"per call again", false}} {
+		cfg.OutOfBand = step.oob
+		k.reconfigure(cfg, []*Endpoint{e})
+		k.connectionReady(e) // a fresh period, no reports yet
+		if _, _, perCall := k.forPicker(ready, nil); perCall == step.oob {
+			t.Errorf("%s: forPicker says per-call reports %v", step.name, perCall)
+		}
+		if got := reportsReach(); got == step.oob {
+			t.Errorf("%s: per-call reports reach the tracker: %v", step.name, got)
+		}
+	}
+	k.stop([]*Endpoint{e})
+	if e.reportTo.Load() != nil {
+		t.Error("weights off: per-call reports still have a tracker to go to")
+	}
+	e.reportDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}})
+}
+
+// TestForPickerSharesUnchangedWeights: a picker's weights are the kept
+// array itself when the median changes none of them, a run of ones in
+// fallback, and a filled copy otherwise; the kept array's next edit
+// leaves what a picker holds as it was.
+func TestForPickerSharesUnchangedWeights(t *testing.T) {
+	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
+	var ready []Ready
+	for i := range 6 {
+		e := newEndpoint(string(rune('a'+i)), &doneShared{}, false)
+		e.weights.weight, e.weights.status = float64(10+i), orcaweight.Usable
+		ready = append(ready, Ready{Stats: e, InvWeight: 1})
+	}
+	var kept readyWeights
+
+	ws, fallback, _ := k.forPicker(ready, &kept)
+	if fallback || &ws[0] != &kept.ws[0] || !kept.shared {
+		t.Fatalf("weights within the median's bound: got a copy (fallback %v, shared %v), want the kept array", fallback, kept.shared)
+	}
+	was := slices.Clone(ws)
+	kept.remove(2)
+	kept.insert(0, ready[2].Stats)
+	if !slices.Equal(ws, was) {
+		t.Fatalf("an edit after the publish wrote the picker's weights: %v, were %v", ws, was)
+	}
+
+	// One weight far above the rest: the picker's copy is capped, the
+	// kept weights are not.
+	ready[1].Stats.weights.weight = 1e6
+	kept.drop()
+	ws, _, _ = k.forPicker(ready, &kept)
+	if &ws[0] == &kept.ws[0] || ws[1] >= 1e6 || kept.ws[1] != 1e6 {
+		t.Fatalf("a weight past the bound: picker's %v, kept %v; want a capped copy", ws, kept.ws)
+	}
+
+	// Fewer than two usable: ones, shared by every picker in fallback.
+	for _, r := range ready[1:] {
+		r.Stats.weights.status = orcaweight.NoReports
+	}
+	kept.drop()
+	ws, fallback, _ = k.forPicker(ready, &kept)
+	again, _, _ := k.forPicker(ready[:3], nil)
+	if !fallback || len(ws) != len(ready) || len(again) != 3 || &ws[0] != &again[0] {
+		t.Fatalf("fallback: weights %v and %v, want shared ones", ws, again)
+	}
+	for _, w := range ws {
+		if w != 1 {
+			t.Fatalf("fallback weights %v, want all 1", ws)
+		}
+	}
+	if cap(ws) != len(ws) {
+		t.Fatalf("fallback weights have room past their length (%d > %d): an append would write the shared ones", cap(ws), len(ws))
 	}
 }

@@ -14,11 +14,11 @@ import (
 // MaxMultiple is orcaweight.MaxMedianMultiple, documented there.
 const MaxMultiple = 10
 
-// Fill is orcaweight.FillMedian, documented there, selecting the median in
-// *scratch when scratch is not nil: it grows *scratch when it is too short
-// for the usable weights and keeps it for the next call. With scratch nil
-// it allocates for more than 64 usable weights.
-func Fill(weights []float64, usable []bool, scratch *[]float64) (nUsable int) {
+// Scan reads weights as Fill would, without writing them: it returns how
+// many are usable and, when at least two are, whether Fill would leave
+// every weight as it is (then a caller may keep them instead of filling a
+// copy). With fewer than two usable, Fill sets every weight to 1.
+func Scan(weights []float64, usable []bool) (nUsable int, unchanged bool) {
 	if len(weights) != len(usable) {
 		panic("orca: FillMedian: len(weights) != len(usable)")
 	}
@@ -29,16 +29,25 @@ func Fill(weights []float64, usable []bool, scratch *[]float64) (nUsable int) {
 			least, most = min(least, weights[i]), max(most, weights[i])
 		}
 	}
+	// The median is at least the smallest weight, so with nothing to fill
+	// and no weight above the bound on the smallest, nothing changes.
+	// (An overflowing product is +Inf, which no weight exceeds.)
+	return nUsable, nUsable >= 2 && nUsable == len(weights) && most <= least*MaxMultiple
+}
+
+// Fill is orcaweight.FillMedian, documented there, selecting the median in
+// *scratch when scratch is not nil: it grows *scratch when it is too short
+// for the usable weights and keeps it for the next call. With scratch nil
+// it allocates for more than 64 usable weights.
+func Fill(weights []float64, usable []bool, scratch *[]float64) (nUsable int) {
+	nUsable, unchanged := Scan(weights, usable)
 	if nUsable < 2 {
 		for i := range weights {
 			weights[i] = 1
 		}
 		return nUsable
 	}
-	// The median is at least the smallest weight, so with nothing to fill
-	// and no weight above the bound on the smallest, nothing changes.
-	// (An overflowing product is +Inf, which no weight exceeds.)
-	if nUsable == len(weights) && most <= least*MaxMultiple {
+	if unchanged {
 		return nUsable
 	}
 	var buf [64]float64
