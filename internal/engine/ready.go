@@ -59,6 +59,8 @@ type Snapshot struct {
 	// Endpoints, when the policy asked for Settings.Weights: the median
 	// stands in for an endpoint without a usable weight, and all are 1 when
 	// fewer than two have one. Nil otherwise. Slow start is not applied.
+	// Read only: other snapshots and the balancer's kept weights may share
+	// the array.
 	Weights []float64
 	// WeightsFallback says that fewer than two endpoints had a usable
 	// weight, so that Weights are all equal: the policy is round robin
