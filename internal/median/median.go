@@ -15,9 +15,11 @@ import (
 const MaxMultiple = 10
 
 // Scan reads weights as Fill would, without writing them: it returns how
-// many are usable and, when at least two are, whether Fill would leave
+// many are usable and, when at least two are, whether Fill surely leaves
 // every weight as it is (then a caller may keep them instead of filling a
-// copy). With fewer than two usable, Fill sets every weight to 1.
+// copy): every weight usable and none above MaxMultiple times the
+// smallest. Fill may leave them as they are without that. With fewer than
+// two usable, Fill sets every weight to 1.
 func Scan(weights []float64, usable []bool) (nUsable int, unchanged bool) {
 	if len(weights) != len(usable) {
 		panic("orca: FillMedian: len(weights) != len(usable)")

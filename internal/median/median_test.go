@@ -103,3 +103,44 @@ func TestFillScratch(t *testing.T) {
 		t.Errorf("Fill with a grown scratch allocates %v times, want 0", a)
 	}
 }
+
+// TestScanAgreesWithFill: where Scan says Fill would change nothing, Fill
+// changes nothing (where it does not say so, Fill may still: the bound is
+// the median's multiple, and Scan checks the smallest weight's), and its
+// count of usable weights is Fill's. Weights spread over less and more
+// than MaxMultiple, with and without unusable ones.
+func TestScanAgreesWithFill(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	sawUnchanged, sawChanged := 0, 0
+	for range 5000 {
+		n := 1 + r.IntN(40)
+		spread := 1 + r.Float64()*20 // below MaxMultiple half the time
+		ws, usable := make([]float64, n), make([]bool, n)
+		for i := range ws {
+			ws[i] = 1 + r.Float64()*(spread-1)
+			usable[i] = r.IntN(10) != 0
+		}
+		nUsable, unchanged := Scan(ws, usable)
+		filled := slices.Clone(ws)
+		if got := Fill(filled, usable, nil); got != nUsable {
+			t.Fatalf("Scan counts %d usable, Fill %d", nUsable, got)
+		}
+		if nUsable < 2 {
+			if unchanged {
+				t.Fatalf("fewer than two usable: Scan says unchanged, but Fill sets every weight to 1")
+			}
+			continue
+		}
+		if same := slices.Equal(ws, filled); unchanged && !same {
+			t.Fatalf("weights %v usable %v: Scan says unchanged %v, Fill left them equal %v", ws, usable, unchanged, same)
+		}
+		if unchanged {
+			sawUnchanged++
+		} else {
+			sawChanged++
+		}
+	}
+	if sawUnchanged < 100 || sawChanged < 100 {
+		t.Fatalf("cases: %d unchanged, %d changed; want both in the hundreds", sawUnchanged, sawChanged)
+	}
+}
