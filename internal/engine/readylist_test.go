@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 
@@ -325,12 +324,6 @@ func sameReady(a, b []Ready) bool {
 		}
 	}
 	return true
-}
-
-// sameFunc reports whether two funcs are the same closure: the same
-// code over the same captured state, which == cannot compare.
-func sameFunc(a, b func(balancer.DoneInfo)) bool {
-	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
 // samePicker compares pickers that may be of uncomparable types.
