@@ -166,6 +166,11 @@ func (t *turns) observe(busy bool, coin uint32) {
 		target = busyOne
 	}
 	next := e + (target-e)>>busyGain
+	if next == e {
+		// Settled (an idle fleet's estimate stays at 0): a store of the
+		// same value would still take the line from every other core.
+		return
+	}
 	if e <= turnAbove && next > turnAbove {
 		t.next.Store(coin)
 	}
