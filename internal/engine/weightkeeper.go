@@ -242,7 +242,7 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 		return kept.ws, false, perCall
 	}
 	ws = slices.Clone(kept.ws)
-	median.Fill(ws, kept.usable, &k.medianScratch)
+	median.Apply(ws, kept.usable, &k.medianScratch, nUsable)
 	return ws, false, perCall
 }
 

@@ -1,6 +1,7 @@
 package median
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -116,11 +117,19 @@ func TestScanAgreesWithFill(t *testing.T) {
 		n := 1 + r.IntN(40)
 		spread := 1 + r.Float64()*20 // below MaxMultiple half the time
 		ws, usable := make([]float64, n), make([]bool, n)
+		nan, allUsable := false, r.IntN(3) == 0
 		for i := range ws {
 			ws[i] = 1 + r.Float64()*(spread-1)
-			usable[i] = r.IntN(10) != 0
+			usable[i] = allUsable || r.IntN(10) != 0
+			if r.IntN(40) == 0 {
+				ws[i] = math.NaN()
+				nan = nan || usable[i]
+			}
 		}
 		nUsable, unchanged := Scan(ws, usable)
+		if nan && unchanged {
+			t.Fatalf("weights %v usable %v: Scan calls weights with a NaN unchanged", ws, usable)
+		}
 		filled := slices.Clone(ws)
 		if got := Fill(filled, usable, nil); got != nUsable {
 			t.Fatalf("Scan counts %d usable, Fill %d", nUsable, got)
