@@ -44,7 +44,10 @@ type engineBalancer struct {
 	// wakes are the goroutines that ask children to connect (a child may
 	// call back into the balancer, so never on the caller's). Nothing in
 	// the balancer waits for them; tests that check what a publish shows
-	// do, when a publish may have woken an endpoint.
+	// do, when a publish may have woken an endpoint. Wait only where no
+	// wake can start uncounted meanwhile (a pick's ExitIdle, a child's
+	// UpdateState on another goroutine): WaitGroup forbids an Add from
+	// zero concurrent with a Wait.
 	wakes sync.WaitGroup
 
 	mu         sync.Mutex // guards everything below

@@ -340,7 +340,7 @@ func samePicker(a, b balancer.Picker) bool {
 // TestReadyWeightsGrowth edits the kept weights as a fleet coming up and
 // churning does, from one READY endpoint to hundreds, with a fill (a
 // publish after a weight update) between runs of edits, and checks them
-// against a fresh fill each time. insert grows the three buffers by
+// against a fresh fill each time. insert grows the two buffers by
 // append, whose capacities drift apart by element size; a fill that sized
 // them all by one of them cut the others past their capacity.
 func TestReadyWeightsGrowth(t *testing.T) {

@@ -16,9 +16,10 @@ import (
 // every tracker follows, one tracker per endpoint (endpointWeight), the
 // OOB streams and the update timer. The balancer tells it which endpoints
 // and connections exist and when the update timer fires; a picker being
-// published only reads the weights and hooks it last made, so publishing
-// creates and changes nothing here. Guarded by the balancer's mu, except
-// what the orcaweight package synchronizes itself.
+// published reads the weights it last made, and at most marks the kept
+// array shared or grows the run of ones (forPicker): it changes no
+// endpoint's weight or tracker. Guarded by the balancer's mu, except what
+// the orcaweight package synchronizes itself.
 type weightKeeper struct {
 	cfg   WeightsConfig
 	group *orcaweight.Group
@@ -29,7 +30,8 @@ type weightKeeper struct {
 	usable []float64
 	// scratch and medianScratch are forPicker's buffers, reused the same
 	// way: scratch for the weights of a list that is not the balancer's
-	// READY list, medianScratch for selecting the median.
+	// READY list (given away, and made anew next time, when a picker
+	// shares it), medianScratch for selecting the median.
 	scratch       readyWeights
 	medianScratch []float64
 	// ones are the weights of pickers in round-robin fallback (onesFor),
@@ -238,8 +240,10 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 	case nUsable < 2:
 		return k.onesFor(len(kept.ws)), true, perCall
 	case unchanged:
+		// Clipped, as the ones are: a snapshot has no room past its
+		// weights to write into.
 		kept.shared = true
-		return kept.ws, false, perCall
+		return slices.Clip(kept.ws), false, perCall
 	}
 	ws = slices.Clone(kept.ws)
 	median.Apply(ws, kept.usable, &k.medianScratch, nUsable)

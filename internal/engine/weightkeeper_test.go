@@ -142,7 +142,7 @@ func TestPerCallReportsFollowTheConfig(t *testing.T) {
 func TestForPickerSharesUnchangedWeights(t *testing.T) {
 	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
 	var ready []Ready
-	for i := range 6 {
+	for i := range 5 { // 40 bytes of weights, in a 48-byte allocation
 		e := newEndpoint(string(rune('a'+i)), &doneShared{}, false)
 		e.weights.weight, e.weights.status = float64(10+i), orcaweight.Usable
 		ready = append(ready, Ready{Stats: e, InvWeight: 1})
@@ -152,6 +152,9 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 	ws, fallback, _ := k.forPicker(ready, &kept)
 	if fallback || &ws[0] != &kept.ws[0] || !kept.shared {
 		t.Fatalf("weights within the median's bound: got a copy (fallback %v, shared %v), want the kept array", fallback, kept.shared)
+	}
+	if cap(ws) != len(ws) {
+		t.Fatalf("shared weights have room past their length (%d > %d)", cap(ws), len(ws))
 	}
 	was := slices.Clone(ws)
 	kept.remove(2)

@@ -16,7 +16,8 @@ import (
 // keeping off) and (re)starts the update timer.
 func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	// A resolver update has dropped the list already; a change of config
-	// alone may start or stop the keeper, whose endpoints' Dones change.
+	// alone may start or stop the keeper, which starts every endpoint's
+	// weight over (weightKeeper.add).
 	b.readyList.weights.drop()
 	switch {
 	case cfg == nil:

@@ -1,8 +1,9 @@
 // Package median fills in the weights of endpoints without a usable
 // weight report with the median of those that have one, and bounds every
 // weight at a multiple of that median. orcaweight.FillMedian is its public
-// face; the engine calls Fill with a buffer it keeps between pickers, so
-// that building a picker over a large fleet does not allocate for it.
+// face; the engine calls Scan, to keep weights that need nothing filled,
+// and Apply with a buffer it keeps between pickers, so that building a
+// picker over a large fleet does not allocate for it.
 package median
 
 import (
