@@ -106,15 +106,15 @@ func (s *Snapshot) RampFactor(i int, now int64) float64 {
 	return 1
 }
 
-// WeightDone is the Done to give Endpoints[i]'s calls instead of the
-// engine's own when the snapshot's weights come from per-call reports (it
-// does what the engine's does and then reads the call's ORCA report), nil
-// otherwise.
-func (s *Snapshot) WeightDone(i int) func(balancer.DoneInfo) {
+// WeightDone is the Done to give the calls of r, one of Endpoints, instead
+// of the engine's own when the snapshot's weights come from per-call
+// reports (it does what the engine's does and then reads the call's ORCA
+// report), nil otherwise.
+func (s *Snapshot) WeightDone(r *Ready) func(balancer.DoneInfo) {
 	if !s.perCallReports {
 		return nil
 	}
-	return s.Endpoints[i].Stats.reportDone
+	return r.Stats.reportDone
 }
 
 // Avoidance is the probability, in [0, 1), with which a picker passes e

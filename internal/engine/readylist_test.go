@@ -113,7 +113,7 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 			b.mu.Lock()
 			snap := last // written by NewPicker under b.mu, also from reconnecting children
 			b.mu.Unlock()
-			if snap != nil && snap.WeightDone(0) != nil {
+			if snap != nil && len(snap.Endpoints) > 0 && snap.WeightDone(&snap.Endpoints[0]) != nil {
 				for range 1 + rnd.IntN(5) {
 					// Mostly within the median's bound of each other, so
 					// that a publish may keep the weights as they are.
@@ -121,7 +121,7 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 					if rnd.IntN(8) == 0 {
 						qps = float64(1 + rnd.IntN(500))
 					}
-					snap.WeightDone(rnd.IntN(len(snap.Endpoints)))(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: qps, CpuUtilization: 0.5}})
+					snap.WeightDone(&snap.Endpoints[rnd.IntN(len(snap.Endpoints))])(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: qps, CpuUtilization: 0.5}})
 				}
 			}
 			timers.fire()
@@ -262,12 +262,7 @@ func settleWakes(b *engineBalancer, lastp **Snapshot, timers *queueClock) {
 		b.wakes.Wait()
 		b.mu.Lock()
 		last := *lastp
-		var states []MemberState
-		for _, e := range b.order {
-			if e.picker != nil {
-				states = append(states, MemberStateOf(e.state, e.ejection.ejected))
-			}
-		}
+		_, states, _ := walkMembers(b)
 		current := last != nil && slices.Equal(last.States, states)
 		b.mu.Unlock()
 		if current {
@@ -277,14 +272,10 @@ func settleWakes(b *engineBalancer, lastp **Snapshot, timers *queueClock) {
 	}
 }
 
-// checkMemberList checks a lazy policy's kept member list, states and
-// counts, and the last snapshot's members and states, against a walk over
-// every endpoint.
-func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int, deferred bool) {
-	t.Helper()
-	var members []Member
-	var states []MemberState
-	var counts stateCounts
+// walkMembers is a lazy policy's members, their states and the counts
+// by state, from a walk over every endpoint, as the kept member list
+// should have them. b.mu must be held.
+func walkMembers(b *engineBalancer) (members []Member, states []MemberState, counts stateCounts) {
 	for _, e := range b.order {
 		if e.picker != nil {
 			members = append(members, Member{Conn: Ready{Picker: &e.live, Stats: e, InvWeight: 1 / e.weight}, Endpoint: e.resolved, Weight: uint32(e.weight)})
@@ -292,6 +283,15 @@ func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int, 
 			counts.move(noStateYet, e.state)
 		}
 	}
+	return members, states, counts
+}
+
+// checkMemberList checks a lazy policy's kept member list, states and
+// counts, and the last snapshot's members and states, against a walk over
+// every endpoint.
+func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int, deferred bool) {
+	t.Helper()
+	members, states, counts := walkMembers(b)
 	if l := &b.memberList; l.valid && (!sameMembers(l.members, members) || !slices.Equal(l.states, states) || l.counts != counts) {
 		t.Fatalf("step %d: the kept members (%d, states %v, counts %v) differ from a walk's (%d, %v, %v)", step, len(l.members), l.states, l.counts, len(members), states, counts)
 	}

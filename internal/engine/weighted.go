@@ -109,7 +109,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	var res balancer.PickResult
 	var err error
-	if done := p.snap.WeightDone(i); done == nil {
+	if done := p.snap.WeightDone(r); done == nil {
 		res, err = PickEndpoint(r, info, p.why)
 	} else {
 		res, err = PickEndpointDone(r, info, p.why, done)
