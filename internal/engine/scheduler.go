@@ -274,6 +274,14 @@ func schedExactSlots(weights []float64) []uint32 {
 	// One pass finds the GCD and the sum of the weights, in 128 bits so
 	// that no sum of weights up to 2^53 overflows; the cycle's length is
 	// that sum over the GCD, plus a slot for each unusable weight.
+	//
+	// The cycle of a prefix of the weights is never longer than the whole
+	// one's (the sum only grows, the GCD only shrinks), so the pass stops
+	// as soon as a prefix's cycle is past the limit: over a large fleet
+	// with integer weights too far apart for an exact cycle (reported
+	// weights rounded to integers, say), a few hundred weights tell, not
+	// all of them.
+	limit := schedExactLimit(len(weights))
 	var g, hi, lo, unusable uint64
 	for _, w := range weights {
 		if !schedUsable(w) {
@@ -288,8 +296,13 @@ func schedExactSlots(weights []float64) []uint32 {
 		var carry uint64
 		lo, carry = bits.Add64(lo, uint64(r), 0)
 		hi += carry
+		// lo/g > limit, without a division: limit*g is below 2^70, so
+		// its high word is 0 but for g above 2^48.
+		if mhi, mlo := bits.Mul64(limit, g); hi > mhi || hi == mhi && lo > mlo {
+			return nil
+		}
 	}
-	limit, total := schedExactLimit(len(weights)), unusable
+	total := unusable
 	if g != 0 {
 		if hi >= g {
 			return nil // the quotient does not even fit 64 bits

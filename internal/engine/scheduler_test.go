@@ -579,6 +579,13 @@ func BenchmarkNewSchedule(b *testing.B) {
 			NewSchedule(w)
 		}
 	})
+	b.Run("integer/n=10000", func(b *testing.B) {
+		w := schedRange(10000, func(i int) float64 { return float64(2 * (1 + i*37%100)) }) // reported weights rounded to integers
+		b.ReportAllocs()
+		for b.Loop() {
+			NewSchedule(w)
+		}
+	})
 	b.Run("integer/n=1000", func(b *testing.B) {
 		w := schedRange(1000, func(i int) float64 { return float64(1 + i%4) })
 		b.ReportAllocs()
@@ -633,5 +640,47 @@ func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 	}
 	if got := p.Schedule().Share(1); got >= 2.0/6 {
 		t.Errorf("ramping endpoint's share = %.3f, want below its weight's %.3f", got, 2.0/6)
+	}
+}
+
+// TestScheduleExactSlotsStopsEarly: the exact cycle's pass stops at the
+// first prefix whose cycle is past the limit, and answers as a full pass
+// would: random integer weights, some fleets just within the limit, some
+// just past it, some with a late weight that breaks the GCD, compared with
+// a direct computation of the cycle.
+func TestScheduleExactSlotsStopsEarly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for trial := range 2000 {
+		n := 2 + rng.IntN(40)
+		g := uint64(1 + rng.IntN(5))
+		ws := make([]float64, n)
+		for i := range ws {
+			ws[i] = float64(g * uint64(1+rng.IntN(300)))
+		}
+		if trial%3 == 0 {
+			ws[n-1] = float64(g*uint64(1+rng.IntN(300)) + 1) // likely a GCD of 1
+		}
+		if trial%7 == 0 {
+			ws[rng.IntN(n)] = math.NaN() // one slot of its own
+		}
+		var gcd, sum, unusable uint64
+		for _, w := range ws {
+			if !schedUsable(w) {
+				unusable++
+				continue
+			}
+			gcd = schedGCD(gcd, uint64(w))
+			sum += uint64(w)
+		}
+		fits := sum/gcd+unusable <= schedExactLimit(n)
+		slots := schedExactSlots(ws)
+		if (slots != nil) != fits {
+			t.Fatalf("weights %v: exact slots %v, want a cycle: %v (length %d, limit %d)", ws, slots, fits, sum/gcd+unusable, schedExactLimit(n))
+		}
+		for i, w := range ws {
+			if slots != nil && schedUsable(w) && uint64(slots[i]) != uint64(w)/gcd {
+				t.Fatalf("weights %v: slot %d = %d, want %d", ws, i, slots[i], uint64(w)/gcd)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -88,6 +89,19 @@ func TestSweepMatchesSearch(t *testing.T) {
 				t.Fatal("not a sweep")
 			}
 			s := sch.sweep
+			// The guide names, for every bucket, exactly the arc that
+			// holds the bucket's first point: neither one before it,
+			// which would only cost the walk steps, nor one after.
+			for b, e := range s.guide {
+				first, _ := bits.Div64(uint64(b), 0, s.n)
+				want, found := slices.BinarySearch(s.start, first)
+				if !found {
+					want--
+				}
+				if int(e) != want {
+					t.Fatalf("guide[%d] = %d, want %d, the arc of the bucket's first point", b, e, want)
+				}
+			}
 			seqs := []uint32{0, 1, 2, math.MaxUint32, math.MaxUint32 - 1}
 			for range 200000 {
 				seqs = append(seqs, r.Uint32())

@@ -22,6 +22,12 @@ type Metrics struct {
 	// every method it has today is implemented below.
 	estats.MetricsRecorder
 
+	// Discard, set before use, makes the recorder keep nothing and check
+	// nothing: for benchmarks whose balancers require a recorder (grpc's
+	// weighted_round_robin does) but whose cost must not be the
+	// recorder's.
+	Discard bool
+
 	mu        sync.Mutex
 	records   map[string][]Record
 	reporters map[int]estats.AsyncMetricReporter
@@ -40,6 +46,9 @@ func NewMetrics() *Metrics {
 }
 
 func (m *Metrics) record(d *estats.MetricDescriptor, v float64, labels []string) {
+	if m.Discard {
+		return
+	}
 	names := append(slices.Clone(d.Labels), d.OptionalLabels...)
 	if len(labels) != len(names) {
 		panic(fmt.Sprintf("fakecc: %s recorded with %d label values %q, want one for each of %q", d.Name, len(labels), labels, names))
