@@ -2,6 +2,7 @@ package orcawrr_test
 
 import (
 	"testing"
+	"time"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/balancer/orcawrr"
@@ -20,4 +21,20 @@ func BenchmarkPick(b *testing.B) {
 		{"weighted_round_robin", `{}`}, // first: the base of benchstat -col /policy
 		{orcawrr.Name, `{}`},
 	}, []int{10, 100, 1000}, info)
+}
+
+// BenchmarkPickWeighted is BenchmarkPick in both policies' steady state:
+// with the blackout off and weights updated every 100 ms (the least
+// grpc-go allows), a few rounds of calls carrying reports let each take
+// the reported weights in before the timer starts, so that the picks
+// measured follow weights, where BenchmarkPick's, from the first picker,
+// are the round robin both policies fall back to before any weight is
+// usable.
+func BenchmarkPickWeighted(b *testing.B) {
+	const cfg = `{"blackoutPeriod": "0s", "weightUpdatePeriod": "0.1s"}`
+	info := balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5, Eps: 1}}
+	testkit.BenchmarkPickWarm(b, [][2]string{
+		{"weighted_round_robin", cfg},
+		{orcawrr.Name, cfg},
+	}, []int{10, 100, 1000}, info, 150*time.Millisecond)
 }

@@ -211,6 +211,40 @@ func (h *Harness) Up(addr string) {
 // grpc-go's peers alike.
 func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, func()) {
 	tb.Helper()
+	cc, bal := readyBalancer(tb, policy, cfg, n)
+	return cc.State().Picker, bal.Close
+}
+
+// WarmPicker is ReadyPicker for a policy whose picker changes with what
+// the calls bring back (load reports): it first makes rounds of 2n picks,
+// each finished by info, with warm of real time after each, three times,
+// and returns the picker the balancer has published by then. With a
+// weighted policy configured to take weights in sooner than warm (its
+// blackout and update period), that picker follows the reported weights:
+// the policy's steady state, where ReadyPicker's is its first one.
+func WarmPicker(tb testing.TB, policy, cfg string, n int, info balancer.DoneInfo, warm time.Duration) (balancer.Picker, func()) {
+	tb.Helper()
+	cc, bal := readyBalancer(tb, policy, cfg, n)
+	for range 3 {
+		p := cc.State().Picker
+		for range 2 * n {
+			res, err := p.Pick(balancer.PickInfo{})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if res.Done != nil {
+				res.Done(info)
+			}
+		}
+		time.Sleep(warm)
+	}
+	Settle(cc, n)
+	return cc.State().Picker, bal.Close
+}
+
+// readyBalancer builds the named policy over n endpoints, all READY.
+func readyBalancer(tb testing.TB, policy, cfg string, n int) (*ClientConn, balancer.Balancer) {
+	tb.Helper()
 	builder := balancer.Get(policy)
 	if builder == nil {
 		tb.Fatalf("no balancer registered as %q", policy)
@@ -240,7 +274,7 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 		tb.Fatal(err)
 	}
 	Settle(cc, n)
-	return cc.State().Picker, bal.Close
+	return cc, bal
 }
 
 // Settle waits until a balancer over n endpoints has published its last
@@ -275,6 +309,21 @@ func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
 // BenchmarkPickDone is BenchmarkPick with every call finished by info, for
 // policies whose Done reads something the call returned (a load report).
 func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo) {
+	benchmarkPickFrom(b, policies, sizes, info, func(policy, cfg string, n int) (balancer.Picker, func()) {
+		return ReadyPicker(b, policy, cfg, n)
+	})
+}
+
+// BenchmarkPickWarm is BenchmarkPickDone over the picker each policy has
+// published once warmed up (WarmPicker, with warm between rounds).
+func BenchmarkPickWarm(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo, warm time.Duration) {
+	benchmarkPickFrom(b, policies, sizes, info, func(policy, cfg string, n int) (balancer.Picker, func()) {
+		return WarmPicker(b, policy, cfg, n, info, warm)
+	})
+}
+
+// benchmarkPickFrom is BenchmarkPickDone over the pickers build returns.
+func benchmarkPickFrom(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo, build func(policy, cfg string, n int) (balancer.Picker, func())) {
 	for _, n := range sizes {
 		for _, pol := range policies {
 			// Built once, not each time the benchmark grows b.N: a large
@@ -284,7 +333,7 @@ func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info bal
 			closeFn := func() {}
 			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
 				if p == nil {
-					p, closeFn = ReadyPicker(b, pol[0], pol[1], n)
+					p, closeFn = build(pol[0], pol[1], n)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
