@@ -129,7 +129,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			// this one for later keys, but look on for one that can take
 			// the call now rather than queue it.
 			if st.State() == connectivity.Idle {
-				_, _ = m.Conn.Picker.Pick(info)
+				m.Wake(info)
 			}
 		}
 		// TRANSIENT_FAILURE: the next candidate along the table.
@@ -246,7 +246,7 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 			if !requested {
 				requested = true
 				// The child's picker wakes it (once, for a lazy child).
-				_, _ = m.Conn.Picker.Pick(info)
+				m.Wake(info)
 			}
 		}
 	}

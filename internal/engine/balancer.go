@@ -136,6 +136,11 @@ type connectMode interface {
 	// reconnects says whether a child that falls IDLE is asked to connect
 	// again at once.
 	reconnects() bool
+	// followsChild says whether picks on an endpoint that is no longer
+	// READY follow its child's latest picker (Endpoint.followChild), as a
+	// lazy policy's must, to wake it and queue on it, rather than its
+	// last READY one.
+	followsChild() bool
 	// exitIdle is the balancer's ExitIdle.
 	exitIdle(b *engineBalancer)
 	// aggregate is the state of the channel given how many endpoints are
@@ -160,6 +165,8 @@ type eager struct{}
 func (eager) children(pf childBuilder) childBuilder { return pf }
 
 func (eager) reconnects() bool { return true }
+
+func (eager) followsChild() bool { return false }
 
 func (eager) exitIdle(b *engineBalancer) { b.exitIdleAll() }
 

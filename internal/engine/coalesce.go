@@ -71,6 +71,7 @@ func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
 	b.trackLocked(e, to, now)
 	e.picker = s.Picker
 	e.live.set(s.Picker)
+	e.followChild(to, s.Picker, b.mode.followsChild())
 	b.readyChangedLocked(e)
 	b.memberChangedLocked(e)
 	b.counts.move(from, to)

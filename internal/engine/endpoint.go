@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"sync/atomic"
@@ -46,9 +47,18 @@ type endpointWarm struct {
 	*endpointCold             // never nil
 
 	// live follows the child's picker; atomic. A lazy policy's every pick
-	// goes through it (Member.Conn), beside the hot line the pick then
-	// writes, rather than one more line away.
+	// goes through it (Member.Conn) while the child is not READY, beside
+	// the hot line the pick then writes, rather than one more line away.
 	live livePicker
+	// conn is the child's connection as of its last READY picker, which
+	// every pick through a snapshot's Ready takes (pickChild); nil before
+	// the child's first READY and, under a lazy policy, whenever it is not
+	// READY, when picks follow live instead. Atomic: the balancer sets it
+	// as the child reports. Kept here, not in each snapshot's Ready, so
+	// that the READY list a publish copies holds no picker: with one, it
+	// was twice the bytes and three times the pointers, most of what a
+	// change cost over a large fleet.
+	conn atomic.Pointer[readyConn]
 
 	// reportDone is the Done of every call of a policy whose weights come
 	// from per-call reports (Snapshot.WeightDone): the engine's, then the
@@ -372,6 +382,71 @@ type livePicker struct {
 type pickerBox struct{ balancer.Picker }
 
 func (l *livePicker) set(p balancer.Picker) { l.p.Store(&pickerBox{p}) }
+
+// readyConn is a child's READY picker and, when that picker answers a
+// pick with a SubConn and nothing more, that answer: pickfirst's READY
+// picker answers every pick with its one SubConn, so a pick need not ask
+// it (nor read it, one more cache line over a large fleet). Immutable.
+type readyConn struct {
+	picker balancer.Picker
+	sc     balancer.SubConn // nil: ask picker on every pick
+}
+
+// newReadyConn asks p, a child's READY picker, once, under the
+// balancer's lock: a READY pickfirst picker neither blocks nor calls
+// back.
+func newReadyConn(p balancer.Picker) *readyConn {
+	c := &readyConn{picker: p}
+	if res, err := p.Pick(balancer.PickInfo{Ctx: context.Background()}); err == nil && res.Done == nil && res.Metadata.Len() == 0 {
+		c.sc = res.SubConn
+	}
+	return c
+}
+
+// followChild notes the child's new state and picker: a READY picker
+// becomes conn; any other state leaves conn as it was (eager policies:
+// a snapshot's picks go to the last READY connection until the next
+// snapshot drops the endpoint, as they would through that picker), or
+// clears it when lazy says picks follow the child's latest picker (live)
+// whenever it is not READY.
+func (e *Endpoint) followChild(st connectivity.State, p balancer.Picker, lazy bool) {
+	switch {
+	case st == connectivity.Ready && p != nil:
+		e.conn.Store(newReadyConn(p))
+	case lazy:
+		e.conn.Store(nil)
+	}
+}
+
+// pickChild is e's child's answer for a call being picked for e: its
+// last READY picker's (conn), or under a lazy policy while it is not
+// READY, its latest picker's.
+func (e *Endpoint) pickChild(info balancer.PickInfo) (balancer.PickResult, error) {
+	if res, ok := e.readyResult(); ok {
+		return res, nil
+	}
+	return e.askChild(info)
+}
+
+// readyResult is pickChild's answer when it needs no picker asked (the
+// common case: a READY pickfirst child), and false otherwise, when the
+// caller asks the child (askChild). Small enough to inline into the
+// pickers, where pickChild, with its call, is not.
+func (e *Endpoint) readyResult() (balancer.PickResult, bool) {
+	c := e.conn.Load()
+	if c == nil || c.sc == nil {
+		return balancer.PickResult{}, false
+	}
+	return balancer.PickResult{SubConn: c.sc}, true
+}
+
+// askChild is pickChild when the child's picker must be asked.
+func (e *Endpoint) askChild(info balancer.PickInfo) (balancer.PickResult, error) {
+	if c := e.conn.Load(); c != nil {
+		return c.picker.Pick(info)
+	}
+	return e.live.Pick(info)
+}
 
 // Pick picks with the child's latest picker, or queues the call if the
 // child has reported none.

@@ -154,7 +154,7 @@ func timedPicker(clk *manualClock) (*LeastLoaded, *Endpoint, *latency) {
 	shared.latency.Store(lat)
 	e := newEndpoint("a", shared, false)
 	snap := &Snapshot{
-		Endpoints: []Ready{{Picker: fixedPicker{}, Stats: e, InvWeight: 1}},
+		Endpoints: []Ready{readyFixed(e, 1)},
 		Clock:     clk,
 		Rand:      NewSeededRand(1),
 		latency:   lat,
@@ -193,7 +193,7 @@ func largeFleetTimesFewerCalls(t *testing.T, lat *latency, n, choices int) {
 	for i := 0; i < n; i++ {
 		e := newEndpoint(fmt.Sprint(i), shared, false)
 		e.rtt.bits.Store(math.Float64bits(float64(time.Millisecond))) // past its first answer
-		snap.Endpoints = append(snap.Endpoints, Ready{Picker: fixedPicker{}, Stats: e, InvWeight: 1})
+		snap.Endpoints = append(snap.Endpoints, readyFixed(e, 1))
 	}
 	p := NewLeastLoaded(snap, choices, NewPeakEWMA(snap))
 	// timedSince counts the endpoints whose last timed call started at or

@@ -26,6 +26,8 @@ func (onDemand) children(pf childBuilder) childBuilder {
 // pick wants it again.
 func (onDemand) reconnects() bool { return false }
 
+func (onDemand) followsChild() bool { return true }
+
 // exitIdle wakes nobody: picks decide which endpoints connect, and waking
 // all of them would open a connection to every backend of a large fleet
 // for nothing. While the aggregate is CONNECTING or TRANSIENT_FAILURE and

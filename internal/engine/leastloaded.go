@@ -177,9 +177,12 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 			why = ReasonLeastLoaded
 		}
 	}
-	res, err := c.Picker.Pick(info)
-	if err != nil {
-		return res, err
+	res, ok := c.Stats.readyResult()
+	if !ok {
+		var err error
+		if res, err = c.Stats.askChild(info); err != nil {
+			return res, err
+		}
 	}
 	c.Stats.started(why)
 	return withDone(res, c.Stats.done), nil
@@ -217,9 +220,12 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 			}
 		}
 	}
-	res, err := w.Picker.Pick(info)
-	if err != nil {
-		return res, err
+	res, ok := w.Stats.readyResult()
+	if !ok {
+		var err error
+		if res, err = w.Stats.askChild(info); err != nil {
+			return res, err
+		}
 	}
 	if clk := &p.turns.clock; w.Stats.mayWantSample(clk, p.gap, winner) {
 		now := s.Clock.Nanotime()
@@ -346,11 +352,14 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	if p.timed && c.Stats.wantsSample(now, p.gap) {
-		return pickTimed(c.Stats, c.Picker, p.shared(c.Stats), info, why, now, p.snap.Clock, p.snap.latency)
+		return pickTimed(c.Stats, p.shared(c.Stats), info, why, now, p.snap.Clock, p.snap.latency)
 	}
-	res, err := c.Picker.Pick(info)
-	if err != nil {
-		return res, err
+	res, ok := c.Stats.readyResult()
+	if !ok {
+		var err error
+		if res, err = c.Stats.askChild(info); err != nil {
+			return res, err
+		}
 	}
 	c.Stats.started(why)
 	return withDone(res, c.Stats.done), nil

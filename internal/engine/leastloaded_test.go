@@ -85,7 +85,7 @@ func randomFleet(rnd *rand.Rand, timed bool) *testFleet {
 		if weighted {
 			inv = 1 / float64(1+rnd.IntN(4))
 		}
-		f.eps = append(f.eps, Ready{Picker: fixedPicker{}, Stats: e, InvWeight: inv})
+		f.eps = append(f.eps, readyFixed(e, inv))
 	}
 	return f
 }

@@ -104,7 +104,7 @@ func (s *Snapshot) ProbeDue(e *Endpoint, a *Attempts) bool {
 
 // PickProbe places a claimed probe on r.
 func PickProbe(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
-	res, err := r.Picker.Pick(info)
+	res, err := r.Stats.pickChild(info)
 	if err != nil {
 		r.Stats.probe.inFlight.Store(false)
 		return res, err

@@ -10,17 +10,18 @@ import (
 
 // Ready is one READY endpoint in a picker's snapshot (and, as a Member's
 // Conn, any endpoint of a lazy policy). A picker holds a slice of them and
-// never changes it; the counters it reads live in Stats. It is
-// what a pick reads besides the endpoint's own line: 32 bytes, two to a
-// cache line, so that the array a publish hands over and a picker reads in
-// place stays in cache for any fleet a client has (320 KB at 10k
-// endpoints). What only some snapshots need (slow start's ramps, the Done
-// that reads per-call reports) is kept beside it, not in it.
+// never changes it; the counters it reads, and the way to the child's
+// connection, live in Stats. It is what a pick reads besides the
+// endpoint's own lines: 16 bytes and one pointer, four to a cache line,
+// so that the array a publish copies after an edit and a picker reads in
+// place is small and cheap to copy (160 KB at 10k endpoints; with the
+// child's picker in it, it was twice that and three pointers an entry,
+// each paying the collector's write barrier while it marks). What only
+// some snapshots need (slow start's ramps, the Done that reads per-call
+// reports) is kept beside it, not in it.
 type Ready struct {
-	// Picker is the endpoint's pickfirst child picker; in a Member's Conn,
-	// a picker that follows the child's latest one.
-	Picker balancer.Picker
-	// Stats is the endpoint's long-lived state.
+	// Stats is the endpoint's long-lived state, its way to its child's
+	// connection included: pick through PickEndpoint or PickEndpointDone.
 	Stats *Endpoint
 	// InvWeight is 1/weight, the endpoint's static weight (from the weight
 	// attribute, xDS's load_balancing_weight, at least 1), so the pick path
@@ -151,9 +152,12 @@ func (s *Snapshot) fleetRate() float64 {
 // that in-flight counts and failure tracking are the same for all of them.
 // why is counted for the policy's picks metric.
 func PickEndpoint(r *Ready, info balancer.PickInfo, why PickReason) (balancer.PickResult, error) {
-	res, err := r.Picker.Pick(info)
-	if err != nil {
-		return res, err
+	res, ok := r.Stats.readyResult()
+	if !ok {
+		var err error
+		if res, err = r.Stats.askChild(info); err != nil {
+			return res, err
+		}
 	}
 	r.Stats.started(why)
 	return withDone(res, r.Stats.done), nil
@@ -163,9 +167,12 @@ func PickEndpoint(r *Ready, info balancer.PickInfo, why PickReason) (balancer.Pi
 // the engine's own, for a policy that must see every call end (to keep a
 // count of its own). done must call r.Stats.Finish exactly once.
 func PickEndpointDone(r *Ready, info balancer.PickInfo, why PickReason, done func(balancer.DoneInfo)) (balancer.PickResult, error) {
-	res, err := r.Picker.Pick(info)
-	if err != nil {
-		return res, err
+	res, ok := r.Stats.readyResult()
+	if !ok {
+		var err error
+		if res, err = r.Stats.askChild(info); err != nil {
+			return res, err
+		}
 	}
 	r.Stats.started(why)
 	return withDone(res, done), nil
@@ -195,13 +202,12 @@ func withDone(res balancer.PickResult, ours func(balancer.DoneInfo)) balancer.Pi
 // Member is one endpoint of a lazy policy's snapshot, in any connectivity
 // state.
 type Member struct {
-	// Conn is how a picker reaches the endpoint: its child picker and
-	// long-lived state. Pick through it with PickEndpoint or
-	// PickEndpointDone, in any state: its picker follows the child's
-	// latest one, which queues the call and makes it connect, as
-	// pickfirst's does, or places it once the child is READY, before the
-	// next snapshot shows it (so a pick through Conn.Picker directly
-	// would go uncounted). Following the child, a pick on a member the
+	// Conn is how a picker reaches the endpoint and its long-lived state.
+	// Pick through it with PickEndpoint or PickEndpointDone, in any state:
+	// the pick follows the child's latest picker, which queues the call
+	// and makes it connect, as pickfirst's does, or places it once the
+	// child is READY, before the next snapshot shows it (Wake asks the
+	// child without placing a call). Following the child, a pick on a member the
 	// snapshot shows READY returns the child's error if its connection
 	// failed since; the policy decides whether the call waits for the
 	// next snapshot. Slow start does not apply to lazy policies.
@@ -214,6 +220,21 @@ type Member struct {
 	// ExitIdle asks the endpoint's child to connect. It returns at once
 	// (the work happens on a goroutine), so a picker may call it.
 	ExitIdle func()
+}
+
+// Wake asks the member's child for a connection as a pick would, without
+// placing a call: a lazy child that is IDLE starts connecting (once).
+func (m *Member) Wake(info balancer.PickInfo) { _, _ = m.Conn.Stats.pickChild(info) }
+
+// ChildPicker is the picker r's picks go through: its child's last READY
+// one, or, before any or under a lazy policy while the child is not
+// READY, the child's latest. For yardsticks that pick through the child
+// themselves; a policy's picker goes through PickEndpoint.
+func (r *Ready) ChildPicker() balancer.Picker {
+	if c := r.Stats.conn.Load(); c != nil {
+		return c.picker
+	}
+	return &r.Stats.live
 }
 
 // MemberState is a member's connectivity as of a snapshot, in a byte: its

@@ -15,13 +15,14 @@ import (
 // one sequential move.
 // A publish with no change of the list since the last one (a weight
 // update, a slow-start step) hands the snapshot the same array, and the
-// next edit copies it first: at 50k endpoints the copy is 1.6 MB.
+// next edit copies it first: at 50k endpoints the copy is 800 KB.
 
 // readyList is the balancer's list of READY endpoints that are not
 // ejected, and of those that are, in resolver order, as a publish hands
-// them to the snapshot. It is edited when one endpoint's state or picker
-// changes (in place, or into a new array when the last snapshot holds
-// it), and dropped (valid false) on anything rarer that
+// them to the snapshot. It is edited when one endpoint's state changes
+// (in place, or into a new array when the last snapshot holds it; a new
+// picker of a READY endpoint changes only the endpoint, see
+// Endpoint.followChild), and dropped (valid false) on anything rarer that
 // changes what it holds: a resolver update, an ejection or a readmission,
 // an ejected endpoint's change. The next publish then walks the endpoints
 // and keeps the result. Slow start's ramps, which depend on the time of
@@ -32,7 +33,7 @@ type readyList struct {
 	ready   []Ready // sorted by Endpoint.pos
 	ejected []Ready // never edited in place: rebuilt on any change
 	// published says that ready is the last snapshot's Endpoints too,
-	// which must not change: the next edit copies it first (own).
+	// which must not change: the next edit copies it (insertAt, deleteAt).
 	published bool
 	weights   readyWeights
 }
@@ -41,15 +42,6 @@ type readyList struct {
 func (l *readyList) invalidate() {
 	l.valid, l.ready, l.ejected, l.published = false, nil, nil, false
 	l.weights.drop()
-}
-
-// own makes ready the list's alone before an edit in place, copying it if
-// a snapshot holds it.
-func (l *readyList) own() {
-	if l.published {
-		l.ready = slices.Clone(l.ready)
-		l.published = false
-	}
 }
 
 // readyChangedLocked brings the list up to date after e's state or picker
@@ -67,10 +59,10 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 	i, found := slices.BinarySearchFunc(l.ready, e.pos, func(r Ready, pos int) int { return r.Stats.pos - pos })
 	switch want := e.state == connectivity.Ready; {
 	case want && found:
-		l.own()
-		l.ready[i].Picker = e.picker
+		// A new READY picker: the endpoint holds it (conn), the list
+		// nothing to change.
 	case want:
-		l.ready = insertAt(l.ready, l.published, i, Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight})
+		l.ready = insertAt(l.ready, l.published, i, Ready{Stats: e, InvWeight: 1 / e.weight})
 		l.published = false
 		if l.weights.valid {
 			l.weights.insert(i, e)
@@ -107,7 +99,7 @@ func (b *engineBalancer) scanReadyLocked() (ready, ejected []Ready) {
 		if e.state != connectivity.Ready {
 			continue
 		}
-		r := Ready{Picker: e.picker, Stats: e, InvWeight: 1 / e.weight}
+		r := Ready{Stats: e, InvWeight: 1 / e.weight}
 		if e.ejection.ejected {
 			ejected = append(ejected, r)
 			continue
@@ -211,7 +203,7 @@ func (b *engineBalancer) membersLocked() ([]Member, []MemberState, stateCounts) 
 			// not change when the endpoint's state does: while it is not
 			// READY, calls waiting on it follow the child from here on
 			// (see onDemand.readyLocked).
-			l.members = append(l.members, Member{Conn: Ready{Picker: &e.live, Stats: e, InvWeight: 1 / e.weight},
+			l.members = append(l.members, Member{Conn: Ready{Stats: e, InvWeight: 1 / e.weight},
 				Endpoint: e.resolved, Weight: uint32(e.weight), ExitIdle: e.exitIdle})
 			l.states = append(l.states, memberStateOf(e))
 			l.counts.move(noStateYet, e.state)

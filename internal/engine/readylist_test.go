@@ -138,8 +138,8 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 			}
 			b.mu.Unlock()
 		case r < 14:
-			// A READY endpoint's child hands over a new picker: the list
-			// edits that entry, and must copy the array a snapshot holds.
+			// A READY endpoint's child hands over a new picker: the
+			// endpoint takes it, and the list is as it was.
 			b.mu.Lock()
 			if e := b.order[rnd.IntN(len(b.order))]; e.state == connectivity.Ready && !e.ejection.ejected {
 				b.childStateLocked(e, balancer.State{ConnectivityState: connectivity.Ready, Picker: &replacedPicker{step: step}})
@@ -234,6 +234,20 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int,
 			t.Fatalf("step %d: the kept weights %v (usable %v) differ from the endpoints' %v (%v)", step, w.ws, w.usable, fresh.ws, fresh.usable)
 		}
 	}
+	// Every READY endpoint's picks go through its child's READY picker
+	// (its conn), whatever the last snapshot holds; and under a lazy
+	// policy an endpoint that is not READY has none, so that its picks
+	// follow the child.
+	lazy := b.mode.followsChild()
+	for _, e := range b.order {
+		c := e.conn.Load()
+		switch {
+		case e.state == connectivity.Ready && (c == nil || !samePicker(c.picker, e.picker)):
+			t.Fatalf("step %d: READY endpoint %s picks through %v, not its child's picker %v", step, e.addr, c, e.picker)
+		case e.state != connectivity.Ready && lazy && c != nil:
+			t.Fatalf("step %d: a lazy policy's %v endpoint %s picks through its last READY picker", step, e.state, e.addr)
+		}
+	}
 	if b.memberList.valid || last != nil && last.Members != nil {
 		checkMemberList(t, b, last, step, deferred)
 	}
@@ -278,7 +292,7 @@ func settleWakes(b *engineBalancer, lastp **Snapshot, timers *queueClock) {
 func walkMembers(b *engineBalancer) (members []Member, states []MemberState, counts stateCounts) {
 	for _, e := range b.order {
 		if e.picker != nil {
-			members = append(members, Member{Conn: Ready{Picker: &e.live, Stats: e, InvWeight: 1 / e.weight}, Endpoint: e.resolved, Weight: uint32(e.weight)})
+			members = append(members, Member{Conn: Ready{Stats: e, InvWeight: 1 / e.weight}, Endpoint: e.resolved, Weight: uint32(e.weight)})
 			states = append(states, MemberStateOf(e.state, e.ejection.ejected))
 			counts.move(noStateYet, e.state)
 		}
@@ -319,7 +333,7 @@ func sameReady(a, b []Ready) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Stats != b[i].Stats || a[i].InvWeight != b[i].InvWeight || !samePicker(a[i].Picker, b[i].Picker) {
+		if a[i].Stats != b[i].Stats || a[i].InvWeight != b[i].InvWeight {
 			return false
 		}
 	}
@@ -434,4 +448,11 @@ func TestReadyWeightsGrowth(t *testing.T) {
 	if len(snaps) < 50 {
 		t.Fatalf("%d publishes shared the kept weights, want dozens: the test no longer shares them", len(snaps))
 	}
+}
+
+// readyFixed is a READY entry for e, whose child's READY picker is a
+// fixedPicker, for pickers built directly on a snapshot.
+func readyFixed(e *Endpoint, inv float64) Ready {
+	e.followChild(connectivity.Ready, fixedPicker{}, false)
+	return Ready{Stats: e, InvWeight: inv}
 }

@@ -29,7 +29,7 @@ func peakFleet(clk Clock, avgs []time.Duration) (*LeastLoaded, *Snapshot) {
 		e.rtt.bits.Store(math.Float64bits(float64(avg)))
 		e.rtt.stamp.Store(now)
 		e.rtt.lastTimed.Store(now)
-		snap.Endpoints = append(snap.Endpoints, Ready{Picker: fixedPicker{}, Stats: e, InvWeight: 1})
+		snap.Endpoints = append(snap.Endpoints, readyFixed(e, 1))
 	}
 	return NewLeastLoaded(snap, 2, NewPeakEWMA(snap)), snap
 }

@@ -623,7 +623,7 @@ func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 	const now = int64(time.Second)
 	var eps []Ready
 	for i := range 3 {
-		eps = append(eps, Ready{Picker: fixedPicker{}, Stats: newEndpoint(fmt.Sprint(i), nil, false), InvWeight: 1})
+		eps = append(eps, readyFixed(newEndpoint(fmt.Sprint(i), nil, false), 1))
 	}
 	weights := []float64{1, 2, 3}
 	snap := &Snapshot{

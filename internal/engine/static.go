@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -39,11 +40,9 @@ func StaticPicker(spec Spec, cfg serviceconfig.LoadBalancingConfig, conns []bala
 		if weights != nil && weights[i] > 0 {
 			w = float64(weights[i])
 		}
-		ready[i] = Ready{
-			Picker:    fixedPicker{res: balancer.PickResult{SubConn: sc}},
-			Stats:     newEndpoint(fmt.Sprint(i), shared, false),
-			InvWeight: 1 / w,
-		}
+		e := newEndpoint(fmt.Sprint(i), shared, false)
+		e.followChild(connectivity.Ready, fixedPicker{res: balancer.PickResult{SubConn: sc}}, false)
+		ready[i] = Ready{Stats: e, InvWeight: 1 / w}
 	}
 	return pol.NewPicker(&Snapshot{
 		Endpoints: ready,

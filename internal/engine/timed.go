@@ -220,9 +220,9 @@ func (c *call) finish(info balancer.DoneInfo) {
 }
 
 // pickTimed is PickEndpoint for a call whose latency is to be sampled,
-// given the endpoint, its child picker and its doneShared.
-func pickTimed(e *Endpoint, child balancer.Picker, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
-	res, err := child.Pick(info)
+// given the endpoint and its doneShared.
+func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
+	res, err := e.pickChild(info)
 	if err != nil {
 		return res, err
 	}

@@ -49,7 +49,7 @@ func (floorPolicy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 	slots := make([]floorSlot, len(snap.Endpoints))
 	for i := range slots {
 		s := &slots[i]
-		s.picker = snap.Endpoints[i].Picker
+		s.picker = snap.Endpoints[i].ChildPicker()
 		s.done = func(balancer.DoneInfo) { s.inflight.Add(-1) }
 	}
 	return &floorPicker{slots: slots}
