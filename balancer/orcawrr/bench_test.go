@@ -29,12 +29,20 @@ func BenchmarkPick(b *testing.B) {
 // the reported weights in before the timer starts, so that the picks
 // measured follow weights, where BenchmarkPick's, from the first picker,
 // are the round robin both policies fall back to before any weight is
-// usable.
+// usable. The reports differ between endpoints (qps 50 to 200 at the same
+// utilization, by the SubConn's number), as equal weights would make
+// both policies' schedules a plain round robin again.
 func BenchmarkPickWeighted(b *testing.B) {
 	const cfg = `{"blackoutPeriod": "0s", "weightUpdatePeriod": "0.1s"}`
-	info := balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5, Eps: 1}}
+	var reports [16]balancer.DoneInfo
+	for i := range reports {
+		reports[i] = balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: float64(50 + 10*i), CpuUtilization: 0.5, Eps: 1}}
+	}
+	report := func(sc balancer.SubConn) balancer.DoneInfo {
+		return reports[sc.(*testkit.SubConn).ID()%len(reports)]
+	}
 	testkit.BenchmarkPickWarm(b, [][2]string{
 		{"weighted_round_robin", cfg},
 		{orcawrr.Name, cfg},
-	}, []int{10, 100, 1000}, info, 150*time.Millisecond)
+	}, []int{10, 100, 1000}, report, 150*time.Millisecond)
 }

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 )
 
 // countingPicker answers every pick with res and counts the picks.
@@ -68,6 +69,19 @@ func TestPickChild(t *testing.T) {
 		if withDone.picks != 4 {
 			t.Errorf("lazy %v: a READY picker with a Done was asked %d times, want 4: once when it came, then every pick", lazy, withDone.picks)
 		}
+
+		// Metadata, or an error, is more than a SubConn alone too.
+		tagged := &countingPicker{res: balancer.PickResult{SubConn: b, Metadata: metadata.Pairs("k", "v")}}
+		report(connectivity.Ready, tagged)
+		if res, err := e.pickChild(balancer.PickInfo{}); err != nil || res.SubConn != b || res.Metadata.Len() != 1 || tagged.picks != 2 {
+			t.Fatalf("lazy %v: READY with metadata: %v, %v, asked %d times; want b, its metadata, and the picker asked again", lazy, res, err, tagged.picks)
+		}
+		refusing := &countingPicker{err: balancer.ErrNoSubConnAvailable}
+		report(connectivity.Ready, refusing)
+		if _, err := e.pickChild(balancer.PickInfo{}); !errors.Is(err, balancer.ErrNoSubConnAvailable) || refusing.picks != 2 {
+			t.Fatalf("lazy %v: READY picker that errs: %v, asked %d times; want its error, asked again", lazy, err, refusing.picks)
+		}
+		report(connectivity.Ready, withDone)
 
 		failing := &countingPicker{err: errors.New("connection refused")}
 		report(connectivity.TransientFailure, failing)

@@ -28,9 +28,10 @@ type Endpoint struct {
 	endpointHot
 	_ [cacheLine - unsafe.Sizeof(endpointHot{})]byte
 
-	// The second line: what the rarer paths of a pick or a Done read (a
-	// probe, a retry), a lazy policy's way to the child's picker, and the
-	// rest, behind a pointer. The rest is most of an endpoint's state, used
+	// The second line: the way to the child's connection, which every
+	// pick reads (conn, or live under a lazy policy while the child is not
+	// READY), what the rarer paths of a pick or a Done read (a probe, a
+	// retry), and the rest, behind a pointer. The rest is most of an endpoint's state, used
 	// mostly with the balancer's lock held (its atomics, the probe state,
 	// are the exceptions, on rare paths); kept out of line, it leaves
 	// endpoints two lines apart in memory, not five, so that a fleet's hot
@@ -385,8 +386,8 @@ func (l *livePicker) set(p balancer.Picker) { l.p.Store(&pickerBox{p}) }
 
 // readyConn is a child's READY picker and, when that picker answers a
 // pick with a SubConn and nothing more, that answer: pickfirst's READY
-// picker answers every pick with its one SubConn, so a pick need not ask
-// it (nor read it, one more cache line over a large fleet). Immutable.
+// picker answers every pick with its one SubConn, so a pick reads it here
+// rather than make an indirect call into the picker. Immutable.
 type readyConn struct {
 	picker balancer.Picker
 	sc     balancer.SubConn // nil: ask picker on every pick
@@ -407,13 +408,13 @@ func newReadyConn(p balancer.Picker) *readyConn {
 // becomes conn; any other state leaves conn as it was (eager policies:
 // a snapshot's picks go to the last READY connection until the next
 // snapshot drops the endpoint, as they would through that picker), or
-// clears it when lazy says picks follow the child's latest picker (live)
-// whenever it is not READY.
-func (e *Endpoint) followChild(st connectivity.State, p balancer.Picker, lazy bool) {
+// clears it when followsChild says picks follow the child's latest
+// picker (live) whenever it is not READY, as a lazy policy's do.
+func (e *Endpoint) followChild(st connectivity.State, p balancer.Picker, followsChild bool) {
 	switch {
 	case st == connectivity.Ready && p != nil:
 		e.conn.Store(newReadyConn(p))
-	case lazy:
+	case followsChild:
 		e.conn.Store(nil)
 	}
 }

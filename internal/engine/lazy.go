@@ -40,8 +40,8 @@ func (onDemand) aggregate(counts stateCounts, total int) connectivity.State {
 
 // readyLocked gives the parent the picker it has again: grpc retries the
 // calls it queued, and those waiting for the endpoint that turned READY
-// reach it through its livePicker, before the snapshot that shows it is
-// built.
+// reach it through its READY connection (Endpoint.conn), before the
+// snapshot that shows it is built.
 func (onDemand) readyLocked(b *engineBalancer) {
 	if b.picker != nil {
 		b.cc.UpdateState(balancer.State{ConnectivityState: b.coalesce.published, Picker: b.picker})

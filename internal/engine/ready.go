@@ -207,10 +207,10 @@ type Member struct {
 	// the pick follows the child's latest picker, which queues the call
 	// and makes it connect, as pickfirst's does, or places it once the
 	// child is READY, before the next snapshot shows it (Wake asks the
-	// child without placing a call). Following the child, a pick on a member the
-	// snapshot shows READY returns the child's error if its connection
-	// failed since; the policy decides whether the call waits for the
-	// next snapshot. Slow start does not apply to lazy policies.
+	// child without placing a call). Following the child, a pick on a
+	// member the snapshot shows READY returns the child's error if its
+	// connection failed since; the policy decides whether the call waits
+	// for the next snapshot. Slow start does not apply to lazy policies.
 	Conn Ready
 	// Endpoint is the endpoint as the resolver gave it, attributes
 	// included (the A76 hash key, the weight).
@@ -226,9 +226,10 @@ type Member struct {
 // placing a call: a lazy child that is IDLE starts connecting (once).
 func (m *Member) Wake(info balancer.PickInfo) { _, _ = m.Conn.Stats.pickChild(info) }
 
-// ChildPicker is the picker r's picks go through: its child's last READY
-// one, or, before any or under a lazy policy while the child is not
-// READY, the child's latest. For yardsticks that pick through the child
+// ChildPicker is the picker r's picks go through as of now (it does not
+// follow later ones): its child's last READY one, or, before any or
+// under a lazy policy while the child is not READY, one that follows the
+// child's latest. For yardsticks that pick through the child
 // themselves; a policy's picker goes through PickEndpoint.
 func (r *Ready) ChildPicker() balancer.Picker {
 	if c := r.Stats.conn.Load(); c != nil {

@@ -44,8 +44,8 @@ func (l *readyList) invalidate() {
 	l.weights.drop()
 }
 
-// readyChangedLocked brings the list up to date after e's state or picker
-// changed.
+// readyChangedLocked brings the list up to date after e's state changed
+// (a new picker in the same state changes only e: see followChild).
 func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 	l := &b.readyList
 	if !l.valid {

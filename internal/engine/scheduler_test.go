@@ -643,12 +643,25 @@ func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 	}
 }
 
-// TestScheduleExactSlotsStopsEarly: the exact cycle's pass stops at the
-// first prefix whose cycle is past the limit, and answers as a full pass
-// would: random integer weights, some fleets just within the limit, some
-// just past it, some with a late weight that breaks the GCD, compared with
-// a direct computation of the cycle.
-func TestScheduleExactSlotsStopsEarly(t *testing.T) {
+// TestScheduleExactSlotsMatchesFullPass: the exact cycle's pass, which
+// stops at the first prefix of the weights whose cycle is past the limit,
+// answers as a full pass would: fleets whose cycle is exactly the limit
+// and one past it, then random integer weights, some fleets just within
+// the limit, some just past it, some with a late weight that breaks the
+// GCD, compared with a direct computation of the cycle.
+func TestScheduleExactSlotsMatchesFullPass(t *testing.T) {
+	limit := float64(schedExactLimit(2))
+	if slots := schedExactSlots([]float64{limit - 1, 1}); slots == nil || slots[0] != uint32(limit-1) {
+		t.Errorf("a cycle of exactly the limit: slots %v, want [%v 1]", slots, limit-1)
+	}
+	if slots := schedExactSlots([]float64{limit, 1}); slots != nil {
+		t.Errorf("a cycle one past the limit: slots of %d entries, want none", len(slots))
+	}
+	// The first weight alone is a cycle of one; the GCD the second brings
+	// halves the sum to exactly the limit.
+	if slots := schedExactSlots([]float64{2 * (limit - 1), 2}); slots == nil || slots[0] != uint32(limit-1) {
+		t.Errorf("a cycle of exactly the limit once reduced by a GCD of 2: slots %v, want [%v 1]", slots, limit-1)
+	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for trial := range 2000 {
 		n := 2 + rng.IntN(40)

@@ -35,6 +35,10 @@ func sweepSets(r *rand.Rand) []struct {
 		})},
 		{"fractional/n=4000", schedRange(4000, func(i int) float64 { return 0.5 + float64(i%2)/4 })},
 		{"bad/n=3000", bad},
+		// Arcs of a quarter, an eighth and a sixteenth of the
+		// circle's n-th parts: most start exactly on a bucket's first
+		// point, where the guide's ceiling is taken of a whole number.
+		{"boundaries/n=4096", schedRange(4096, func(i int) float64 { return []float64{1, 0.5, 0.25, 0.25}[i%4] })},
 	}
 }
 

@@ -35,6 +35,10 @@ type SubConn struct {
 }
 
 // Addr is the SubConn's first address.
+// ID is the SubConn's number: the order in which the fake made it, from
+// 0, never reused.
+func (sc *SubConn) ID() int { return sc.id }
+
 func (sc *SubConn) Addr() string { return sc.addrs[0].Addr }
 
 // String names the SubConn in test failures.

@@ -17,7 +17,10 @@ import (
 // 64-bit random value and splits it into two indices, reads two cache lines
 // (each endpoint's counter and child picker share one), asks the winner's
 // child for its connection, and adds one to the winner's counter; its Done
-// subtracts one. It has no weights, slow start, failure tracking, ejection,
+// subtracts one. (It calls the child's picker on every pick, where the
+// engine's pickers take a READY pickfirst child's SubConn without the
+// call: a nanosecond or two that the policies are spared and the floor is
+// not.) It has no weights, slow start, failure tracking, ejection,
 // retries or metrics, and its counters are its own, reset with every
 // picker. A policy's distance from it is what its features cost.
 //

@@ -217,12 +217,13 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 
 // WarmPicker is ReadyPicker for a policy whose picker changes with what
 // the calls bring back (load reports): it first makes rounds of 2n picks,
-// each finished by info, with warm of real time after each, three times,
-// and returns the picker the balancer has published by then. With a
-// weighted policy configured to take weights in sooner than warm (its
-// blackout and update period), that picker follows the reported weights:
-// the policy's steady state, where ReadyPicker's is its first one.
-func WarmPicker(tb testing.TB, policy, cfg string, n int, info balancer.DoneInfo, warm time.Duration) (balancer.Picker, func()) {
+// each finished by report of the SubConn picked, with warm of real time
+// after each, three times, and returns the picker the balancer has
+// published by then. With a weighted policy configured to take weights in
+// sooner than warm (its blackout and update period), and reports that
+// differ between endpoints, that picker follows the reported weights: the
+// policy's steady state, where ReadyPicker's is its first one.
+func WarmPicker(tb testing.TB, policy, cfg string, n int, report func(balancer.SubConn) balancer.DoneInfo, warm time.Duration) (balancer.Picker, func()) {
 	tb.Helper()
 	cc, bal := readyBalancer(tb, policy, cfg, n)
 	for range 3 {
@@ -233,7 +234,7 @@ func WarmPicker(tb testing.TB, policy, cfg string, n int, info balancer.DoneInfo
 				tb.Fatal(err)
 			}
 			if res.Done != nil {
-				res.Done(info)
+				res.Done(report(res.SubConn))
 			}
 		}
 		time.Sleep(warm)
@@ -309,21 +310,26 @@ func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
 // BenchmarkPickDone is BenchmarkPick with every call finished by info, for
 // policies whose Done reads something the call returned (a load report).
 func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo) {
-	benchmarkPickFrom(b, policies, sizes, info, func(policy, cfg string, n int) (balancer.Picker, func()) {
+	benchmarkPickFrom(b, policies, sizes, info, nil, func(b *testing.B, policy, cfg string, n int) (balancer.Picker, func()) {
 		return ReadyPicker(b, policy, cfg, n)
 	})
 }
 
 // BenchmarkPickWarm is BenchmarkPickDone over the picker each policy has
-// published once warmed up (WarmPicker, with warm between rounds).
-func BenchmarkPickWarm(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo, warm time.Duration) {
-	benchmarkPickFrom(b, policies, sizes, info, func(policy, cfg string, n int) (balancer.Picker, func()) {
-		return WarmPicker(b, policy, cfg, n, info, warm)
+// published once warmed up (WarmPicker, with warm between rounds), every
+// call finished by report of the SubConn picked, in the warm-up and in
+// the measured picks alike, so that the weights stay as they were warmed
+// to.
+func BenchmarkPickWarm(b *testing.B, policies [][2]string, sizes []int, report func(balancer.SubConn) balancer.DoneInfo, warm time.Duration) {
+	benchmarkPickFrom(b, policies, sizes, balancer.DoneInfo{}, report, func(b *testing.B, policy, cfg string, n int) (balancer.Picker, func()) {
+		return WarmPicker(b, policy, cfg, n, report, warm)
 	})
 }
 
-// benchmarkPickFrom is BenchmarkPickDone over the pickers build returns.
-func benchmarkPickFrom(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo, build func(policy, cfg string, n int) (balancer.Picker, func())) {
+// benchmarkPickFrom is BenchmarkPickDone over the pickers build returns,
+// with each call finished by report of its SubConn if report is not nil,
+// by info otherwise.
+func benchmarkPickFrom(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo, report func(balancer.SubConn) balancer.DoneInfo, build func(b *testing.B, policy, cfg string, n int) (balancer.Picker, func())) {
 	for _, n := range sizes {
 		for _, pol := range policies {
 			// Built once, not each time the benchmark grows b.N: a large
@@ -333,7 +339,7 @@ func benchmarkPickFrom(b *testing.B, policies [][2]string, sizes []int, info bal
 			closeFn := func() {}
 			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
 				if p == nil {
-					p, closeFn = build(pol[0], pol[1], n)
+					p, closeFn = build(b, pol[0], pol[1], n)
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -344,7 +350,11 @@ func benchmarkPickFrom(b *testing.B, policies [][2]string, sizes []int, info bal
 							b.Error(err)
 							return
 						}
-						if res.Done != nil {
+						switch {
+						case res.Done == nil:
+						case report != nil:
+							res.Done(report(res.SubConn))
+						default:
 							res.Done(info)
 						}
 					}
