@@ -37,7 +37,7 @@ func TestLabScenarios(t *testing.T) {
 		// The scenarios timed per policy run only the columns checked
 		// below.
 		l.only = map[string][]string{
-			"transient-failure": {"pickwise_p2c", "pickwise_peak_ewma"},
+			"transient-failure": {"pickwise_p2c"},
 			"flapping-backend":  {"round_robin", "pickwise_p2c", "pickwise_peak_ewma"},
 			"hash-black-hole":   {"pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"},
 			"flapping-cache":    {"pickwise_ring_hash (no hold)", "pickwise_ring_hash (hold 6s, ramp 2s)"},
@@ -148,14 +148,19 @@ func TestLabScenarios(t *testing.T) {
 	}
 
 	// The failure model. One transient failure: backend-0 keeps most of
-	// its 25% under the evidence-weighted policies (the end-to-end tests
-	// hold them to 15%; the lab's margin is for a loaded CI machine).
+	// its 25% under pickwise_p2c in each of rows 1-3, the seconds after the
+	// failure (the end-to-end tests hold it to 15%; the lab's margin is
+	// for a loaded CI machine). Its calls find every backend idle, so its
+	// choices are even but for the failure. pickwise_peak_ewma's column is not checked
+	// here: at one caller its choices follow each backend's latency
+	// average, and a stall of a few ms on a 2 ms backend costs that
+	// backend share for seconds, failure or not (its share in the second
+	// before the failure, row 0, measured 8.6-34% on this lab's fleet).
+	// TestOneTransientFailure in internal/e2e holds it at 5 ms backends.
 	tf := named(t, sections, "transient-failure").Table
-	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
-		for r := 0; r < 3; r++ {
-			if s := pct(t, cell(t, tf, r, p)); s < 12 {
-				t.Errorf("%s: backend-0's share in second %d after one failure %.1f%%, want most of its 25%%", p, r+1, s)
-			}
+	for r := 1; r <= 3; r++ {
+		if s := pct(t, cell(t, tf, r, "pickwise_p2c")); s < 12 {
+			t.Errorf("pickwise_p2c: backend-0's share in second %d after one failure %.1f%%, want most of its 25%%", r, s)
 		}
 	}
 	// Flapping: far fewer client-visible errors than round robin's, and

@@ -39,32 +39,41 @@ func transientFailure(ctx context.Context, l *lab) (section, error) {
 	const n = 4
 	policies := l.keep("transient-failure", loadAware)
 	t := &sim.Table{Title: "One transient failure (real gRPC): 4 backends at 2 ms, one sequential caller; backend-0 fails exactly one call", Columns: names(policyResults(policies))}
-	rows := make([][]string, 3)
+	// Row 0 is the second before the failure, rows 1-3 the seconds after
+	// it, row 4 the three seconds after it together.
+	rows := make([][]string, 5)
+	share := func(ws []window) string {
+		if len(ws) == 0 {
+			return "-"
+		}
+		sh, _ := windowShare(ws, l.fleet.names[0])
+		return sim.Pct(sh)
+	}
 	for _, p := range policies {
 		ch, err := l.open(ctx, "transient-failure", n, p, `{"latency":"2ms"}`, nil, nil)
 		if err != nil {
 			return section{}, err
 		}
-		l.run(ctx, "transient-failure", p.name+" (history)", ch, traffic{workers: 1, duration: time.Second})
+		before := l.run(ctx, "transient-failure", p.name+" (history)", ch, traffic{workers: 1, duration: time.Second, window: time.Second})
 		if err := l.set(ctx, 0, `{"failNext":1}`); err != nil {
 			ch.conn.Close()
 			return section{}, err
 		}
 		o := l.run(ctx, "transient-failure", p.name, ch, traffic{workers: 1, duration: 3 * time.Second, window: time.Second})
 		ch.conn.Close()
-		for s := range rows {
-			cell := "-"
-			if s < len(o.windows) {
-				sh, _ := windowShare(o.windows[s:s+1], l.fleet.names[0])
-				cell = sim.Pct(sh)
-			}
-			rows[s] = append(rows[s], cell)
+		rows[0] = append(rows[0], share(before.windows[:min(1, len(before.windows))]))
+		for s := 1; s <= 3; s++ {
+			rows[s] = append(rows[s], share(o.windows[min(s-1, len(o.windows)):min(s, len(o.windows))]))
 		}
+		rows[4] = append(rows[4], share(o.windows[:min(3, len(o.windows))]))
 	}
-	for s, cells := range rows {
-		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the failure (fair 25%%)", s+1), cells...)
+	t.AddRow("backend-0's share, the second before (fair 25%)", rows[0]...)
+	for s := 1; s <= 3; s++ {
+		t.AddRow(fmt.Sprintf("backend-0's share, second %d after", s), rows[s]...)
 	}
+	t.AddRow("backend-0's share, seconds 1-3 after", rows[4]...)
 	t.AddNote("pickwise_p2c and pickwise_peak_ewma weigh a failure by its evidence: one failure among many successes costs the endpoint about one comparison in six for a few seconds, not all of them")
+	t.AddNote("pickwise_peak_ewma places by latency: at one caller a backend's stall of a few ms, from the machine rather than the backend, costs it share for seconds (the latency average decays over 10 s), failure or not; the second before the failure shows how much")
 	return section{Name: "transient-failure", Table: t}, nil
 }
 
