@@ -80,6 +80,9 @@ type engineBalancer struct {
 	picker balancer.Picker // the policy's last picker; nil while none is published
 	// Ejection counts since the last flush to the metrics.
 	ejections, readmissions uint64
+	// fallbackPicks reads the pick counts of the WeightedRR pickers
+	// published in round-robin fallback.
+	fallbackPicks fallbackCounts
 
 	// Immutable after construction.
 	metrics           estats.MetricsRecorder
@@ -485,6 +488,9 @@ func (b *engineBalancer) rampEndLocked(e *Endpoint, now int64) int64 {
 // keeps it for the metrics (CostReporter).
 func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Snapshot) {
 	b.picker = b.policy.NewPicker(snap)
+	if b.policyMetrics != nil {
+		b.fallbackPicks.published(b.picker)
+	}
 	b.updateStateLocked(state, b.picker)
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	estats "google.golang.org/grpc/experimental/stats"
 )
@@ -107,12 +108,14 @@ func (b *engineBalancer) takePicksLocked(e *Endpoint, c *pickCounts) {
 	}
 }
 
-// recordPicksLocked records c.
+// recordPicksLocked records c, with the fallback pickers' picks moved to
+// their reason.
 func (b *engineBalancer) recordPicksLocked(c *pickCounts) {
 	m := b.policyMetrics
 	if m == nil {
 		return
 	}
+	b.fallbackPicks.move(c)
 	for i, d := range c {
 		if d != 0 {
 			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
@@ -128,4 +131,74 @@ func (b *engineBalancer) flushPicksLocked() {
 		b.takePicksLocked(e, &c)
 	}
 	b.recordPicksLocked(&c)
+}
+
+// fallbackCounts moves the picks of WeightedRR pickers in round-robin
+// fallback from ReasonWeighted, under which their endpoints count them, to
+// ReasonRoundRobinFallback, the count each such picker keeps itself
+// (WeightedRR.Pick says why). A picker's count is read at every publish
+// and every record while it is the balancer's picker, and at the next two
+// of them after it is replaced, so that the picks of calls that took it
+// just before are counted too; then it is let go, so that an idle channel
+// whose weights update keeps no old snapshots.
+type fallbackCounts struct {
+	pickers []fallbackPicker
+	// owed is the fallback picks read but not yet moved: the endpoints
+	// whose counts hold them were not read with them (a record of removed
+	// endpoints only), or had not counted the pick yet.
+	owed uint64
+}
+
+type fallbackPicker struct {
+	p     *WeightedRR
+	taken uint32 // its count as of the last read
+	left  int    // reads left once replaced; -1 while current
+}
+
+// published follows a new picker: it replaces every one kept, and is kept
+// if it is a fallback WeightedRR.
+func (f *fallbackCounts) published(p balancer.Picker) {
+	f.read()
+	for i := range f.pickers {
+		if f.pickers[i].left < 0 {
+			f.pickers[i].left = fallbackRetiredReads
+		}
+	}
+	if w, ok := p.(*WeightedRR); ok && w.fallback {
+		f.pickers = append(f.pickers, fallbackPicker{p: w, taken: w.fallbackPicks(), left: -1})
+	}
+}
+
+// fallbackRetiredReads is how many publishes or records read a fallback
+// picker's count after it is replaced.
+const fallbackRetiredReads = 2
+
+// read adds the picks the pickers placed since the last read to owed, and
+// lets go of the pickers replaced fallbackRetiredReads reads ago.
+func (f *fallbackCounts) read() {
+	kept := f.pickers[:0]
+	for _, k := range f.pickers {
+		n := k.p.fallbackPicks()
+		f.owed += uint64(n - k.taken)
+		k.taken = n
+		if k.left > 0 {
+			k.left--
+		}
+		if k.left != 0 {
+			kept = append(kept, k)
+		}
+	}
+	clear(f.pickers[len(kept):])
+	f.pickers = kept
+}
+
+// move reads the pickers' counts and moves what they owe in c from
+// ReasonWeighted to ReasonRoundRobinFallback, as far as c's ReasonWeighted
+// holds it.
+func (f *fallbackCounts) move(c *pickCounts) {
+	f.read()
+	moved := min(f.owed, c[ReasonWeighted])
+	c[ReasonWeighted] -= moved
+	c[ReasonRoundRobinFallback] += moved
+	f.owed -= moved
 }

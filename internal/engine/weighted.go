@@ -15,16 +15,27 @@ import (
 // failure penalty, both as of the snapshot's time: the engine republishes
 // at every weight update, so a ramp or a penalty moves in those steps.
 type WeightedRR struct {
-	// Atomic: every pick advances it. On a line of its own, so that the
-	// immutable fields every pick reads are not invalidated with it.
-	next atomic.Uint32
-	_    [cacheLine - 4]byte
+	// Atomic: every pick advances it. Its high half is the position in
+	// the schedule; its low half counts a fallback picker's picks
+	// (fallbackPicks), with the same add. On a line of its own, so that
+	// the immutable fields every pick reads are not invalidated with it.
+	next atomic.Uint64
+	_    [cacheLine - 8]byte
 
 	// Immutable after construction.
-	snap  *Snapshot
-	sched *Schedule
-	why   PickReason // ReasonWeighted or ReasonRoundRobinFallback, for every pick
+	snap     *Snapshot
+	sched    *Schedule
+	fallback bool   // every pick is for ReasonRoundRobinFallback
+	step     uint64 // what a pick adds to next: a position, and a count if fallback
 }
+
+// A step of next: one position. A fallback picker's picks add a count too.
+// A count that wraps carries into the position, which only moves the
+// schedule on by one.
+const (
+	nextPosition = 1 << 32
+	nextCount    = 1
+)
 
 // NewWeightedRR returns a WeightedRR picker over snap, starting at a random
 // position so that many clients with the same weights do not move through
@@ -66,12 +77,21 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 			}
 		}
 	}
-	p := &WeightedRR{snap: snap, sched: NewSchedule(ws)}
-	if snap.WeightsFallback {
-		p.why = ReasonRoundRobinFallback
+	p := &WeightedRR{snap: snap, sched: NewSchedule(ws), fallback: snap.WeightsFallback, step: nextPosition}
+	if p.fallback {
+		p.step |= nextCount
 	}
-	p.next.Store(uint32(snap.Rand.Uint64()))
+	p.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
 	return p
+}
+
+// fallbackPicks is how many picks a fallback picker has placed, mod 2^32;
+// 0 for a picker that follows weights.
+func (p *WeightedRR) fallbackPicks() uint32 {
+	if !p.fallback {
+		return 0
+	}
+	return uint32(p.next.Load())
 }
 
 // Schedule is the order the picker follows, for tests and tools.
@@ -84,11 +104,20 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // call in flight and tracks its outcome, so that per-endpoint state means
 // the same under every policy; with per-call reports, the call's Done also
 // reads its ORCA report.
+//
+// Every pick counts on its endpoint as ReasonWeighted, with the one atomic
+// add that counts it in flight; a fallback picker's picks are also counted
+// by the add that advances its position, and the balancer moves them to
+// ReasonRoundRobinFallback when it records the counts (fallbackCounts).
+// Counting the reason on the endpoint instead was a second atomic add on
+// every pick of the fallback, which every channel runs in its first
+// blackout period.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	pos := p.next.Add(1)
+	pos := uint32(p.next.Add(p.step) >> 32)
 	if len(p.snap.Ejected) > 0 {
 		if res, err, ok := p.snap.Probe(info, a, pos); ok {
+			p.uncount() // counted as a probe instead
 			return res, err
 		}
 	}
@@ -100,7 +129,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// this takes a step or two; it gives up after as many steps as
 		// there are endpoints.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
-			j := p.sched.Next(p.next.Add(1))
+			j := p.sched.Next(uint32(p.next.Add(nextPosition) >> 32))
 			if c := &p.snap.Endpoints[j]; !a.Used(c.Stats) {
 				i, r = j, c
 				break
@@ -110,12 +139,23 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	var res balancer.PickResult
 	var err error
 	if done := p.snap.WeightDone(r); done == nil {
-		res, err = PickEndpoint(r, info, p.why)
+		res, err = PickEndpoint(r, info, ReasonWeighted)
 	} else {
-		res, err = PickEndpointDone(r, info, p.why, done)
+		res, err = PickEndpointDone(r, info, ReasonWeighted, done)
+	}
+	if err != nil {
+		p.uncount() // nothing placed
 	}
 	if a != nil {
 		return a.Record(r.Stats, res, err)
 	}
 	return res, err
+}
+
+// uncount takes back the count of a pick that placed no call of the
+// fallback's: a borrow from the position only moves the schedule back one.
+func (p *WeightedRR) uncount() {
+	if p.fallback {
+		p.next.Add(^uint64(nextCount - 1))
+	}
 }
