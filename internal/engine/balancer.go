@@ -498,6 +498,9 @@ func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Sna
 // can be picked, in the connectMode's aggregate state.
 func (b *engineBalancer) publishNoneLocked() {
 	b.picker = nil
+	if b.policyMetrics != nil {
+		b.fallbackPicks.published(nil)
+	}
 	state := b.mode.aggregate(b.counts, len(b.order))
 	b.updateStateLocked(state, b.noReadyPickerLocked(state))
 }

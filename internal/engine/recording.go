@@ -155,8 +155,8 @@ type fallbackPicker struct {
 	left  int    // reads left once replaced; -1 while current
 }
 
-// published follows a new picker: it replaces every one kept, and is kept
-// if it is a fallback WeightedRR.
+// published follows a new picker (nil: none, while no endpoint is READY):
+// it replaces every one kept, and is kept if it is a fallback WeightedRR.
 func (f *fallbackCounts) published(p balancer.Picker) {
 	f.read()
 	for i := range f.pickers {
