@@ -446,8 +446,9 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 		before[i] = i
 	}
 	after := append(append([]int(nil), before...), 10)
-	var moved []string
+	var moved, toNewcomer []string
 	movedShare := map[string]float64{}
+	newcomer := l.fleet.names[10]
 	policies := []labPolicy{ringHash, pwRingHash, pwRingHashBounded}
 	for _, p := range policies {
 		if err := l.fleet.configure(ctx, nil, `{"latency":"1ms"}`); err != nil {
@@ -482,20 +483,25 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 		o2 := drive(ctx, ch, tr, prog.update)
 		prog.finish()
 		ch.conn.Close()
-		n := 0
+		n, toNew := 0, 0
 		for k, b := range o1.keyBackend {
 			if b2, ok := o2.keyBackend[k]; ok && b2 != b {
 				n++
+				if b2 == newcomer {
+					toNew++
+				}
 			}
 		}
 		movedShare[p.name] = float64(n) / float64(max(len(o1.keyBackend), 1))
 		moved = append(moved, sim.Pct(movedShare[p.name]))
+		toNewcomer = append(toNewcomer, sim.Pct(float64(toNew)/float64(max(n, 1))))
 	}
 	t := &sim.Table{Title: fmt.Sprintf("Remap storm (real gRPC): %d keys, 10 -> 11 backends", nKeys), Columns: nil}
 	for _, p := range policies {
 		t.Columns = append(t.Columns, p.name)
 	}
 	t.AddRow("keys moved (ideal: 1/11 = 9.1%; modulo hashing: 90.9%)", moved...)
+	t.AddRow("of those, keys moved to the newcomer (ideal: all)", toNewcomer...)
 	t.AddNote("ring_hash: its ring keeps about minRingSize (1024) entries, so the newcomer takes entries from every old backend; pickwise_ring_hash gives each endpoint at least 128 entries below its memory budget, so it moves only the newcomer's keys")
 	t.AddNote("pickwise_ring_hash (bounded 1.25): its keys are sent one call at a time, so none spills: it moves what its table moves")
 	sec := section{Name: "remap-storm", Table: t, Order: t.Columns}
