@@ -403,6 +403,7 @@ func (b *engineBalancer) Close() {
 	}
 	b.flushPicksLocked()
 	b.flushOutcomesLocked()
+	b.fallbackPicks.stop()
 	b.picker = nil
 	// In resolver order, the order the children were made in, which is
 	// about the order they lie in memory: over a large fleet, closing them

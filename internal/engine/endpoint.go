@@ -81,7 +81,8 @@ type endpointHot struct {
 	// inflight counts the calls picked for the endpoint, probes included,
 	// that have not finished; picks counts the calls picked, by
 	// PickReason, on the endpoint's own line, where a balancer-wide counter
-	// would be a line every core fights over. 32 bits: see
+	// would be a line every core fights over (a fallback WeightedRR's
+	// count as ReasonWeighted: see fallbackCounts). 32 bits: see
 	// flushPicksLocked; differences of them are right across wraps.
 	//
 	// inflight and picks[0] are the low and high halves of one aligned

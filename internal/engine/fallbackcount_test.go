@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -81,6 +82,55 @@ func TestWeightedRRCountsFallbackPicks(t *testing.T) {
 	}
 }
 
+// TestWeightedRRCountsFallbackProbesAndRetries: a fallback pick that
+// probes an ejected endpoint is counted as a probe, not by the picker; a
+// retry that steps through the schedule past the endpoints its earlier
+// attempts used is still one pick.
+func TestWeightedRRCountsFallbackProbesAndRetries(t *testing.T) {
+	shared := &doneShared{clock: &queueClock{}}
+	out := newEndpoint("out", shared, false)
+	in := newEndpoint("in", shared, false)
+	snap := &Snapshot{
+		Endpoints: []Ready{readyFixed(in, 1)},
+		Ejected:   []Ready{readyFixed(out, 1)},
+		ejector:   newEjector(DefaultEjection(), newPenalty(DefaultFailurePenalty())),
+		Clock:     shared.clock,
+		Rand:      NewSeededRand(1),
+		shared:    shared,
+
+		WeightsFallback: true,
+	}
+	p := NewWeightedRR(snap)
+	for range 100 {
+		if _, err := p.Pick(balancer.PickInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The probe's Done never runs, so the one due probe is the only one.
+	if n := shared.probes.Load(); n != 1 {
+		t.Fatalf("%d probes, want 1 among 100 picks", n)
+	}
+	if got := p.fallbackPicks(); got != 99 {
+		t.Errorf("fallback picker counted %d picks, want the 99 that were not the probe", got)
+	}
+	if got := in.picks[ReasonWeighted].Load(); got != 99 {
+		t.Errorf("the READY endpoint counted %d picks, want 99", got)
+	}
+
+	// One endpoint: a retry steps once past it, finds no other, and
+	// places the call on it anyway.
+	r := NewWeightedRR(&Snapshot{Endpoints: []Ready{readyFixed(newEndpoint("only", nil, false), 1)}, Rand: NewSeededRand(1), WeightsFallback: true})
+	info := balancer.PickInfo{Ctx: WithAttempts(context.Background())}
+	for range 2 {
+		if _, err := r.Pick(info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.fallbackPicks(); got != 2 {
+		t.Errorf("a first attempt and its retry counted %d picks, want 2", got)
+	}
+}
+
 // TestFallbackCountsMove: the balancer's records move a fallback picker's
 // picks from ReasonWeighted to ReasonRoundRobinFallback: those of the
 // current picker, those a replaced one placed before its next two reads,
@@ -119,12 +169,37 @@ func TestFallbackCountsMove(t *testing.T) {
 	if c != (pickCounts{ReasonWeighted: 3, ReasonRoundRobinFallback: 2}) {
 		t.Errorf("after a replaced picker's 2 late picks and 3 weighted: %v, want 3 weighted, 2 fallback", c)
 	}
-
-	second := newPicker(true)
-	f.published(second) // the first's second and last read
-	if len(f.pickers) != 1 || f.pickers[0].p != second {
-		t.Errorf("%d pickers kept after the replaced one's last read, want the new one only", len(f.pickers))
+	pick(first, 1)
+	c = pickCounts{ReasonWeighted: 1}
+	f.move(&c) // its second and last
+	if c != (pickCounts{ReasonRoundRobinFallback: 1}) {
+		t.Errorf("a late pick before the replaced picker's last read: %v, want 1 fallback", c)
 	}
+	if len(f.pickers) != 0 {
+		t.Errorf("%d pickers kept after the replaced one's last read, want none", len(f.pickers))
+	}
+	pick(first, 1) // past its last read: its endpoint's weighted pick stays
+	c = pickCounts{ReasonWeighted: 1}
+	f.move(&c)
+	if c != (pickCounts{ReasonWeighted: 1}) {
+		t.Errorf("a pick after the replaced picker was let go: %v, want 1 weighted", c)
+	}
+
+	// A read between a pick's count and its taking back (a probe, a
+	// child's error) sees one more than the next read: the owed count
+	// goes back down rather than wrapping.
+	second := newPicker(true)
+	f.published(second)
+	second.next.Add(second.step)
+	c = pickCounts{}
+	f.move(&c)
+	second.uncount()
+	c = pickCounts{ReasonWeighted: 5}
+	f.move(&c)
+	if c != (pickCounts{ReasonWeighted: 5}) || f.owed != 0 {
+		t.Errorf("a count taken back between two reads: %v, owed %d, want 5 weighted, nothing owed", c, f.owed)
+	}
+
 	pick(second, 7)
 	c = pickCounts{ReasonWeighted: 4} // a record of some endpoints only
 	f.move(&c)

@@ -11,7 +11,8 @@ const MaxPickReasons = 4
 // PickReason says why a picker chose an endpoint. It indexes the reason
 // names of the policy's MetricsSpec; every pick counts one, on the
 // endpoint's own cache line, and the counts reach the picks metric when
-// metrics are collected. A pick for reason 0 costs one atomic add fewer
+// metrics are collected. (WeightedRR's fallback picks are the exception:
+// see ReasonRoundRobinFallback.) A pick for reason 0 costs one atomic add fewer
 // than the others (it is counted with the endpoint's in-flight calls), so
 // every policy numbers its commonest reason 0.
 type PickReason uint8
@@ -44,7 +45,11 @@ const (
 	// ReasonWeighted: the schedule follows the endpoints' weights.
 	ReasonWeighted PickReason = iota
 	// ReasonRoundRobinFallback: fewer than two READY endpoints had a usable
-	// backend-reported weight, so every endpoint got an equal share.
+	// backend-reported weight, so every endpoint got an equal share. Such a
+	// picker's endpoints count its picks as ReasonWeighted, with their
+	// in-flight add, and the picker counts them itself; the balancer
+	// moves them to this reason when it records the counts
+	// (fallbackCounts).
 	ReasonRoundRobinFallback
 )
 

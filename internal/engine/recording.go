@@ -137,16 +137,22 @@ func (b *engineBalancer) flushPicksLocked() {
 // fallback from ReasonWeighted, under which their endpoints count them, to
 // ReasonRoundRobinFallback, the count each such picker keeps itself
 // (WeightedRR.Pick says why). A picker's count is read at every publish
-// and every record while it is the balancer's picker, and at the next two
-// of them after it is replaced, so that the picks of calls that took it
-// just before are counted too; then it is let go, so that an idle channel
-// whose weights update keeps no old snapshots.
+// and every record while it is the balancer's picker, and at the next
+// fallbackRetiredReads of them after it is replaced, so that the picks of
+// calls that took it just before are counted too; then it is let go, so
+// that an idle channel whose weights update keeps no old snapshots. The
+// split is approximate at the edges, by a pick or two: a call that took a
+// picker and was descheduled past those reads keeps its pick weighted,
+// and late picks of a replaced picker on an endpoint removed since are
+// moved from another endpoint's weighted picks.
 type fallbackCounts struct {
 	pickers []fallbackPicker
 	// owed is the fallback picks read but not yet moved: the endpoints
 	// whose counts hold them were not read with them (a record of removed
-	// endpoints only), or had not counted the pick yet.
-	owed uint64
+	// endpoints only), or had not counted the pick yet. Signed: a read
+	// may come between a pick's count and its taking back (a probe, a
+	// child's error), and the next read then finds one fewer.
+	owed int64
 }
 
 type fallbackPicker struct {
@@ -174,12 +180,14 @@ func (f *fallbackCounts) published(p balancer.Picker) {
 const fallbackRetiredReads = 2
 
 // read adds the picks the pickers placed since the last read to owed, and
-// lets go of the pickers replaced fallbackRetiredReads reads ago.
+// lets go of the pickers replaced fallbackRetiredReads reads ago. Counts
+// are 32 bits and wrap; as a signed difference, two readings are right
+// while fewer than 2^31 picks fall between them.
 func (f *fallbackCounts) read() {
 	kept := f.pickers[:0]
 	for _, k := range f.pickers {
 		n := k.p.fallbackPicks()
-		f.owed += uint64(n - k.taken)
+		f.owed += int64(int32(n - k.taken))
 		k.taken = n
 		if k.left > 0 {
 			k.left--
@@ -197,8 +205,17 @@ func (f *fallbackCounts) read() {
 // holds it.
 func (f *fallbackCounts) move(c *pickCounts) {
 	f.read()
-	moved := min(f.owed, c[ReasonWeighted])
+	if f.owed <= 0 {
+		return
+	}
+	moved := min(uint64(f.owed), c[ReasonWeighted])
 	c[ReasonWeighted] -= moved
 	c[ReasonRoundRobinFallback] += moved
-	f.owed -= moved
+	f.owed -= int64(moved)
+}
+
+// stop lets go of every picker, for Close.
+func (f *fallbackCounts) stop() {
+	clear(f.pickers)
+	f.pickers = nil
 }

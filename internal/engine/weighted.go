@@ -85,8 +85,9 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 	return p
 }
 
-// fallbackPicks is how many picks a fallback picker has placed, mod 2^32;
-// 0 for a picker that follows weights.
+// fallbackPicks is how many picks a fallback picker has placed, mod 2^32,
+// counting those under way that may yet be taken back (uncount); 0 for a
+// picker that follows weights.
 func (p *WeightedRR) fallbackPicks() uint32 {
 	if !p.fallback {
 		return 0

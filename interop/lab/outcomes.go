@@ -34,7 +34,8 @@ func (l *lab) seconds(full, least time.Duration) time.Duration {
 
 // transientFailure: four backends at 2 ms, one caller making sequential
 // calls, so that every candidate is idle at each pick; backend 0 fails
-// exactly one call. Its share in each of the next three seconds.
+// exactly one call. Its share in the second before, in each of the next
+// three seconds, and over those three together.
 func transientFailure(ctx context.Context, l *lab) (section, error) {
 	const n = 4
 	policies := l.keep("transient-failure", loadAware)
@@ -72,7 +73,7 @@ func transientFailure(ctx context.Context, l *lab) (section, error) {
 		t.AddRow(fmt.Sprintf("backend-0's share, second %d after", s), rows[s]...)
 	}
 	t.AddRow("backend-0's share, seconds 1-3 after", rows[4]...)
-	t.AddNote("pickwise_p2c and pickwise_peak_ewma weigh a failure by its evidence: one failure among many successes costs the endpoint about one comparison in six for a few seconds, not all of them")
+	t.AddNote("pickwise_p2c weighs a failure by its evidence, as pickwise_peak_ewma does: one failure among many successes costs the endpoint about one comparison in six for a few seconds, not all of them")
 	t.AddNote("pickwise_peak_ewma places by latency: at one caller a backend's stall of a few ms, from the machine rather than the backend, costs it share for seconds (the latency average decays over 10 s), failure or not; the second before the failure shows how much")
 	return section{Name: "transient-failure", Table: t}, nil
 }
