@@ -220,6 +220,13 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // list's copy of what ready's endpoints hold (readyWeights), read from
 // them first if it is not valid; nil when ready is not the list's.
 //
+// The median is that of the usable weights when the list was last read
+// from the endpoints (at every weight update), held while endpoints join
+// and leave the list until the next (readyWeights.median): the weights
+// themselves are as of the last update, and selecting it again over 10k
+// endpoints for every picker was an eighth of what a connectivity change
+// cost.
+//
 // The weights are a snapshot's from then on, never written: in fallback
 // they are a shared run of ones, and when the median changes none of
 // them, the kept array itself, until its next edit (readyWeights.shared).
@@ -245,8 +252,11 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 		kept.shared = true
 		return slices.Clip(kept.ws), false, perCall
 	}
+	if kept.median == 0 {
+		kept.median = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable)
+	}
 	ws = slices.Clone(kept.ws)
-	median.Apply(ws, kept.usable, &k.medianScratch, nUsable)
+	median.With(ws, kept.usable, kept.median)
 	return ws, false, perCall
 }
 
@@ -278,6 +288,10 @@ type readyWeights struct {
 	// edit makes a new array (insertAt, deleteAt), and a drop, which comes
 	// before every fill, lets it go rather than reuse it.
 	shared bool
+	// median is that of the usable weights as of the fill, selected by
+	// the first picker that needs it and kept through the edits; 0 until
+	// then (a usable weight is positive, and so is their median).
+	median float64
 }
 
 // fill reads the weights of ready from its endpoints into w, reusing w's
@@ -292,7 +306,7 @@ func (w *readyWeights) fill(ready []Ready) {
 		ew := &ready[i].Stats.weights
 		w.ws[i], w.usable[i] = ew.weight, ew.status == orcaweight.Usable
 	}
-	w.valid = true
+	w.valid, w.median = true, 0
 }
 
 // insert adds e's weights at index i, as the list adds e.

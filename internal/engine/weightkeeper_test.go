@@ -191,3 +191,52 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 		t.Fatalf("fallback weights have room past their length (%d > %d): an append would write the shared ones", cap(ws), len(ws))
 	}
 }
+
+// TestForPickerHoldsTheMedianUntilTheNextFill: the median that stands in
+// for an endpoint without a usable weight, and bounds the others, is
+// selected once per fill of the kept weights (every weight update) and
+// held while endpoints leave and join the list; the next fill selects it
+// anew. A list that is not the balancer's has it selected every time.
+func TestForPickerHoldsTheMedianUntilTheNextFill(t *testing.T) {
+	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
+	newReady := func(name string, w float64, usable bool) Ready {
+		e := newEndpoint(name, &doneShared{}, false)
+		e.weights.weight, e.weights.status = w, orcaweight.NoReports
+		if usable {
+			e.weights.status = orcaweight.Usable
+		}
+		return Ready{Stats: e, InvWeight: 1}
+	}
+	// Usable 10, 20, 30, 40, 1000: median 30; 1000 is capped at 300.
+	ready := []Ready{newReady("a", 10, true), newReady("b", 20, true), newReady("c", 30, true), newReady("d", 40, true), newReady("e", 1000, true), newReady("new", 0, false)}
+	var kept readyWeights
+	ws, fallback, _ := k.forPicker(ready, &kept)
+	if want := []float64{10, 20, 30, 40, 300, 30}; fallback || !slices.Equal(ws, want) {
+		t.Fatalf("weights %v (fallback %v), want %v", ws, fallback, want)
+	}
+
+	// "a" and "b" leave, a second endpoint without a weight joins: the
+	// median of what is left would be 40, but the one of the last fill
+	// is held.
+	ready = ready[2:]
+	kept.remove(0)
+	kept.remove(0)
+	joined := newReady("newer", 0, false)
+	ready = append(ready, joined)
+	kept.insert(len(ready)-1, joined.Stats)
+	ws, _, _ = k.forPicker(ready, &kept)
+	if want := []float64{30, 40, 300, 30, 30}; !slices.Equal(ws, want) {
+		t.Fatalf("after edits: weights %v, want %v (the held median 30)", ws, want)
+	}
+	if got, _, _ := k.forPicker(ready, nil); !slices.Equal(got, []float64{30, 40, 400, 40, 40}) {
+		t.Fatalf("a list of its own: weights %v, want the median of its own weights, 40", got)
+	}
+
+	// A weight update: the next publish fills the kept weights again and
+	// selects their median.
+	kept.drop()
+	ws, _, _ = k.forPicker(ready, &kept)
+	if want := []float64{30, 40, 400, 40, 40}; !slices.Equal(ws, want) {
+		t.Fatalf("after a fill: weights %v, want %v (the median 40)", ws, want)
+	}
+}

@@ -2,8 +2,9 @@
 // weight report with the median of those that have one, and bounds every
 // weight at a multiple of that median. orcaweight.FillMedian is its public
 // face; the engine calls Scan, to keep weights that need nothing filled,
-// and Apply with a buffer it keeps between pickers, so that building a
-// picker over a large fleet does not allocate for it.
+// Of with a buffer it keeps between pickers, so that building a picker
+// over a large fleet does not allocate for it, and With, to fill with a
+// median it keeps between weight updates.
 package median
 
 import (
@@ -74,6 +75,12 @@ func Apply(weights []float64, usable []bool, scratch *[]float64, nUsable int) {
 		}
 		return
 	}
+	With(weights, usable, Of(weights, usable, scratch, nUsable))
+}
+
+// Of returns the median of the usable weights, of which Scan found
+// nUsable (at least one), selecting it in *scratch as Fill does.
+func Of(weights []float64, usable []bool, scratch *[]float64, nUsable int) float64 {
 	var buf [64]float64
 	var usableWs []float64
 	switch {
@@ -100,6 +107,13 @@ func Apply(weights []float64, usable []bool, scratch *[]float64, nUsable int) {
 		lo := slices.Max(usableWs[:nUsable/2])
 		median = lo + (median-lo)/2 // cannot overflow, unlike (lo+median)/2
 	}
+	return median
+}
+
+// With sets every weight that is not usable to median and bounds every
+// usable one at MaxMultiple times it: Fill's rule, with the median given,
+// for a caller that keeps it between calls (Of computes it).
+func With(weights []float64, usable []bool, median float64) {
 	limit := median * MaxMultiple // +Inf near MaxFloat64: then no bound applies
 	for i, ok := range usable {
 		switch {
