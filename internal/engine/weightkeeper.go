@@ -252,8 +252,8 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 		kept.shared = true
 		return slices.Clip(kept.ws), false, perCall
 	}
-	if kept.median == 0 {
-		kept.median = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable)
+	if !kept.medianSelected {
+		kept.median, kept.medianSelected = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable), true
 	}
 	ws = slices.Clone(kept.ws)
 	median.With(ws, kept.usable, kept.median)
@@ -289,9 +289,10 @@ type readyWeights struct {
 	// before every fill, lets it go rather than reuse it.
 	shared bool
 	// median is that of the usable weights as of the fill, selected by
-	// the first picker that needs it and kept through the edits; 0 until
-	// then (a usable weight is positive, and so is their median).
-	median float64
+	// the first picker that needs it (medianSelected) and kept through
+	// the edits.
+	median         float64
+	medianSelected bool
 }
 
 // fill reads the weights of ready from its endpoints into w, reusing w's
@@ -306,7 +307,7 @@ func (w *readyWeights) fill(ready []Ready) {
 		ew := &ready[i].Stats.weights
 		w.ws[i], w.usable[i] = ew.weight, ew.status == orcaweight.Usable
 	}
-	w.valid, w.median = true, 0
+	w.valid, w.medianSelected = true, false
 }
 
 // insert adds e's weights at index i, as the list adds e.
