@@ -14,9 +14,9 @@
 // once its endpoint has reported for blackoutPeriod and dropped when no
 // report came for weightExpirationPeriod; an endpoint without a usable
 // weight gets the median of the usable ones (not the mean, which one
-// outlier would drag) as of the last weight update, like the weights
-// themselves, and with fewer than two usable weights every endpoint gets
-// the same share. No weight counts for more than 10 times
+// outlier would drag), selected after each weight update and held until
+// the next while few endpoints come and go, and with fewer than two usable
+// weights every endpoint gets the same share. No weight counts for more than 10 times
 // that median, so one absurd report (a qps of 1e305) draws at most 10/19
 // of the calls among ten otherwise equal endpoints, not nearly all. Bad reports (NaN, infinite or negative
 // values, zero qps, zero utilization under load) are ignored and counted.

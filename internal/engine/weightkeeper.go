@@ -220,12 +220,14 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // list's copy of what ready's endpoints hold (readyWeights), read from
 // them first if it is not valid; nil when ready is not the list's.
 //
-// The median is that of the usable weights when the list was last read
-// from the endpoints (at every weight update), held while endpoints join
-// and leave the list until the next (readyWeights.median): the weights
-// themselves are as of the last update, and selecting it again over 10k
-// endpoints for every picker was an eighth of what a connectivity change
-// cost.
+// The median is selected by the first picker that needs one after the
+// list was last read from the endpoints (at every weight update, and
+// whenever the list is dropped: a resolver update, an ejection, a change
+// of config), and held while endpoints join and leave the list, until
+// usable weights amounting to an eighth of them have come or gone
+// (readyWeights.medianHeld): the weights themselves are as of the last
+// update, and selecting the median again over 10k endpoints for every
+// picker was an eighth of what a connectivity change cost.
 //
 // The weights are a snapshot's from then on, never written: in fallback
 // they are a shared run of ones, and when the median changes none of
@@ -252,8 +254,9 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 		kept.shared = true
 		return slices.Clip(kept.ws), false, perCall
 	}
-	if !kept.medianSelected {
-		kept.median, kept.medianSelected = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable), true
+	if !kept.medianHeld(nUsable) {
+		kept.median = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable)
+		kept.medianSelected, kept.usableEdits = true, 0
 	}
 	ws = slices.Clone(kept.ws)
 	median.With(ws, kept.usable, kept.median)
@@ -288,11 +291,13 @@ type readyWeights struct {
 	// edit makes a new array (insertAt, deleteAt), and a drop, which comes
 	// before every fill, lets it go rather than reuse it.
 	shared bool
-	// median is that of the usable weights as of the fill, selected by
-	// the first picker that needs it (medianSelected) and kept through
-	// the edits.
+	// median is that of the usable weights, selected by the first picker
+	// after the fill that needs one (medianSelected) and kept through the
+	// edits while few usable weights come and go (medianHeld); usableEdits
+	// counts those since it was selected.
 	median         float64
 	medianSelected bool
+	usableEdits    int
 }
 
 // fill reads the weights of ready from its endpoints into w, reusing w's
@@ -312,17 +317,38 @@ func (w *readyWeights) fill(ready []Ready) {
 
 // insert adds e's weights at index i, as the list adds e.
 func (w *readyWeights) insert(i int, e *Endpoint) {
+	usable := e.weights.status == orcaweight.Usable
 	w.ws = insertAt(w.ws, w.shared, i, e.weights.weight)
-	w.usable = slices.Insert(w.usable, i, e.weights.status == orcaweight.Usable)
+	w.usable = slices.Insert(w.usable, i, usable)
 	w.shared = false
+	if usable {
+		w.usableEdits++
+	}
 }
 
 // remove drops the weights at index i, as the list drops its endpoint.
 func (w *readyWeights) remove(i int) {
+	if w.usable[i] {
+		w.usableEdits++
+	}
 	w.ws = deleteAt(w.ws, w.shared, i)
 	w.usable = slices.Delete(w.usable, i, i+1)
 	w.shared = false
 }
+
+// medianHeld reports whether the median selected since the fill still
+// stands for the nUsable usable weights now kept: each usable weight added
+// or removed since moves the true median by at most one rank, and past
+// an eighth of them it is selected again, so that a fleet that lost or
+// gained many weighted endpoints within one update period is not filled
+// and bounded by the median of weights it no longer has.
+func (w *readyWeights) medianHeld(nUsable int) bool {
+	return w.medianSelected && w.usableEdits*medianEditShare <= nUsable
+}
+
+// medianEditShare: the median is selected again once more than
+// 1/medianEditShare of the usable weights were added or removed since.
+const medianEditShare = 8
 
 // drop marks w stale, keeping its buffers for the next fill, but for
 // weights a snapshot shares, which it lets go.

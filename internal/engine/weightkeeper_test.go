@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -192,51 +193,70 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 	}
 }
 
-// TestForPickerHoldsTheMedianUntilTheNextFill: the median that stands in
-// for an endpoint without a usable weight, and bounds the others, is
-// selected once per fill of the kept weights (every weight update) and
-// held while endpoints leave and join the list; the next fill selects it
-// anew. A list that is not the balancer's has it selected every time.
-func TestForPickerHoldsTheMedianUntilTheNextFill(t *testing.T) {
+// TestForPickerHoldsTheMedian: the median that stands in for an endpoint
+// without a usable weight, and bounds the others, is selected once after a
+// fill of the kept weights (every weight update) and held while a few
+// usable endpoints leave and join the list; the next fill selects it
+// anew, and so do edits of more than an eighth of the usable weights. A
+// list that is not the balancer's has it selected every time.
+func TestForPickerHoldsTheMedian(t *testing.T) {
 	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
-	newReady := func(name string, w float64, usable bool) Ready {
-		e := newEndpoint(name, &doneShared{}, false)
+	newReady := func(w float64, usable bool) Ready {
+		e := newEndpoint(fmt.Sprint(w), &doneShared{}, false)
 		e.weights.weight, e.weights.status = w, orcaweight.NoReports
 		if usable {
 			e.weights.status = orcaweight.Usable
 		}
 		return Ready{Stats: e, InvWeight: 1}
 	}
-	// Usable 10, 20, 30, 40, 1000: median 30; 1000 is capped at 300.
-	ready := []Ready{newReady("a", 10, true), newReady("b", 20, true), newReady("c", 30, true), newReady("d", 40, true), newReady("e", 1000, true), newReady("new", 0, false)}
+	// Usable 10, 20, ..., 160 and 5000: the median is 90, and 5000 is
+	// capped at 900. The last endpoint has no weight yet.
+	var ready []Ready
+	for w := 10.0; w <= 160; w += 10 {
+		ready = append(ready, newReady(w, true))
+	}
+	ready = append(ready, newReady(5000, true), newReady(0, false))
 	var kept readyWeights
-	ws, fallback, _ := k.forPicker(ready, &kept)
-	if want := []float64{10, 20, 30, 40, 300, 30}; fallback || !slices.Equal(ws, want) {
-		t.Fatalf("weights %v (fallback %v), want %v", ws, fallback, want)
+	filled := func(what string, list *readyWeights, wantMedian float64) {
+		t.Helper()
+		ws, fallback, _ := k.forPicker(ready, list)
+		if fallback || len(ws) != len(ready) {
+			t.Fatalf("%s: %d weights (fallback %v) for %d endpoints", what, len(ws), fallback, len(ready))
+		}
+		for i, r := range ready {
+			want := min(r.Stats.weights.weight, 10*wantMedian)
+			if r.Stats.weights.status != orcaweight.Usable {
+				want = wantMedian
+			}
+			if ws[i] != want {
+				t.Fatalf("%s: weights %v, want the median %v standing in and bounding", what, ws, wantMedian)
+			}
+		}
 	}
+	filled("first picker", &kept, 90)
 
-	// "a" and "b" leave, a second endpoint without a weight joins: the
-	// median of what is left would be 40, but the one of the last fill
-	// is held.
-	ready = ready[2:]
-	kept.remove(0)
-	kept.remove(0)
-	joined := newReady("newer", 0, false)
-	ready = append(ready, joined)
-	kept.insert(len(ready)-1, joined.Stats)
-	ws, _, _ = k.forPicker(ready, &kept)
-	if want := []float64{30, 40, 300, 30, 30}; !slices.Equal(ws, want) {
-		t.Fatalf("after edits: weights %v, want %v (the held median 30)", ws, want)
+	// One usable endpoint (10) leaves and one without a weight joins: the
+	// median of what is left would be 95; the selected one is held.
+	remove := func(i int) {
+		ready = append(ready[:i:i], ready[i+1:]...)
+		kept.remove(i)
 	}
-	if got, _, _ := k.forPicker(ready, nil); !slices.Equal(got, []float64{30, 40, 400, 40, 40}) {
-		t.Fatalf("a list of its own: weights %v, want the median of its own weights, 40", got)
-	}
+	remove(0)
+	ready = append(ready, newReady(0, false))
+	kept.insert(len(ready)-1, ready[len(ready)-1].Stats)
+	filled("after one usable endpoint left", &kept, 90)
+	filled("a list of its own", nil, 95)
 
 	// A weight update: the next publish fills the kept weights again and
 	// selects their median.
 	kept.drop()
-	ws, _, _ = k.forPicker(ready, &kept)
-	if want := []float64{30, 40, 400, 40, 40}; !slices.Equal(ws, want) {
-		t.Fatalf("after a fill: weights %v, want %v (the median 40)", ws, want)
-	}
+	filled("after a fill", &kept, 95)
+
+	// Another usable endpoint leaves (20): one of the 15 left, under an
+	// eighth, and the median is held; a second (30) makes two of 14, over
+	// an eighth, and it is selected again: (100+110)/2.
+	remove(0)
+	filled("after one more left", &kept, 95)
+	remove(0)
+	filled("after a second left", &kept, 105)
 }

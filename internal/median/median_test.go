@@ -153,3 +153,36 @@ func TestScanAgreesWithFill(t *testing.T) {
 		t.Fatalf("cases: %d unchanged, %d changed; want both in the hundreds", sawUnchanged, sawChanged)
 	}
 }
+
+// TestOfAndWith: Of selects the median of the usable weights alone (the
+// mean of the two middle ones for an even count), whatever the unusable
+// ones hold; With gives the unusable ones a median it is handed and caps
+// the usable ones at MaxMultiple times it, as a caller keeping the median
+// between calls uses them.
+func TestOfAndWith(t *testing.T) {
+	for _, tc := range []struct {
+		ws     []float64
+		usable []bool
+		median float64
+	}{
+		{[]float64{3, 1e9, 1, 2}, []bool{true, false, true, true}, 2},
+		{[]float64{4, 1, 3, 2, 0}, []bool{true, true, true, true, false}, 2.5},
+		{[]float64{7, 7}, []bool{true, true}, 7},
+	} {
+		n := 0
+		for _, ok := range tc.usable {
+			if ok {
+				n++
+			}
+		}
+		if got := Of(slices.Clone(tc.ws), tc.usable, nil, n); got != tc.median {
+			t.Errorf("Of(%v, %v) = %v, want %v", tc.ws, tc.usable, got, tc.median)
+		}
+	}
+
+	ws := []float64{1, 50, 200, 0}
+	With(ws, []bool{true, true, true, false}, 10)
+	if want := []float64{1, 50, 100, 10}; !slices.Equal(ws, want) {
+		t.Errorf("With(median 10) = %v, want %v: the unusable weight set to it, 200 capped at 100", ws, want)
+	}
+}
