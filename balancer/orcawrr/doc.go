@@ -16,10 +16,11 @@
 // weight gets the median of the usable ones (not the mean, which one
 // outlier would drag), selected after each weight update and held until
 // the next while few endpoints come and go, and with fewer than two usable
-// weights every endpoint gets the same share. No weight counts for more than 10 times
-// that median, so one absurd report (a qps of 1e305) draws at most 10/19
-// of the calls among ten otherwise equal endpoints, not nearly all. Bad reports (NaN, infinite or negative
-// values, zero qps, zero utilization under load) are ignored and counted.
+// weights every endpoint gets the same share. No weight counts for more
+// than 10 times that median, so one absurd report (a qps of 1e305) draws
+// at most 10/19 of the calls among ten otherwise equal endpoints, not
+// nearly all. Bad reports (NaN, infinite or negative values, zero qps,
+// zero utilization under load) are ignored and counted.
 //
 // Reports can hide a black hole: a backend that fails every call and
 // reports zero utilization has its reports discarded and keeps the median

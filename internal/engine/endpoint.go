@@ -31,9 +31,10 @@ type Endpoint struct {
 	// The second line: the way to the child's connection, which every
 	// pick reads (conn, or live under a lazy policy while the child is not
 	// READY), what the rarer paths of a pick or a Done read (a probe, a
-	// retry), and the rest, behind a pointer. The rest is most of an endpoint's state, used
-	// mostly with the balancer's lock held (its atomics, the probe state,
-	// are the exceptions, on rare paths); kept out of line, it leaves
+	// retry), and the rest, behind a pointer. The rest is most of an
+	// endpoint's state, used mostly with the balancer's lock held (its
+	// atomics, the probe state, are the exceptions, on rare paths); kept
+	// out of line, it leaves
 	// endpoints two lines apart in memory, not five, so that a fleet's hot
 	// lines span fewer pages and a pick's two random ones less often miss
 	// the TLB.

@@ -34,11 +34,11 @@ type SubConn struct {
 	closed   int      // producers closed
 }
 
-// Addr is the SubConn's first address.
 // ID is the SubConn's number: the order in which the fake made it, from
 // 0, never reused.
 func (sc *SubConn) ID() int { return sc.id }
 
+// Addr is the SubConn's first address.
 func (sc *SubConn) Addr() string { return sc.addrs[0].Addr }
 
 // String names the SubConn in test failures.
