@@ -489,6 +489,9 @@ func (b *engineBalancer) rampEndLocked(e *Endpoint, now int64) int64 {
 // keeps it for the metrics (CostReporter).
 func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Snapshot) {
 	b.picker = b.policy.NewPicker(snap)
+	// The weights are the balancer's buffers (Snapshot.Weights): the
+	// picker, which has read them, must not find them changed later.
+	snap.Weights = nil
 	if b.policyMetrics != nil {
 		b.fallbackPicks.published(b.picker)
 	}

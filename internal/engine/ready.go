@@ -60,8 +60,10 @@ type Snapshot struct {
 	// Endpoints, when the policy asked for Settings.Weights: the median
 	// stands in for an endpoint without a usable weight, and all are 1 when
 	// fewer than two have one. Nil otherwise. Slow start is not applied.
-	// Read only: other snapshots and the balancer's kept weights may share
-	// the array.
+	// Read only, and only while the policy's NewPicker runs, which must
+	// not keep them: the array is the balancer's own, which it changes with
+	// the next edit of the READY list or the next picker, and it sets
+	// Weights to nil once the picker is built.
 	Weights []float64
 	// WeightsFallback says that fewer than two endpoints had a usable
 	// weight, so that Weights are all equal: the policy is round robin

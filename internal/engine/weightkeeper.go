@@ -16,9 +16,9 @@ import (
 // every tracker follows, one tracker per endpoint (endpointWeight), the
 // OOB streams and the update timer. The balancer tells it which endpoints
 // and connections exist and when the update timer fires; a picker being
-// published reads the weights it last made, and at most marks the kept
-// array shared or grows the run of ones (forPicker): it changes no
-// endpoint's weight or tracker. Guarded by the balancer's mu, except what
+// published reads the weights it last made, and at most fills its own
+// buffers or grows the run of ones (forPicker): it changes no endpoint's
+// weight or tracker. Guarded by the balancer's mu, except what
 // the orcaweight package synchronizes itself.
 type weightKeeper struct {
 	cfg   WeightsConfig
@@ -28,11 +28,12 @@ type weightKeeper struct {
 	// usable is the buffer update fills for the metrics, reused so that an
 	// update of a large fleet does not allocate one each time.
 	usable []float64
-	// scratch and medianScratch are forPicker's buffers, reused the same
-	// way: scratch for the weights of a list that is not the balancer's
-	// READY list (given away, and made anew next time, when a picker
-	// shares it), medianScratch for selecting the median.
+	// scratch, filled and medianScratch are forPicker's buffers, reused
+	// the same way: scratch for the weights of a list that is not the
+	// balancer's READY list, filled for weights with the median applied,
+	// medianScratch for selecting the median.
 	scratch       readyWeights
+	filled        []float64
 	medianScratch []float64
 	// ones are the weights of pickers in round-robin fallback (onesFor),
 	// shared by all of them.
@@ -229,11 +230,13 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // update, and selecting the median again over 10k endpoints for every
 // picker was an eighth of what a connectivity change cost.
 //
-// The weights are a snapshot's from then on, never written: in fallback
-// they are a shared run of ones, and when the median changes none of
-// them, the kept array itself, until its next edit (readyWeights.shared).
-// Over 10k endpoints, a copy for every picker was a sixth of what a
-// connectivity change cost.
+// The weights are read by the policy's NewPicker only, and not kept
+// (Snapshot.Weights): in fallback they are a shared run of ones, when the
+// median changes none of them the kept array itself, and otherwise a
+// buffer of the keeper's, filled afresh for every picker. Over 10k
+// endpoints, a new array for every picker (or a copy of the kept one at
+// its next edit) was a fifth of what a connectivity change allocated, and
+// of the collections that followed.
 func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback, perCall bool) {
 	if kept == nil {
 		kept = &k.scratch
@@ -251,16 +254,15 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 	case unchanged:
 		// Clipped, as the ones are: a snapshot has no room past its
 		// weights to write into.
-		kept.shared = true
 		return slices.Clip(kept.ws), false, perCall
 	}
 	if !kept.medianHeld(nUsable) {
 		kept.median = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable)
 		kept.medianSelected, kept.usableEdits = true, 0
 	}
-	ws = slices.Clone(kept.ws)
-	median.With(ws, kept.usable, kept.median)
-	return ws, false, perCall
+	k.filled = append(k.filled[:0], kept.ws...)
+	median.With(k.filled, kept.usable, kept.median)
+	return slices.Clip(k.filled), false, perCall
 }
 
 // onesFor returns n weights of 1, which no one writes: the weights of
@@ -287,10 +289,6 @@ type readyWeights struct {
 	valid  bool
 	ws     []float64
 	usable []bool
-	// shared says that ws is a snapshot's too, which must not change: an
-	// edit makes a new array (insertAt, deleteAt), and a drop, which comes
-	// before every fill, lets it go rather than reuse it.
-	shared bool
 	// median is that of the usable weights, selected by the first picker
 	// after the fill that needs one (medianSelected) and kept through the
 	// edits while few usable weights come and go (medianHeld); usableEdits
@@ -318,9 +316,8 @@ func (w *readyWeights) fill(ready []Ready) {
 // insert adds e's weights at index i, as the list adds e.
 func (w *readyWeights) insert(i int, e *Endpoint) {
 	usable := e.weights.status == orcaweight.Usable
-	w.ws = insertAt(w.ws, w.shared, i, e.weights.weight)
+	w.ws = slices.Insert(w.ws, i, e.weights.weight)
 	w.usable = slices.Insert(w.usable, i, usable)
-	w.shared = false
 	if usable {
 		w.usableEdits++
 	}
@@ -331,9 +328,8 @@ func (w *readyWeights) remove(i int) {
 	if w.usable[i] {
 		w.usableEdits++
 	}
-	w.ws = deleteAt(w.ws, w.shared, i)
+	w.ws = slices.Delete(w.ws, i, i+1)
 	w.usable = slices.Delete(w.usable, i, i+1)
-	w.shared = false
 }
 
 // medianHeld reports whether the median selected since the fill still
@@ -350,11 +346,5 @@ func (w *readyWeights) medianHeld(nUsable int) bool {
 // 1/medianEditShare of the usable weights were added or removed since.
 const medianEditShare = 8
 
-// drop marks w stale, keeping its buffers for the next fill, but for
-// weights a snapshot shares, which it lets go.
-func (w *readyWeights) drop() {
-	if w.shared {
-		w.ws, w.shared = nil, false
-	}
-	w.valid = false
-}
+// drop marks w stale, keeping its buffers for the next fill.
+func (w *readyWeights) drop() { w.valid = false }
