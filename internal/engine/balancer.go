@@ -80,9 +80,9 @@ type engineBalancer struct {
 	picker balancer.Picker // the policy's last picker; nil while none is published
 	// Ejection counts since the last flush to the metrics.
 	ejections, readmissions uint64
-	// fallbackPicks reads the pick counts of the WeightedRR pickers
-	// published in round-robin fallback.
-	fallbackPicks fallbackCounts
+	// pickerPicks reads the pick counts of the WeightedRR pickers
+	// published, which their endpoints do not count.
+	pickerPicks pickerCounts
 
 	// Immutable after construction.
 	metrics           estats.MetricsRecorder
@@ -403,7 +403,7 @@ func (b *engineBalancer) Close() {
 	}
 	b.flushPicksLocked()
 	b.flushOutcomesLocked()
-	b.fallbackPicks.stop()
+	b.pickerPicks.stop()
 	b.picker = nil
 	// In resolver order, the order the children were made in, which is
 	// about the order they lie in memory: over a large fleet, closing them
@@ -464,7 +464,7 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 	var rampEnd int64
 	snap.ramps, rampEnd = b.rampsLocked(ready, now)
 	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback, snap.perCallReports = b.weights.forPicker(ready, kept)
+		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready, kept)
 		if snap.WeightsFallback {
 			b.recordFallbackLocked()
 		}
@@ -493,7 +493,7 @@ func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Sna
 	// picker, which has read them, must not find them changed later.
 	snap.Weights = nil
 	if b.policyMetrics != nil {
-		b.fallbackPicks.published(b.picker)
+		b.pickerPicks.published(b.picker)
 	}
 	b.updateStateLocked(state, b.picker)
 }
@@ -503,7 +503,7 @@ func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Sna
 func (b *engineBalancer) publishNoneLocked() {
 	b.picker = nil
 	if b.policyMetrics != nil {
-		b.fallbackPicks.published(nil)
+		b.pickerPicks.published(nil)
 	}
 	state := b.mode.aggregate(b.counts, len(b.order))
 	b.updateStateLocked(state, b.noReadyPickerLocked(state))

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -62,14 +63,13 @@ type endpointWarm struct {
 	// change cost over a large fleet.
 	conn atomic.Pointer[readyConn]
 
-	// reportDone is the Done of every call of a policy whose weights come
-	// from per-call reports (Snapshot.WeightDone): the engine's, then the
-	// call's ORCA report into reportTo. Built when weights are first kept
-	// for the endpoint, before any snapshot gives it, and never changed.
-	// It lives beside the hot line a pick writes anyway: kept in an array
-	// beside the READY list, it was an array every publish after an edit
-	// copied (80 KB over 10k endpoints) and one more line a pick read.
-	reportDone func(balancer.DoneInfo)
+	// weightedDone is the Done of every call a WeightedRR picker places
+	// (pickWeighted): the call's outcome, then its ORCA report into
+	// reportTo, if that is set. Built with the endpoint and never changed.
+	// It lives beside the hot line, not in an array beside the READY list,
+	// which every publish after an edit would copy (80 KB over 10k
+	// endpoints), and which would be one more line a pick reads.
+	weightedDone func(balancer.DoneInfo)
 	// reportTo is the tracker that per-call reports go to; nil while
 	// weights are off or come out of band. Atomic: the keeper sets it
 	// under the balancer's lock while Dones read it.
@@ -82,9 +82,10 @@ type endpointHot struct {
 	// inflight counts the calls picked for the endpoint, probes included,
 	// that have not finished; picks counts the calls picked, by
 	// PickReason, on the endpoint's own line, where a balancer-wide counter
-	// would be a line every core fights over (a fallback WeightedRR's
-	// count as ReasonWeighted: see fallbackCounts). 32 bits: see
-	// flushPicksLocked; differences of them are right across wraps.
+	// would be a line every core fights over. A WeightedRR picker's calls
+	// are in neither: it counts its picks on the line it advances anyway
+	// (pickerCounts), and its placement reads no in-flight count. 32 bits:
+	// see flushPicksLocked; differences of them are right across wraps.
 	//
 	// inflight and picks[0] are the low and high halves of one aligned
 	// 64-bit word (fusedWord), so that a pick for reason 0, every policy's
@@ -144,6 +145,7 @@ type endpointCold struct {
 func newEndpoint(addr string, shared *doneShared, cold bool) *Endpoint {
 	e := &Endpoint{endpointWarm: endpointWarm{shared: shared, endpointCold: &endpointCold{addr: addr, coldReady: cold, state: connectivity.Idle}}}
 	e.done = e.newDone(shared)
+	e.weightedDone = e.newWeightedDone()
 	return e
 }
 
@@ -162,6 +164,68 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 			e.record(info, shared)
 		}
 	}
+}
+
+// newWeightedDone builds e.weightedDone: the call's report, if it has one,
+// into the tracker reportTo holds at the time (none while reports come out
+// of band or weights are not kept), then the call's outcome, as the
+// engine's Done records it but for the in-flight count, which a WeightedRR
+// pick does not add to. The report comes first: counting it is the Done's
+// one write to the hot line, which another core has usually written last,
+// and a read of the line before it (the outcome's) would fetch the line
+// twice, once to read and once to own it.
+func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
+	shared := e.shared
+	return func(info balancer.DoneInfo) {
+		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
+			if t := e.reportTo.Load(); t != nil {
+				t.RecordN(r, sampleReport(e.reports.Add(1)))
+			}
+		}
+		flushSoon(&shared.work)
+		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+			e.record(info, shared)
+		}
+	}
+}
+
+// Per-call reports are sampled: an endpoint's first reportsInFull of each
+// weight-update period are all recorded, then one in reportStride, as
+// standing for reportStride reports (orcaweight.Tracker.RecordN), so that
+// the period's means are still those of all its reports. Recording writes
+// the tracker's sums, a cache line of their own; when calls to one
+// endpoint finish on several cores at once, that line moving between them
+// was half the cost of a call's pick and Done. The reports of one period
+// describe one backend over a second or so, and 64 of them, plus an
+// eighth of the rest spread over the period, give its means as well as
+// all of them would; an endpoint with few calls has every report
+// recorded, as before.
+//
+// The recorded report is the last of each run of reportStride. Reports
+// whose values follow the order of the calls in a cycle that divides
+// reportStride (a client alternating a cheap and a costly method on one
+// endpoint, in step) would be recorded in one phase only: a known limit.
+// Moving the position from run to run mends that, but at a hundred or so
+// reports a period the three or four samples it takes then move a
+// recovering backend's weight (sim TestSlowBackend), so it waits for a
+// sampling that starts later or weighs the skipped reports exactly.
+const (
+	reportsInFull = 64
+	reportStride  = 8
+)
+
+// sampleReport is how many reports the n-th per-call report of an
+// endpoint's period stands for when recorded (n counts from 1): 1 for the
+// first reportsInFull, then reportStride for every reportStride-th, 0 (not
+// recorded) for the others.
+func sampleReport(n uint32) uint64 {
+	switch {
+	case n <= reportsInFull:
+		return 1
+	case n%reportStride == 0:
+		return reportStride
+	}
+	return 0
 }
 
 // Addr is the endpoint's first address, for logs and metrics.

@@ -74,9 +74,6 @@ type Snapshot struct {
 	// ramps, aligned with Endpoints, are their slow-start ramps as of
 	// Built; nil when none of them is ramping.
 	ramps []rampSpan
-	// perCallReports says that the policy's weights come from per-call
-	// reports, which its calls' Dones read (see WeightDone).
-	perCallReports bool
 	// Clock and Rand are the engine's injected time and randomness.
 	Clock   Clock
 	Rand    Rand
@@ -107,17 +104,6 @@ func (s *Snapshot) RampFactor(i int, now int64) float64 {
 		return s.ramp.factor(now - r.start)
 	}
 	return 1
-}
-
-// WeightDone is the Done to give the calls of r, one of Endpoints, instead
-// of the engine's own when the snapshot's weights come from per-call
-// reports (it does what the engine's does and then reads the call's ORCA
-// report), nil otherwise.
-func (s *Snapshot) WeightDone(r *Ready) func(balancer.DoneInfo) {
-	if !s.perCallReports {
-		return nil
-	}
-	return r.Stats.reportDone
 }
 
 // Avoidance is the probability, in [0, 1), with which a picker passes e
@@ -178,6 +164,19 @@ func PickEndpointDone(r *Ready, info balancer.PickInfo, why PickReason, done fun
 	}
 	r.Stats.started(why)
 	return withDone(res, done), nil
+}
+
+// pickWeighted is a WeightedRR pick of r: the child's connection, with
+// r's weightedDone, and nothing counted on r (WeightedRR.Pick says why).
+func pickWeighted(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
+	res, ok := r.Stats.readyResult()
+	if !ok {
+		var err error
+		if res, err = r.Stats.askChild(info); err != nil {
+			return res, err
+		}
+	}
+	return withDone(res, r.Stats.weightedDone), nil
 }
 
 // Finish is what the engine's own Done does for a call picked for e: the

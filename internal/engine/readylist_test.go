@@ -113,7 +113,7 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 			b.mu.Lock()
 			snap := last // written by NewPicker under b.mu, also from reconnecting children
 			b.mu.Unlock()
-			if snap != nil && len(snap.Endpoints) > 0 && snap.WeightDone(&snap.Endpoints[0]) != nil {
+			if snap != nil && len(snap.Endpoints) > 0 && snap.Endpoints[0].Stats.reportTo.Load() != nil {
 				for range 1 + rnd.IntN(5) {
 					// Mostly within the median's bound of each other, so
 					// that a publish may keep the weights as they are.
@@ -121,7 +121,7 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 					if rnd.IntN(8) == 0 {
 						qps = float64(1 + rnd.IntN(500))
 					}
-					snap.WeightDone(&snap.Endpoints[rnd.IntN(len(snap.Endpoints))])(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: qps, CpuUtilization: 0.5}})
+					snap.Endpoints[rnd.IntN(len(snap.Endpoints))].Stats.weightedDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: qps, CpuUtilization: 0.5}})
 				}
 			}
 			timers.fire()

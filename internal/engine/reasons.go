@@ -45,11 +45,11 @@ const (
 	// ReasonWeighted: the schedule follows the endpoints' weights.
 	ReasonWeighted PickReason = iota
 	// ReasonRoundRobinFallback: fewer than two READY endpoints had a usable
-	// backend-reported weight, so every endpoint got an equal share. Such a
-	// picker's endpoints count its picks as ReasonWeighted, with their
-	// in-flight add, and the picker counts them itself; the balancer
-	// moves them to this reason when it records the counts
-	// (fallbackCounts).
+	// backend-reported weight, so every endpoint got an equal share.
+	//
+	// A WeightedRR picker counts its picks itself, not on their
+	// endpoints, and the balancer records them for the picker's reason
+	// (pickerCounts).
 	ReasonRoundRobinFallback
 )
 

@@ -108,14 +108,13 @@ func (b *engineBalancer) takePicksLocked(e *Endpoint, c *pickCounts) {
 	}
 }
 
-// recordPicksLocked records c, with the fallback pickers' picks moved to
-// their reason.
+// recordPicksLocked records c, with the WeightedRR pickers' picks added.
 func (b *engineBalancer) recordPicksLocked(c *pickCounts) {
 	m := b.policyMetrics
 	if m == nil {
 		return
 	}
-	b.fallbackPicks.move(c)
+	b.pickerPicks.add(c)
 	for i, d := range c {
 		if d != 0 {
 			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
@@ -133,61 +132,56 @@ func (b *engineBalancer) flushPicksLocked() {
 	b.recordPicksLocked(&c)
 }
 
-// fallbackCounts moves the picks of WeightedRR pickers in round-robin
-// fallback from ReasonWeighted, under which their endpoints count them, to
-// ReasonRoundRobinFallback, the count each such picker keeps itself
-// (WeightedRR.Pick says why). A picker's count is read at every publish
-// and every record while it is the balancer's picker, and at the next
-// fallbackRetiredReads of them after it is replaced, so that the picks of
+// pickerCounts counts the picks of WeightedRR pickers, which count them
+// themselves rather than on their endpoints (WeightedRR.Pick says why),
+// for the reason each picker places by: ReasonWeighted, or
+// ReasonRoundRobinFallback. A picker's count is read at every publish and
+// every record while it is the balancer's picker, and at the next
+// pickerRetiredReads of them after it is replaced, so that the picks of
 // calls that took it just before are counted too; then it is let go, so
-// that an idle channel whose weights update keeps no old snapshots. The
-// split is approximate at the edges, by a pick or two: a call that took a
-// picker and was descheduled past those reads keeps its pick weighted,
-// and late picks of a replaced picker on an endpoint removed since are
-// moved from another endpoint's weighted picks.
-type fallbackCounts struct {
-	pickers []fallbackPicker
-	// owed is the fallback picks read but not yet moved: the endpoints
-	// whose counts hold them were not read with them (a record of removed
-	// endpoints only), or had not counted the pick yet. Signed: a read
-	// may come between a pick's count and its taking back (a probe, a
-	// child's error), and the next read then finds one fewer.
-	owed int64
+// that an idle channel whose weights update keeps no old snapshots. A call
+// that took a picker and was descheduled past those reads goes uncounted.
+type pickerCounts struct {
+	pickers []countedPicker
+	// owed is the picks read but not yet recorded, by reason. Signed: a
+	// read may come between a pick's count and its taking back (a probe,
+	// a child's error), and the next read then finds one fewer.
+	owed [MaxPickReasons]int64
 }
 
-type fallbackPicker struct {
+type countedPicker struct {
 	p     *WeightedRR
 	taken uint32 // its count as of the last read
 	left  int    // reads left once replaced; -1 while current
 }
 
 // published follows a new picker (nil: none, while no endpoint is READY):
-// it replaces every one kept, and is kept if it is a fallback WeightedRR.
-func (f *fallbackCounts) published(p balancer.Picker) {
+// it replaces every one kept, and is kept if it is a WeightedRR.
+func (f *pickerCounts) published(p balancer.Picker) {
 	f.read()
 	for i := range f.pickers {
 		if f.pickers[i].left < 0 {
-			f.pickers[i].left = fallbackRetiredReads
+			f.pickers[i].left = pickerRetiredReads
 		}
 	}
-	if w, ok := p.(*WeightedRR); ok && w.fallback {
-		f.pickers = append(f.pickers, fallbackPicker{p: w, taken: w.fallbackPicks(), left: -1})
+	if w, ok := p.(*WeightedRR); ok {
+		f.pickers = append(f.pickers, countedPicker{p: w, taken: w.picks(), left: -1})
 	}
 }
 
-// fallbackRetiredReads is how many publishes or records read a fallback
-// picker's count after it is replaced.
-const fallbackRetiredReads = 2
+// pickerRetiredReads is how many publishes or records read a picker's
+// count after it is replaced.
+const pickerRetiredReads = 2
 
 // read adds the picks the pickers placed since the last read to owed, and
-// lets go of the pickers replaced fallbackRetiredReads reads ago. Counts
+// lets go of the pickers replaced pickerRetiredReads reads ago. Counts
 // are 32 bits and wrap; as a signed difference, two readings are right
 // while fewer than 2^31 picks fall between them.
-func (f *fallbackCounts) read() {
+func (f *pickerCounts) read() {
 	kept := f.pickers[:0]
 	for _, k := range f.pickers {
-		n := k.p.fallbackPicks()
-		f.owed += int64(int32(n - k.taken))
+		n := k.p.picks()
+		f.owed[k.p.reason()] += int64(int32(n - k.taken))
 		k.taken = n
 		if k.left > 0 {
 			k.left--
@@ -200,22 +194,21 @@ func (f *fallbackCounts) read() {
 	f.pickers = kept
 }
 
-// move reads the pickers' counts and moves what they owe in c from
-// ReasonWeighted to ReasonRoundRobinFallback, as far as c's ReasonWeighted
-// holds it.
-func (f *fallbackCounts) move(c *pickCounts) {
+// add reads the pickers' counts and adds what they owe to c. A reason
+// owed less than nothing (picks taken back after the read that counted
+// them) waits for the next picks to make up for it.
+func (f *pickerCounts) add(c *pickCounts) {
 	f.read()
-	if f.owed <= 0 {
-		return
+	for i, n := range f.owed {
+		if n > 0 {
+			c[i] += uint64(n)
+			f.owed[i] = 0
+		}
 	}
-	moved := min(uint64(f.owed), c[ReasonWeighted])
-	c[ReasonWeighted] -= moved
-	c[ReasonRoundRobinFallback] += moved
-	f.owed -= int64(moved)
 }
 
 // stop lets go of every picker, for Close.
-func (f *fallbackCounts) stop() {
+func (f *pickerCounts) stop() {
 	clear(f.pickers)
 	f.pickers = nil
 }

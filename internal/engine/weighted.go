@@ -16,25 +16,25 @@ import (
 // at every weight update, so a ramp or a penalty moves in those steps.
 type WeightedRR struct {
 	// Atomic: every pick advances it. Its high half is the position in
-	// the schedule; its low half counts a fallback picker's picks
-	// (fallbackPicks), with the same add. On a line of its own, so that
-	// the immutable fields every pick reads are not invalidated with it.
+	// the schedule; its low half counts the picker's picks (picks), with
+	// the same add. On a line of its own, so that the immutable fields
+	// every pick reads are not invalidated with it.
 	next atomic.Uint64
 	_    [cacheLine - 8]byte
 
 	// Immutable after construction.
 	snap     *Snapshot
 	sched    *Schedule
-	fallback bool   // every pick is for ReasonRoundRobinFallback
-	step     uint64 // what a pick adds to next: a position, and a count if fallback
+	fallback bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
 }
 
-// A step of next: one position. A fallback picker's picks add a count too.
-// A count that wraps carries into the position, which only moves the
-// schedule on by one.
+// What a pick adds to next: one position and one count. A count that wraps
+// carries into the position, which only moves the schedule on by one; a
+// retry's further steps add positions only.
 const (
 	nextPosition = 1 << 32
 	nextCount    = 1
+	nextPick     = nextPosition | nextCount
 )
 
 // NewWeightedRR returns a WeightedRR picker over snap, starting at a random
@@ -77,22 +77,21 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 			}
 		}
 	}
-	p := &WeightedRR{snap: snap, sched: NewSchedule(ws), fallback: snap.WeightsFallback, step: nextPosition}
-	if p.fallback {
-		p.step |= nextCount
-	}
+	p := &WeightedRR{snap: snap, sched: NewSchedule(ws), fallback: snap.WeightsFallback}
 	p.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
 	return p
 }
 
-// fallbackPicks is how many picks a fallback picker has placed, mod 2^32,
-// counting those under way that may yet be taken back (uncount); 0 for a
-// picker that follows weights.
-func (p *WeightedRR) fallbackPicks() uint32 {
-	if !p.fallback {
-		return 0
+// picks is how many picks the picker has placed, mod 2^32, counting those
+// under way that may yet be taken back (uncount).
+func (p *WeightedRR) picks() uint32 { return uint32(p.next.Load()) }
+
+// reason is what the picker's picks are counted for.
+func (p *WeightedRR) reason() PickReason {
+	if p.fallback {
+		return ReasonRoundRobinFallback
 	}
-	return uint32(p.next.Load())
+	return ReasonWeighted
 }
 
 // Schedule is the order the picker follows, for tests and tools.
@@ -101,21 +100,20 @@ func (p *WeightedRR) Schedule() *Schedule { return p.sched }
 // Snapshot is what the picker was built from, for tests and tools.
 func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 
-// Pick implements balancer.Picker. Like every engine picker it counts the
-// call in flight and tracks its outcome, so that per-endpoint state means
-// the same under every policy; with per-call reports, the call's Done also
-// reads its ORCA report.
+// Pick implements balancer.Picker. Like every engine picker it tracks the
+// call's outcome; with per-call reports, the call's Done also reads its
+// ORCA report (Endpoint.weightedDone).
 //
-// Every pick counts on its endpoint as ReasonWeighted, with the one atomic
-// add that counts it in flight; a fallback picker's picks are also counted
-// by the add that advances its position, and the balancer moves them to
-// ReasonRoundRobinFallback when it records the counts (fallbackCounts).
-// Counting the reason on the endpoint instead was a second atomic add on
-// every pick of the fallback, which every channel runs in its first
-// blackout period.
+// It writes nothing on the endpoint: the one atomic add that advances the
+// position also counts the pick, and the balancer records the picker's
+// count for its reason (pickerCounts). A count on the endpoint, and the
+// in-flight count every other engine picker keeps there, which nothing
+// this picker places by reads, were a second atomic add on every pick, on
+// a line the other cores had written last: half of a pick's time.
+// Probes are counted, in flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	pos := uint32(p.next.Add(p.step) >> 32)
+	pos := uint32(p.next.Add(nextPick) >> 32)
 	if len(p.snap.Ejected) > 0 {
 		if res, err, ok := p.snap.Probe(info, a, pos); ok {
 			p.uncount() // counted as a probe instead
@@ -137,13 +135,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			}
 		}
 	}
-	var res balancer.PickResult
-	var err error
-	if done := p.snap.WeightDone(r); done == nil {
-		res, err = PickEndpoint(r, info, ReasonWeighted)
-	} else {
-		res, err = PickEndpointDone(r, info, ReasonWeighted, done)
-	}
+	res, err := pickWeighted(r, info)
 	if err != nil {
 		p.uncount() // nothing placed
 	}
@@ -154,9 +146,5 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 }
 
 // uncount takes back the count of a pick that placed no call of the
-// fallback's: a borrow from the position only moves the schedule back one.
-func (p *WeightedRR) uncount() {
-	if p.fallback {
-		p.next.Add(^uint64(nextCount - 1))
-	}
-}
+// picker's own: a borrow from the position only moves the schedule back one.
+func (p *WeightedRR) uncount() { p.next.Add(^uint64(nextCount - 1)) }

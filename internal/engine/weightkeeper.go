@@ -4,10 +4,8 @@ import (
 	"slices"
 	"time"
 
-	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/internal/median"
 	"github.com/pickwise/pickwise/orcaweight"
-	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	grpcorca "google.golang.org/grpc/orca"
 )
@@ -55,9 +53,6 @@ func (k *weightKeeper) add(e *Endpoint) {
 	t := k.group.NewTracker()
 	w.tracker = t
 	e.reports.Store(0) // a fresh tracker's period records its first reports in full
-	if e.reportDone == nil {
-		e.reportDone = e.newReportDone()
-	}
 	k.routeReports(e)
 	w.weight, w.status = 0, orcaweight.NoReports
 	k.restartOOB(e)
@@ -71,19 +66,6 @@ func (k *weightKeeper) routeReports(e *Endpoint) {
 		return
 	}
 	e.reportTo.Store(e.weights.tracker)
-}
-
-// newReportDone builds e.reportDone: the engine's Done, then the call's
-// report, if it has one, into the tracker reportTo holds at the time.
-func (e *Endpoint) newReportDone() func(balancer.DoneInfo) {
-	return func(info balancer.DoneInfo) {
-		e.finish(info)
-		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
-			if t := e.reportTo.Load(); t != nil {
-				t.RecordN(r, sampleReport(e.reports.Add(1)))
-			}
-		}
-	}
 }
 
 // reconfigure applies a changed config to every endpoint in all. It
@@ -121,45 +103,6 @@ func (k *weightKeeper) restartOOB(e *Endpoint) {
 	e.weights.stopOOB = grpcorca.RegisterOOBListener(e.weights.sc, e.weights.tracker, grpcorca.OOBListenerOptions{
 		ReportInterval: k.cfg.OOBPeriod,
 	})
-}
-
-// Per-call reports are sampled: an endpoint's first reportsInFull of each
-// weight-update period are all recorded, then one in reportStride, as
-// standing for reportStride reports (orcaweight.Tracker.RecordN), so that
-// the period's means are still those of all its reports. Recording writes
-// the tracker's sums, a cache line of their own; when calls to one
-// endpoint finish on several cores at once, that line moving between them
-// was half the cost of a call's pick and Done. The reports of one period
-// describe one backend over a second or so, and 64 of them, plus an
-// eighth of the rest spread over the period, give its means as well as
-// all of them would; an endpoint with few calls has every report
-// recorded, as before.
-//
-// The recorded report is the last of each run of reportStride. Reports
-// whose values follow the order of the calls in a cycle that divides
-// reportStride (a client alternating a cheap and a costly method on one
-// endpoint, in step) would be recorded in one phase only: a known limit.
-// Moving the position from run to run mends that, but at a hundred or so
-// reports a period the three or four samples it takes then move a
-// recovering backend's weight (sim TestSlowBackend), so it waits for a
-// sampling that starts later or weighs the skipped reports exactly.
-const (
-	reportsInFull = 64
-	reportStride  = 8
-)
-
-// sampleReport is how many reports the n-th per-call report of an
-// endpoint's period stands for when recorded (n counts from 1): 1 for the
-// first reportsInFull, then reportStride for every reportStride-th, 0 (not
-// recorded) for the others.
-func sampleReport(n uint32) uint64 {
-	switch {
-	case n <= reportsInFull:
-		return 1
-	case n%reportStride == 0:
-		return reportStride
-	}
-	return 0
 }
 
 // stop stops the update timer and the streams of every endpoint in all,
@@ -216,8 +159,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // median standing in for those without a usable weight and no weight
 // above orcaweight.MaxMedianMultiple times that median (so that one
 // absurd report cannot take nearly every call), and whether fewer than
-// two have one (round-robin fallback), and whether the calls' Dones read
-// per-call reports (Snapshot.WeightDone). kept, when not nil, is the
+// two have one (round-robin fallback). kept, when not nil, is the
 // list's copy of what ready's endpoints hold (readyWeights), read from
 // them first if it is not valid; nil when ready is not the list's.
 //
@@ -237,7 +179,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 // endpoints, a new array for every picker (or a copy of the kept one at
 // its next edit) was a fifth of what a connectivity change allocated, and
 // of the collections that followed.
-func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback, perCall bool) {
+func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float64, fallback bool) {
 	if kept == nil {
 		kept = &k.scratch
 		defer kept.drop()
@@ -246,15 +188,14 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 	if !kept.valid {
 		kept.fill(ready)
 	}
-	perCall = !k.cfg.OutOfBand
 	nUsable, unchanged := median.Scan(kept.ws, kept.usable)
 	switch {
 	case nUsable < 2:
-		return k.onesFor(len(kept.ws)), true, perCall
+		return k.onesFor(len(kept.ws)), true
 	case unchanged:
 		// Clipped, as the ones are: a snapshot has no room past its
 		// weights to write into.
-		return slices.Clip(kept.ws), false, perCall
+		return slices.Clip(kept.ws), false
 	}
 	if !kept.medianHeld(nUsable) {
 		kept.median = median.Of(kept.ws, kept.usable, &k.medianScratch, nUsable)
@@ -262,7 +203,7 @@ func (k *weightKeeper) forPicker(ready []Ready, kept *readyWeights) (ws []float6
 	}
 	k.filled = append(k.filled[:0], kept.ws...)
 	median.With(k.filled, kept.usable, kept.median)
-	return slices.Clip(k.filled), false, perCall
+	return slices.Clip(k.filled), false
 }
 
 // onesFor returns n weights of 1, which no one writes: the weights of

@@ -40,7 +40,7 @@ func TestSampledReportsKeepThePeriodsMeans(t *testing.T) {
 		t.Helper()
 		for i := range calls {
 			r := report(i)
-			e.reportDone(balancer.DoneInfo{ServerLoad: r, BytesSent: true, BytesReceived: true})
+			e.weightedDone(balancer.DoneInfo{ServerLoad: r, BytesSent: true, BytesReceived: true})
 			every.Record(r)
 		}
 		now = now.Add(time.Second)
@@ -62,7 +62,7 @@ func TestSampledReportsKeepThePeriodsMeans(t *testing.T) {
 	// A new connection starts the count over too: its first reports, all
 	// recorded, start its weight.
 	for i := range 1000 {
-		e.reportDone(balancer.DoneInfo{ServerLoad: report(i), BytesSent: true, BytesReceived: true})
+		e.weightedDone(balancer.DoneInfo{ServerLoad: report(i), BytesSent: true, BytesReceived: true})
 	}
 	k.connectionReady(e)
 	every.Reset()
@@ -95,20 +95,18 @@ func TestSampleReport(t *testing.T) {
 
 // TestPerCallReportsFollowTheConfig: an endpoint's per-call reports reach
 // its tracker while the config reads them from calls, not while it reads
-// them out of band, and again once it switches back; a picker's Dones
-// read them only in the first case.
+// them out of band, and again once it switches back.
 func TestPerCallReportsFollowTheConfig(t *testing.T) {
 	cfg := WeightsConfig{ORCA: orcaweight.Config{HalfLife: 0}, UpdatePeriod: time.Second}
 	k := newWeightKeeper(cfg, nil)
 	e := newEndpoint("a", &doneShared{}, false)
 	e.state = connectivity.Ready
 	k.add(e)
-	ready := []Ready{{Stats: e, InvWeight: 1}}
 	now := time.Unix(1000, 0)
 	reportsReach := func() bool {
 		t.Helper()
 		for range 10 {
-			e.reportDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}, BytesSent: true, BytesReceived: true})
+			e.weightedDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}, BytesSent: true, BytesReceived: true})
 		}
 		now = now.Add(time.Second)
 		k.update(now, []*Endpoint{e}, false)
@@ -121,9 +119,6 @@ func TestPerCallReportsFollowTheConfig(t *testing.T) {
 		cfg.OutOfBand = step.oob
 		k.reconfigure(cfg, []*Endpoint{e})
 		k.connectionReady(e) // a fresh period, no reports yet
-		if _, _, perCall := k.forPicker(ready, nil); perCall == step.oob {
-			t.Errorf("%s: forPicker says per-call reports %v", step.name, perCall)
-		}
 		if got := reportsReach(); got == step.oob {
 			t.Errorf("%s: per-call reports reach the tracker: %v", step.name, got)
 		}
@@ -132,7 +127,7 @@ func TestPerCallReportsFollowTheConfig(t *testing.T) {
 	if e.reportTo.Load() != nil {
 		t.Error("weights off: per-call reports still have a tracker to go to")
 	}
-	e.reportDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}})
+	e.weightedDone(balancer.DoneInfo{ServerLoad: &v3orcapb.OrcaLoadReport{RpsFractional: 100, CpuUtilization: 0.5}})
 }
 
 // TestForPickerSharesUnchangedWeights: a picker's weights are the kept
@@ -149,7 +144,7 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 	}
 	var kept readyWeights
 
-	ws, fallback, _ := k.forPicker(ready, &kept)
+	ws, fallback := k.forPicker(ready, &kept)
 	if fallback || &ws[0] != &kept.ws[0] {
 		t.Fatalf("weights within the median's bound: got a copy (fallback %v), want the kept array", fallback)
 	}
@@ -161,7 +156,7 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 	// kept weights are not.
 	ready[1].Stats.weights.weight = 1e6
 	kept.drop()
-	ws, _, _ = k.forPicker(ready, &kept)
+	ws, _ = k.forPicker(ready, &kept)
 	if &ws[0] == &kept.ws[0] || ws[1] >= 1e6 || kept.ws[1] != 1e6 {
 		t.Fatalf("a weight past the bound: picker's %v, kept %v; want a capped copy", ws, kept.ws)
 	}
@@ -177,8 +172,8 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 		r.Stats.weights.status = orcaweight.NoReports
 	}
 	kept.drop()
-	ws, fallback, _ = k.forPicker(ready, &kept)
-	again, _, _ := k.forPicker(ready[:3], nil)
+	ws, fallback = k.forPicker(ready, &kept)
+	again, _ := k.forPicker(ready[:3], nil)
 	if !fallback || len(ws) != len(ready) || len(again) != 3 || &ws[0] != &again[0] {
 		t.Fatalf("fallback: weights %v and %v, want shared ones", ws, again)
 	}
@@ -218,7 +213,7 @@ func TestForPickerHoldsTheMedian(t *testing.T) {
 	var kept readyWeights
 	filled := func(what string, list *readyWeights, wantMedian float64) {
 		t.Helper()
-		ws, fallback, _ := k.forPicker(ready, list)
+		ws, fallback := k.forPicker(ready, list)
 		if fallback || len(ws) != len(ready) {
 			t.Fatalf("%s: %d weights (fallback %v) for %d endpoints", what, len(ws), fallback, len(ready))
 		}
