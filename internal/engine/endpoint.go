@@ -64,8 +64,8 @@ type endpointWarm struct {
 	conn atomic.Pointer[readyConn]
 
 	// weightedDone is the Done of every call a WeightedRR picker places
-	// (pickWeighted): the call's outcome, then its ORCA report into
-	// reportTo, if that is set. Built with the endpoint and never changed.
+	// (pickWeighted): the call's ORCA report into reportTo, if that is
+	// set, then its outcome. Built with the endpoint and never changed.
 	// It lives beside the hot line, not in an array beside the READY list,
 	// which every publish after an edit would copy (80 KB over 10k
 	// endpoints), and which would be one more line a pick reads.
@@ -94,9 +94,9 @@ type endpointHot struct {
 	inflight atomic.Uint32
 	picks    [MaxPickReasons]atomic.Uint32
 	// reports counts the per-call ORCA reports the endpoint's calls
-	// brought since the last weight update, for sampleReport. Here, on
-	// the line every Done writes anyway, so that counting costs no line
-	// of its own.
+	// brought since the last weight update, for sampleReport: a
+	// WeightedRR call's Done's one write to this line (weightedDone),
+	// which then holds it when it reads the outcome counts beside it.
 	reports atomic.Uint32
 
 	outcomeBits atomic.Uint64 // outcomes.pack of the endpoint's decayed failure and outcome counts
@@ -174,6 +174,11 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 // one write to the hot line, which another core has usually written last,
 // and a read of the line before it (the outcome's) would fetch the line
 // twice, once to read and once to own it.
+//
+// Not inlined, for newDone's reason: inlined into newEndpoint, its
+// closure's atomic loads and adds became calls.
+//
+//go:noinline
 func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
 	shared := e.shared
 	return func(info balancer.DoneInfo) {
@@ -232,7 +237,8 @@ func sampleReport(n uint32) uint64 {
 func (e *Endpoint) Addr() string { return e.addr }
 
 // InFlight is the number of RPCs picked for this endpoint that have not
-// finished.
+// finished; under a WeightedRR picker, which does not count its calls in
+// flight (WeightedRR.Pick), only its probes.
 func (e *Endpoint) InFlight() int64 { return e.inFlight() }
 
 // inFlight is InFlight, small enough to inline: pickers call it for every

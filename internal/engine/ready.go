@@ -136,9 +136,10 @@ func (s *Snapshot) fleetRate() float64 {
 }
 
 // PickEndpoint asks r's child for a connection and, if it has one, counts
-// the RPC against r until its Done runs. Every policy's picker ends here, so
-// that in-flight counts and failure tracking are the same for all of them.
-// why is counted for the policy's picks metric.
+// the RPC against r until its Done runs. Every policy's picker ends here
+// but WeightedRR's (pickWeighted), so that in-flight counts and failure
+// tracking are the same for all of them. why is counted for the policy's
+// picks metric.
 func PickEndpoint(r *Ready, info balancer.PickInfo, why PickReason) (balancer.PickResult, error) {
 	res, ok := r.Stats.readyResult()
 	if !ok {

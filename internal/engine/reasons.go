@@ -11,8 +11,8 @@ const MaxPickReasons = 4
 // PickReason says why a picker chose an endpoint. It indexes the reason
 // names of the policy's MetricsSpec; every pick counts one, on the
 // endpoint's own cache line, and the counts reach the picks metric when
-// metrics are collected. (WeightedRR's fallback picks are the exception:
-// see ReasonRoundRobinFallback.) A pick for reason 0 costs one atomic add
+// metrics are collected. (WeightedRR's picks are the exception: see
+// ReasonRoundRobinFallback.) A pick for reason 0 costs one atomic add
 // fewer than the others (it is counted with the endpoint's in-flight
 // calls), so every policy numbers its commonest reason 0.
 type PickReason uint8

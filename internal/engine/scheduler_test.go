@@ -618,7 +618,8 @@ func BenchmarkScheduleNext(b *testing.B) {
 
 // TestWeightedRRLeavesSnapshotWeights checks that a picker whose weights
 // slow start scales scales a copy: the snapshot's weights, which it hands
-// the schedule as they are when nothing scales them, stay as published.
+// the schedule as they are when nothing scales them, and which may be the
+// balancer's own kept array (Snapshot.Weights), are not written.
 func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 	const now = int64(time.Second)
 	var eps []Ready

@@ -97,7 +97,9 @@ func (p *WeightedRR) reason() PickReason {
 // Schedule is the order the picker follows, for tests and tools.
 func (p *WeightedRR) Schedule() *Schedule { return p.sched }
 
-// Snapshot is what the picker was built from, for tests and tools.
+// Snapshot is what the picker was built from, for tests and tools; its
+// Weights are nil once the balancer has built the picker
+// (Snapshot.Weights).
 func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 
 // Pick implements balancer.Picker. Like every engine picker it tracks the

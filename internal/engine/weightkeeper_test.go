@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -253,4 +254,53 @@ func TestForPickerHoldsTheMedian(t *testing.T) {
 	filled("after one more left", &kept, 95)
 	remove(0)
 	filled("after a second left", &kept, 105)
+}
+
+// TestEarlierPickerKeepsItsShares: the weights a picker is built from may
+// be the keeper's buffer, which the next picker's fill overwrites, or the
+// kept array, which the next edit changes; a picker built earlier keeps
+// the shares it was built with (its schedule keeps no weights).
+func TestEarlierPickerKeepsItsShares(t *testing.T) {
+	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
+	var ready []Ready
+	for i := range 6 {
+		e := newEndpoint(fmt.Sprint(i), &doneShared{}, false)
+		e.weights.weight, e.weights.status = float64(10*(i+1)), orcaweight.Usable
+		ready = append(ready, readyFixed(e, 1))
+	}
+	ready[5].Stats.weights.weight = 1e6 // capped: a filled buffer, not the kept array
+	var kept readyWeights
+	build := func() *WeightedRR {
+		ws, _ := k.forPicker(ready, &kept)
+		return NewWeightedRR(&Snapshot{Endpoints: ready, Weights: ws, Rand: NewSeededRand(1)})
+	}
+	shares := func(p *WeightedRR) []float64 {
+		var s []float64
+		for i := range ready {
+			s = append(s, p.Schedule().Share(i))
+		}
+		return s
+	}
+	first := build()
+	was := shares(first)
+	if was[5] >= 0.9 {
+		t.Fatalf("the absurd weight was not capped: shares %v", was)
+	}
+	// New weights, filled into the same buffer for the next picker.
+	for i := range ready {
+		ready[i].Stats.weights.weight = float64(100 - 10*i)
+	}
+	kept.drop()
+	second := build()
+	if got := shares(first); !slices.Equal(got, was) {
+		t.Errorf("the first picker's shares changed to %v after the next fill, were %v", got, was)
+	}
+	// Weights the median leaves as they are: the kept array itself, which
+	// the next edit changes.
+	was = shares(second)
+	kept.remove(0)
+	kept.insert(0, ready[5].Stats)
+	if got := shares(second); !slices.Equal(got, was) {
+		t.Errorf("the second picker's shares changed to %v after an edit, were %v", got, was)
+	}
 }
