@@ -23,6 +23,20 @@ func BenchmarkPick(b *testing.B) {
 	}, []int{10, 100, 1000}, info)
 }
 
+// BenchmarkPickOutOfBand is BenchmarkPick with both policies reading
+// reports out of band (enableOobLoadReport), so that calls carry none:
+// grpc-go's picker then gives a call no Done at all, and ours gives the
+// one that records the call's outcome for the failure penalty and local
+// ejection. The first picker of each, as in BenchmarkPick: round robin
+// until a weight is usable.
+func BenchmarkPickOutOfBand(b *testing.B) {
+	const cfg = `{"enableOobLoadReport": true}`
+	testkit.BenchmarkPickDone(b, [][2]string{
+		{"weighted_round_robin", cfg},
+		{orcawrr.Name, cfg},
+	}, []int{10, 100, 1000}, balancer.DoneInfo{})
+}
+
 // BenchmarkPickWeighted is BenchmarkPick in both policies' steady state:
 // with the blackout off and weights updated every 100 ms (the least
 // grpc-go allows), a few rounds of calls carrying reports let each take
