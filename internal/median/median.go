@@ -58,24 +58,16 @@ func Scan(weights []float64, usable []bool) (nUsable int, unchanged bool) {
 // it allocates for more than 64 usable weights.
 func Fill(weights []float64, usable []bool, scratch *[]float64) (nUsable int) {
 	nUsable, unchanged := Scan(weights, usable)
-	if unchanged {
-		return nUsable
-	}
-	Apply(weights, usable, scratch, nUsable)
-	return nUsable
-}
-
-// Apply is Fill for a caller that has scanned weights and usable with
-// Scan, which found nUsable usable weights and did not find them
-// unchanged: it does not scan them again.
-func Apply(weights []float64, usable []bool, scratch *[]float64, nUsable int) {
-	if nUsable < 2 {
+	switch {
+	case unchanged:
+	case nUsable < 2:
 		for i := range weights {
 			weights[i] = 1
 		}
-		return
+	default:
+		With(weights, usable, Of(weights, usable, scratch, nUsable))
 	}
-	With(weights, usable, Of(weights, usable, scratch, nUsable))
+	return nUsable
 }
 
 // Of returns the median of the usable weights, of which Scan found
