@@ -139,9 +139,7 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
 	var ready []Ready
 	for i := range 5 { // 40 bytes of weights, in a 48-byte allocation
-		e := newEndpoint(string(rune('a'+i)), &doneShared{}, false)
-		e.weights.weight, e.weights.status = float64(10+i), orcaweight.Usable
-		ready = append(ready, Ready{Stats: e, InvWeight: 1})
+		ready = append(ready, readyWeighted(float64(10+i), true))
 	}
 	var kept readyWeights
 
@@ -196,21 +194,13 @@ func TestForPickerSharesUnchangedWeights(t *testing.T) {
 // list that is not the balancer's has it selected every time.
 func TestForPickerHoldsTheMedian(t *testing.T) {
 	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
-	newReady := func(w float64, usable bool) Ready {
-		e := newEndpoint(fmt.Sprint(w), &doneShared{}, false)
-		e.weights.weight, e.weights.status = w, orcaweight.NoReports
-		if usable {
-			e.weights.status = orcaweight.Usable
-		}
-		return Ready{Stats: e, InvWeight: 1}
-	}
 	// Usable 10, 20, ..., 160 and 5000: the median is 90, and 5000 is
 	// capped at 900. The last endpoint has no weight yet.
 	var ready []Ready
 	for w := 10.0; w <= 160; w += 10 {
-		ready = append(ready, newReady(w, true))
+		ready = append(ready, readyWeighted(w, true))
 	}
-	ready = append(ready, newReady(5000, true), newReady(0, false))
+	ready = append(ready, readyWeighted(5000, true), readyWeighted(0, false))
 	var kept readyWeights
 	filled := func(what string, list *readyWeights, wantMedian float64) {
 		t.Helper()
@@ -237,7 +227,7 @@ func TestForPickerHoldsTheMedian(t *testing.T) {
 		kept.remove(i)
 	}
 	remove(0)
-	ready = append(ready, newReady(0, false))
+	ready = append(ready, readyWeighted(0, false))
 	kept.insert(len(ready)-1, ready[len(ready)-1].Stats)
 	filled("after one usable endpoint left", &kept, 90)
 	filled("a list of its own", nil, 95)
@@ -264,9 +254,7 @@ func TestEarlierPickerKeepsItsShares(t *testing.T) {
 	k := newWeightKeeper(WeightsConfig{UpdatePeriod: time.Second}, nil)
 	var ready []Ready
 	for i := range 6 {
-		e := newEndpoint(fmt.Sprint(i), &doneShared{}, false)
-		e.weights.weight, e.weights.status = float64(10*(i+1)), orcaweight.Usable
-		ready = append(ready, readyFixed(e, 1))
+		ready = append(ready, readyWeighted(float64(10*(i+1)), true))
 	}
 	ready[5].Stats.weights.weight = 1e6 // capped: a filled buffer, not the kept array
 	var kept readyWeights
@@ -303,4 +291,15 @@ func TestEarlierPickerKeepsItsShares(t *testing.T) {
 	if got := shares(second); !slices.Equal(got, was) {
 		t.Errorf("the second picker's shares changed to %v after an edit, were %v", got, was)
 	}
+}
+
+// readyWeighted is a READY entry for a new endpoint whose weight as of the
+// last update is w, usable or not yet.
+func readyWeighted(w float64, usable bool) Ready {
+	e := newEndpoint(fmt.Sprint(w), &doneShared{}, false)
+	e.weights.weight, e.weights.status = w, orcaweight.NoReports
+	if usable {
+		e.weights.status = orcaweight.Usable
+	}
+	return Ready{Stats: e, InvWeight: 1}
 }
