@@ -60,3 +60,14 @@ func BenchmarkPickWeighted(b *testing.B) {
 		{orcawrr.Name, cfg},
 	}, []int{10, 100, 1000}, report, 150*time.Millisecond)
 }
+
+// BenchmarkPickSerial is BenchmarkPickOutOfBand from one goroutine: the
+// pick's own instructions and cache misses, with nothing taken from
+// another core.
+func BenchmarkPickSerial(b *testing.B) {
+	const cfg = `{"enableOobLoadReport": true}`
+	testkit.BenchmarkPickSerial(b, [][2]string{
+		{"weighted_round_robin", cfg},
+		{orcawrr.Name, cfg},
+	}, []int{10, 100, 1000, 10000})
+}

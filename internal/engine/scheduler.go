@@ -194,9 +194,9 @@ func NewSchedule(weights []float64) *Schedule {
 }
 
 // Next returns the endpoint index at position seq of the cyclic order. The
-// caller keeps a shared atomic counter (started at a random value per
-// picker) and passes counter.Add(1); Next is O(1), takes no lock, allocates
-// nothing, and is safe for concurrent use.
+// caller keeps an atomic counter (started at a random value; a WeightedRR
+// picker keeps one per P) and passes counter.Add(1); Next is O(1), takes
+// no lock, allocates nothing, and is safe for concurrent use.
 //
 // The position is seq mod Len, computed without a division. Because 2^32 is
 // generally not a multiple of Len, the order jumps back to position 0 when

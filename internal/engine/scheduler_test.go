@@ -597,8 +597,9 @@ func BenchmarkNewSchedule(b *testing.B) {
 
 var schedBenchSink atomic.Int64
 
-// BenchmarkScheduleNext measures a pick the way a picker makes it: all
-// goroutines share one atomic counter.
+// BenchmarkScheduleNext measures the schedule's part of a pick: all
+// goroutines share one atomic counter, as a picker's did before it kept
+// one per P.
 func BenchmarkScheduleNext(b *testing.B) {
 	for _, n := range []int{10, 128, 1000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {

@@ -1,32 +1,50 @@
 package engine
 
 import (
+	"math/bits"
+	"runtime"
 	"slices"
 	"sync/atomic"
 
+	"github.com/pickwise/pickwise/internal/procid"
 	"google.golang.org/grpc/balancer"
 )
 
 // WeightedRR is the engine's smooth weighted round-robin picker: every
 // pick takes the next position of a precomputed Schedule, so shares follow
-// the weights exactly over a cycle and no endpoint gets a burst. The
+// the weights exactly over a cycle and no endpoint gets a burst. (Each P
+// has a position of its own, see cursorsFor.) The
 // weights are the snapshot's backend-reported ones when it has them, the
 // static weights otherwise, times slow start's factor and divided by the
 // failure penalty, both as of the snapshot's time: the engine republishes
 // at every weight update, so a ramp or a penalty moves in those steps.
 type WeightedRR struct {
-	// Atomic: every pick advances it. Its high half is the position in
-	// the schedule; its low half counts the picker's picks (picks), with
-	// the same add. On a line of its own, so that the immutable fields
-	// every pick reads are not invalidated with it.
-	next atomic.Uint64
-	_    [cacheLine - 8]byte
-
 	// Immutable after construction.
 	snap     *Snapshot
 	sched    *Schedule
 	fallback bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
+	// cursors are where the picker is in its schedule: one per P, each
+	// walking the whole schedule from a random position of its own (see
+	// cursorsFor), or one alone. mask is len(cursors)-1, a power of two
+	// less one, so that any P's id selects one.
+	cursors []cursor
+	mask    uint32
 }
+
+// cursor is one position in a WeightedRR picker's schedule. Atomic: every
+// pick advances one. Its high half is the position in the schedule; its
+// low half counts the picks it placed (picks), with the same add. On a
+// line of its own: a P's picks write its cursor's line, which it wrote
+// last itself, while one cursor shared by all would move its line between
+// the cores on nearly every pick.
+type cursor struct {
+	next atomic.Uint64
+	_    [cacheLine - 8]byte
+}
+
+// maxCursors caps a picker's cursors (a cache line each, allocated with
+// every picker): past it, Ps share them.
+const maxCursors = 64
 
 // What a pick adds to next: one position and one count. A count that wraps
 // carries into the position, which only moves the schedule on by one; a
@@ -37,9 +55,7 @@ const (
 	nextPick     = nextPosition | nextCount
 )
 
-// NewWeightedRR returns a WeightedRR picker over snap, starting at a random
-// position so that many clients with the same weights do not move through
-// the backends in step.
+// NewWeightedRR returns a WeightedRR picker over snap.
 func NewWeightedRR(snap *Snapshot) *WeightedRR {
 	// The schedule reads its weights and keeps none, so while neither slow
 	// start nor avoidance changes one, it is given the snapshot's own: over
@@ -77,14 +93,53 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 			}
 		}
 	}
-	p := &WeightedRR{snap: snap, sched: NewSchedule(ws), fallback: snap.WeightsFallback}
-	p.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
+	return newWeightedRR(snap, NewSchedule(ws), cursorsFor(snap))
+}
+
+// newWeightedRR is the picker over snap that follows sched with n cursors,
+// a power of two, each starting at a random position, so that many
+// clients with the same weights do not move through the backends in step.
+func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
+	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, cursors: make([]cursor, n), mask: uint32(n - 1)}
+	for i := range p.cursors {
+		p.cursors[i].next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
+	}
 	return p
+}
+
+// cursorsFor is how many cursors a picker over snap walks its schedule
+// with: one per P (GOMAXPROCS rounded up to a power of two, at most
+// maxCursors), so that picks on different cores advance different lines.
+// Each cursor follows the schedule in order, so the picks a P places keep
+// the schedule's smoothness, and all the picker's picks together give
+// each endpoint its share to within the schedule's gap bound per cursor
+// (fewer than n picks each), whatever the cores' pace. Seeded runs (tests, the simulator) keep one cursor:
+// which P a goroutine runs on is not theirs to fix, and their picks must
+// follow from the seed alone.
+func cursorsFor(snap *Snapshot) int {
+	if _, system := snap.Rand.(SystemRand); !system {
+		return 1
+	}
+	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), maxCursors)
+}
+
+// cursor is the cursor the calling goroutine's picks advance: its P's.
+func (p *WeightedRR) cursor() *cursor {
+	if p.mask == 0 {
+		return &p.cursors[0]
+	}
+	return &p.cursors[uint32(procid.Hint())&p.mask]
 }
 
 // picks is how many picks the picker has placed, mod 2^32, counting those
 // under way that may yet be taken back (uncount).
-func (p *WeightedRR) picks() uint32 { return uint32(p.next.Load()) }
+func (p *WeightedRR) picks() uint32 {
+	var n uint32
+	for i := range p.cursors {
+		n += uint32(p.cursors[i].next.Load())
+	}
+	return n
+}
 
 // reason is what the picker's picks are counted for.
 func (p *WeightedRR) reason() PickReason {
@@ -107,18 +162,19 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // ORCA report (Endpoint.weightedDone).
 //
 // It writes nothing on the endpoint: the one atomic add that advances the
-// position also counts the pick, and the balancer records the picker's
-// count for its reason (pickerCounts). A count on the endpoint, and the
+// position (its P's cursor) also counts the pick, and the balancer records
+// the picker's count for its reason (pickerCounts). A count on the endpoint, and the
 // in-flight count every other engine picker keeps there, which nothing
 // this picker places by reads, were a second atomic add on every pick, on
 // a line the other cores had written last: half of a pick's time.
 // Probes are counted, in flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	pos := uint32(p.next.Add(nextPick) >> 32)
+	c := p.cursor()
+	pos := uint32(c.next.Add(nextPick) >> 32)
 	if len(p.snap.Ejected) > 0 {
 		if res, err, ok := p.snap.Probe(info, a, pos); ok {
-			p.uncount() // counted as a probe instead
+			c.uncount() // counted as a probe instead
 			return res, err
 		}
 	}
@@ -130,7 +186,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// this takes a step or two; it gives up after as many steps as
 		// there are endpoints.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
-			j := p.sched.Next(uint32(p.next.Add(nextPosition) >> 32))
+			j := p.sched.Next(uint32(c.next.Add(nextPosition) >> 32))
 			if c := &p.snap.Endpoints[j]; !a.Used(c.Stats) {
 				i, r = j, c
 				break
@@ -139,7 +195,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	res, err := pickWeighted(r, info)
 	if err != nil {
-		p.uncount() // nothing placed
+		c.uncount() // nothing placed
 	}
 	if a != nil {
 		return a.Record(r.Stats, res, err)
@@ -149,4 +205,4 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 
 // uncount takes back the count of a pick that placed no call of the
 // picker's own: a borrow from the position only moves the schedule back one.
-func (p *WeightedRR) uncount() { p.next.Add(^uint64(nextCount - 1)) }
+func (c *cursor) uncount() { c.next.Add(^uint64(nextCount - 1)) }

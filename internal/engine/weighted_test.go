@@ -3,7 +3,11 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pickwise/pickwise/internal/fakecc"
@@ -113,5 +117,84 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 	}
 	if got := share(); got < 0.24 || got > 0.26 {
 		t.Errorf("share %.3f after the failures decayed, want 0.25 again", got)
+	}
+}
+
+// idSubConn tells the endpoints of a test apart by what their picks return.
+type idSubConn struct {
+	balancer.SubConn
+	id int
+}
+
+// TestWeightedRRCursorsKeepShares: a picker whose picks advance several
+// cursors, one per P, still gives every endpoint its share of all picks,
+// within one cycle's rounding per cursor whatever the cores' pace, and
+// counts every pick once, whichever cursor took it.
+func TestWeightedRRCursorsKeepShares(t *testing.T) {
+	const cursors, goroutines, each = 4, 8, 5000
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cursors)) // a P for every cursor
+	weights := []float64{5, 1, 1, 3}
+	shared := &doneShared{}
+	eps := make([]Ready, len(weights))
+	for i, w := range weights {
+		e := newEndpoint(fmt.Sprint(i), shared, false)
+		e.followChild(connectivity.Ready, fixedPicker{res: balancer.PickResult{SubConn: &idSubConn{id: i}}}, false)
+		eps[i] = Ready{Stats: e, InvWeight: 1 / w}
+	}
+	p := newWeightedRR(&Snapshot{Endpoints: eps, Rand: NewSeededRand(7)}, NewSchedule(weights), cursors)
+	var got [4]atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				res, err := p.Pick(balancer.PickInfo{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[res.SubConn.(*idSubConn).id].Add(1)
+				res.Done(balancer.DoneInfo{})
+			}
+		})
+	}
+	wg.Wait()
+
+	const total = goroutines * each
+	if n := p.picks(); n != total {
+		t.Errorf("picker counted %d picks, want %d", n, total)
+	}
+	used := 0
+	for i := range p.cursors {
+		if uint32(p.cursors[i].next.Load()) != 0 {
+			used++
+		}
+	}
+	// Each cursor walks a contiguous run of the cycle, in which an
+	// endpoint's slots are at most one endpoint's worth of others from
+	// its share (the gap bound): n slots either way per cursor at most.
+	for i, w := range weights {
+		want := total * w / 10
+		if d := math.Abs(float64(got[i].Load()) - want); d > cursors*float64(len(weights)) {
+			t.Errorf("endpoint %d (weight %v): %d picks, want %.0f within %d", i, w, got[i].Load(), want, cursors*len(weights))
+		}
+	}
+	if used < 2 {
+		t.Errorf("picks advanced %d of %d cursors, want more than one (goroutines on %d Ps)", used, cursors, cursors)
+	}
+}
+
+// TestCursorsFor: a picker gets a cursor per P, rounded up to a power of
+// two so that any P's id selects one, up to maxCursors; seeded runs keep
+// one, so that their picks follow from the seed alone.
+func TestCursorsFor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, c := range []struct{ procs, want int }{{1, 1}, {2, 2}, {3, 4}, {8, 8}, {9, 16}, {200, maxCursors}} {
+		runtime.GOMAXPROCS(c.procs)
+		if got := cursorsFor(&Snapshot{Rand: SystemRand{}}); got != c.want {
+			t.Errorf("GOMAXPROCS %d: %d cursors, want %d", c.procs, got, c.want)
+		}
+		if got := cursorsFor(&Snapshot{Rand: NewSeededRand(1)}); got != 1 {
+			t.Errorf("GOMAXPROCS %d, seeded: %d cursors, want 1", c.procs, got)
+		}
 	}
 }
