@@ -40,7 +40,7 @@ import (
 // (TestPicksAfterABurstAreTimed).
 type recentClock struct {
 	at      atomic.Int64  // the latest reading noted (note), Clock.Nanotime
-	drawnAt atomic.Int64  // the reading of the last lottery winner
+	drawnAt atomic.Int64  // the reading of the last lottery winner, to recentResolution
 	dense   atomic.Uint32 // 1 while picks are dense; 0, the start: every pick reads the clock
 }
 
@@ -72,7 +72,14 @@ func (r *recentClock) note(now int64, winner bool) {
 		if now-r.drawnAt.Load() < denseLotteryGap && age < sparseAfter {
 			dense = 1
 		}
-		r.drawnAt.Store(now)
+		if now-r.drawnAt.Load() >= recentResolution {
+			// As at, not every winner's reading: a gap under
+			// recentResolution finds picks dense whichever winner
+			// before it drawnAt holds, and a store on every winner
+			// had the cores take the line from each other on one
+			// pick in 16, and miss it on the next read.
+			r.drawnAt.Store(now)
+		}
 		if r.dense.Load() != dense {
 			r.dense.Store(dense)
 		}
