@@ -36,11 +36,26 @@ type readyList struct {
 	// which must not change: the next edit copies it (insertAt, deleteAt).
 	published bool
 	weights   readyWeights
+	// undo is the array ready was before its last edit, when that edit
+	// took an endpoint out of a published array and nothing has changed
+	// since: the endpoint's return to the same place (a flap, a
+	// connection re-established) then takes the array back, which no
+	// one changes once published, rather than copying it again.
+	undo readyUndo
+}
+
+// readyUndo is the published array a removal copied, the endpoint it
+// removed and where; zero when there is none.
+type readyUndo struct {
+	before []Ready
+	i      int
+	e      *Endpoint
 }
 
 // invalidate drops the list; the next publish rebuilds it.
 func (l *readyList) invalidate() {
 	l.valid, l.ready, l.ejected, l.published = false, nil, nil, false
+	l.undo = readyUndo{}
 	l.weights.drop()
 }
 
@@ -62,12 +77,22 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 		// A new READY picker: the endpoint holds it (conn), the list
 		// nothing to change.
 	case want:
-		l.ready = insertAt(l.ready, l.published, i, Ready{Stats: e, InvWeight: 1 / e.weight})
-		l.published = false
+		r := Ready{Stats: e, InvWeight: 1 / e.weight}
+		if u := l.undo; u.e == e && u.i == i && u.before[i] == r {
+			l.ready, l.published = u.before, true
+		} else {
+			l.ready = insertAt(l.ready, l.published, i, r)
+			l.published = false
+		}
+		l.undo = readyUndo{}
 		if l.weights.valid {
 			l.weights.insert(i, e)
 		}
 	case found:
+		l.undo = readyUndo{}
+		if l.published {
+			l.undo = readyUndo{before: l.ready, i: i, e: e}
+		}
 		l.ready = deleteAt(l.ready, l.published, i)
 		l.published = false
 		if l.weights.valid {

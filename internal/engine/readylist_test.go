@@ -145,6 +145,24 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 				b.childStateLocked(e, balancer.State{ConnectivityState: connectivity.Ready, Picker: &replacedPicker{step: step}})
 			}
 			b.mu.Unlock()
+		case r < 20:
+			// An endpoint's connection drops and comes back READY: a
+			// flap, when it was READY, whose removal from the list is
+			// undone (readyUndo).
+			var live []*fakecc.SubConn
+			for _, sc := range cc.SubConns() {
+				if !sc.IsShutdown() {
+					live = append(live, sc)
+				}
+			}
+			if len(live) > 0 {
+				sc := live[rnd.IntN(len(live))]
+				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+				if rnd.IntN(2) == 0 {
+					timers.fire() // published in between, or not
+				}
+				sc.UpdateState(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+			}
 		case r < 24 && lazy:
 			// A key wakes an endpoint: its child connects, outside the
 			// balancer's lock, as a picker's ExitIdle makes it.
@@ -436,6 +454,55 @@ func TestReadyWeightsGrowth(t *testing.T) {
 
 // readyFixed is a READY entry for e, whose child's READY picker is a
 // fixedPicker, for pickers built directly on a snapshot.
+// TestReadyListUndo: an endpoint that leaves READY and comes back to its
+// place gets the list back as it was published before it left, the same
+// array and no copy; a return after another edit, or to a list edited in
+// place, copies as before.
+func TestReadyListUndo(t *testing.T) {
+	shared := &doneShared{}
+	b := &engineBalancer{}
+	var eps []*Endpoint
+	for i := range 4 {
+		e := newEndpoint(fmt.Sprint(i), shared, false)
+		e.pos, e.weight, e.state = i, 1, connectivity.Ready
+		eps = append(eps, e)
+		b.order = append(b.order, e)
+	}
+	published, _ := b.readyEndpointsLocked()
+	flip := func(e *Endpoint, s connectivity.State) []Ready {
+		e.state = s
+		b.readyChangedLocked(e)
+		return b.readyList.ready
+	}
+	out := flip(eps[2], connectivity.Idle)
+	if len(out) != 3 || &out[0] == &published[0] {
+		t.Fatalf("after a removal from a published list: %d endpoints, same array %v; want 3 in a copy", len(out), &out[0] == &published[0])
+	}
+	b.readyEndpointsLocked()
+	back := flip(eps[2], connectivity.Ready)
+	if &back[0] != &published[0] || len(back) != 4 || !b.readyList.published {
+		t.Fatalf("the endpoint's return: same array %v, %d endpoints, published %v; want the published array back, 4, marked published", &back[0] == &published[0], len(back), b.readyList.published)
+	}
+	// Its next edit copies it, as any published array's.
+	if out := flip(eps[0], connectivity.Idle); &out[0] == &published[1] || published[0].Stats != eps[0] {
+		t.Fatal("an edit of the array taken back changed it in place")
+	}
+	// Another endpoint's change in between: the return copies.
+	flip(eps[0], connectivity.Ready)
+	b.readyEndpointsLocked()
+	before, _ := b.readyEndpointsLocked()
+	flip(eps[1], connectivity.Idle)
+	flip(eps[3], connectivity.Idle)
+	if back := flip(eps[1], connectivity.Ready); &back[0] == &before[0] || len(back) != 3 {
+		t.Fatalf("a return after another edit: same array %v, %d endpoints; want a list of 3 of its own", &back[0] == &before[0], len(back))
+	}
+	want := b.readyList.ready
+	b.readyList.invalidate()
+	if got, _ := b.readyEndpointsLocked(); !sameReady(got, want) {
+		t.Fatal("the list edited differs from a scan of the endpoints")
+	}
+}
+
 func readyFixed(e *Endpoint, inv float64) Ready {
 	e.followChild(connectivity.Ready, fixedPicker{}, false)
 	return Ready{Stats: e, InvWeight: inv}
