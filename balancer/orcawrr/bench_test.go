@@ -63,11 +63,12 @@ func BenchmarkPickWeighted(b *testing.B) {
 
 // BenchmarkPickSerial is BenchmarkPickOutOfBand from one goroutine: the
 // pick's own instructions and cache misses, with nothing taken from
-// another core.
+// another core. Not at 10,000: the peer's out-of-band streams over that
+// many connections take the test binary's memory past what CI has.
 func BenchmarkPickSerial(b *testing.B) {
 	const cfg = `{"enableOobLoadReport": true}`
 	testkit.BenchmarkPickSerial(b, [][2]string{
 		{"weighted_round_robin", cfg},
 		{orcawrr.Name, cfg},
-	}, []int{10, 100, 1000, 10000})
+	}, []int{10, 100, 1000})
 }
