@@ -152,7 +152,11 @@ func TestLabScenarios(t *testing.T) {
 		if m := pct(t, cell(t, rs, 0, p)); m > moveBound {
 			t.Errorf("%s: %.1f%% of %.0f keys moved, want about 9%% (<= %.1f%%)", p, m, nKeys, moveBound)
 		}
-		if m := pct(t, cell(t, rs, 1, p)); m != 100 {
+		// With no key moved (the newcomer's arcs hold none of the -short
+		// run's 50 keys about one run in a hundred, or it was still
+		// connecting when its keys were sent, which then stayed home),
+		// the share that went to it is 0 of 0: nothing moved elsewhere.
+		if m := pct(t, cell(t, rs, 1, p)); m != 100 && pct(t, cell(t, rs, 0, p)) > 0 {
 			t.Errorf("%s: %.1f%% of the moved keys went to the newcomer, want all", p, m)
 		}
 	}
