@@ -143,43 +143,54 @@ func TestWeightedRRCursorsKeepShares(t *testing.T) {
 	}
 	p := newWeightedRR(&Snapshot{Endpoints: eps, Rand: NewSeededRand(7)}, NewSchedule(weights), cursors)
 	var got [4]atomic.Int64
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range each {
-				res, err := p.Pick(balancer.PickInfo{})
-				if err != nil {
-					t.Error(err)
-					return
+	// One round is 8 goroutines of 5000 picks. A busy machine can run
+	// a whole round's goroutines on one P, one after another; rounds
+	// repeat, yielding now and then, until picks have advanced more
+	// than one cursor, so that the shares below are checked over
+	// cursors walking apart.
+	rounds, used := 0, 0
+	for ; rounds < 100 && used < 2; rounds++ {
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for i := range each {
+					res, err := p.Pick(balancer.PickInfo{})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[res.SubConn.(*idSubConn).id].Add(1)
+					res.Done(balancer.DoneInfo{})
+					if i%256 == 255 {
+						runtime.Gosched()
+					}
 				}
-				got[res.SubConn.(*idSubConn).id].Add(1)
-				res.Done(balancer.DoneInfo{})
-			}
-		})
-	}
-	wg.Wait()
-
-	const total = goroutines * each
-	if n := p.picks(); n != total {
-		t.Errorf("picker counted %d picks, want %d", n, total)
-	}
-	used := 0
-	for i := range p.cursors {
-		if uint32(p.cursors[i].next.Load()) != 0 {
-			used++
+			})
 		}
+		wg.Wait()
+		used = 0
+		for i := range p.cursors {
+			if uint32(p.cursors[i].next.Load()) != 0 {
+				used++
+			}
+		}
+	}
+
+	total := rounds * goroutines * each
+	if n := p.picks(); n != uint32(total) {
+		t.Errorf("picker counted %d picks, want %d", n, total)
 	}
 	// Each cursor walks a contiguous run of the cycle, in which an
 	// endpoint's slots are at most one endpoint's worth of others from
 	// its share (the gap bound): n slots either way per cursor at most.
 	for i, w := range weights {
-		want := total * w / 10
+		want := float64(total) * w / 10
 		if d := math.Abs(float64(got[i].Load()) - want); d > cursors*float64(len(weights)) {
 			t.Errorf("endpoint %d (weight %v): %d picks, want %.0f within %d", i, w, got[i].Load(), want, cursors*len(weights))
 		}
 	}
 	if used < 2 {
-		t.Errorf("picks advanced %d of %d cursors, want more than one (goroutines on %d Ps)", used, cursors, cursors)
+		t.Errorf("after %d rounds, picks advanced %d of %d cursors, want more than one (goroutines on %d Ps)", rounds, used, cursors, cursors)
 	}
 }
 
