@@ -15,7 +15,10 @@ import (
 // one sequential move.
 // A publish with no change of the list since the last one (a weight
 // update, a slow-start step) hands the snapshot the same array, and the
-// next edit copies it first: at 50k endpoints the copy is 800 KB.
+// next edit copies it first: at 50k endpoints the copy is 800 KB. An
+// endpoint that leaves and comes back to its place before anything else
+// changes (a flap) takes back the array published before it left (see
+// readyUndo), so a flap copies once, not twice.
 
 // readyList is the balancer's list of READY endpoints that are not
 // ejected, and of those that are, in resolver order, as a publish hands
@@ -32,8 +35,9 @@ type readyList struct {
 	valid   bool
 	ready   []Ready // sorted by Endpoint.pos
 	ejected []Ready // never edited in place: rebuilt on any change
-	// published says that ready is the last snapshot's Endpoints too,
-	// which must not change: the next edit copies it (insertAt, deleteAt).
+	// published says that ready is held by a published snapshot (the
+	// last, or after an undo an earlier one) as its Endpoints, which must
+	// not change: the next edit copies it (insertAt, deleteAt).
 	published bool
 	weights   readyWeights
 	// undo is the array ready was before its last edit, when that edit

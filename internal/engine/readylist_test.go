@@ -452,8 +452,6 @@ func TestReadyWeightsGrowth(t *testing.T) {
 	}
 }
 
-// readyFixed is a READY entry for e, whose child's READY picker is a
-// fixedPicker, for pickers built directly on a snapshot.
 // TestReadyListUndo: an endpoint that leaves READY and comes back to its
 // place gets the list back as it was published before it left, the same
 // array and no copy; a return after another edit, or to a list edited in
@@ -484,12 +482,11 @@ func TestReadyListUndo(t *testing.T) {
 		t.Fatalf("the endpoint's return: same array %v, %d endpoints, published %v; want the published array back, 4, marked published", &back[0] == &published[0], len(back), b.readyList.published)
 	}
 	// Its next edit copies it, as any published array's.
-	if out := flip(eps[0], connectivity.Idle); &out[0] == &published[1] || published[0].Stats != eps[0] {
+	if out := flip(eps[0], connectivity.Idle); &out[0] == &published[0] || published[0].Stats != eps[0] {
 		t.Fatal("an edit of the array taken back changed it in place")
 	}
 	// Another endpoint's change in between: the return copies.
 	flip(eps[0], connectivity.Ready)
-	b.readyEndpointsLocked()
 	before, _ := b.readyEndpointsLocked()
 	flip(eps[1], connectivity.Idle)
 	flip(eps[3], connectivity.Idle)
@@ -503,6 +500,8 @@ func TestReadyListUndo(t *testing.T) {
 	}
 }
 
+// readyFixed is a READY entry for e, whose child's READY picker is a
+// fixedPicker, for pickers built directly on a snapshot.
 func readyFixed(e *Endpoint, inv float64) Ready {
 	e.followChild(connectivity.Ready, fixedPicker{}, false)
 	return Ready{Stats: e, InvWeight: inv}

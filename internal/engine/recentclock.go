@@ -30,7 +30,8 @@ import (
 // more than a gap, and the calls a stale reading skipped would be the
 // samples of a slow channel, which has few; the clock costs it nothing
 // that matters. Picks are dense while the lottery's winners come less
-// than denseLotteryGap apart (more than about 250,000 picks a second).
+// than denseLotteryGap apart (more than about 250,000 picks a second;
+// less some of recentResolution, see note).
 // When a burst ends, picks are found sparse by the first reading that
 // finds the recent one older than sparseAfter: the first lottery winner
 // (16 picks on average, 64 or fewer after 98% of bursts), or sooner, a
@@ -40,7 +41,7 @@ import (
 // (TestPicksAfterABurstAreTimed).
 type recentClock struct {
 	at      atomic.Int64  // the latest reading noted (note), Clock.Nanotime
-	drawnAt atomic.Int64  // the reading of the last lottery winner, to recentResolution
+	drawnAt atomic.Int64  // the reading of a recent lottery winner: the last, to recentResolution
 	dense   atomic.Uint32 // 1 while picks are dense; 0, the start: every pick reads the clock
 }
 
@@ -73,11 +74,13 @@ func (r *recentClock) note(now int64, winner bool) {
 			dense = 1
 		}
 		if now-r.drawnAt.Load() >= recentResolution {
-			// As at, not every winner's reading: a gap under
-			// recentResolution finds picks dense whichever winner
-			// before it drawnAt holds, and a store on every winner
-			// had the cores take the line from each other on one
-			// pick in 16, and miss it on the next read.
+			// As at, not every winner's reading: a store on every
+			// winner had the cores take the line from each other on
+			// one pick in 16, and miss it on the next read. drawnAt
+			// may then be up to recentResolution older than the last
+			// winner, so the gap that finds picks dense is, between
+			// winners, 54-64µs rather than 64µs: the same rate within
+			// a sixth, and picks that dense are dense either way.
 			r.drawnAt.Store(now)
 		}
 		if r.dense.Load() != dense {

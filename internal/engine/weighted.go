@@ -12,9 +12,9 @@ import (
 
 // WeightedRR is the engine's smooth weighted round-robin picker: every
 // pick takes the next position of a precomputed Schedule, so shares follow
-// the weights exactly over a cycle and no endpoint gets a burst. (Each P
-// has a position of its own, see cursorsFor.) The
-// weights are the snapshot's backend-reported ones when it has them, the
+// the weights exactly over a cycle and no endpoint gets a burst. (Picks on
+// different Ps advance different positions, as many as GOMAXPROCS when
+// the picker was built, up to 64; see cursorsFor.) The weights are the snapshot's backend-reported ones when it has them, the
 // static weights otherwise, times slow start's factor and divided by the
 // failure penalty, both as of the snapshot's time: the engine republishes
 // at every weight update, so a ramp or a penalty moves in those steps.
@@ -111,11 +111,15 @@ func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
 // with: one per P (GOMAXPROCS rounded up to a power of two, at most
 // maxCursors), so that picks on different cores advance different lines.
 // Each cursor follows the schedule in order, so the picks a P places keep
-// the schedule's smoothness, and all the picker's picks together give
-// each endpoint its share to within the schedule's gap bound per cursor
-// (fewer than n picks each), whatever the cores' pace. Seeded runs (tests, the simulator) keep one cursor:
-// which P a goroutine runs on is not theirs to fix, and their picks must
-// follow from the seed alone.
+// the schedule's smoothness; all the picker's picks together give each
+// endpoint its share up to what each cursor's walk has not yet evened
+// out, a run shorter than a cycle: within a few times n picks per
+// cursor, whatever the cores' pace (TestWeightedRRCursorsKeepShares).
+// GOMAXPROCS is read when the picker is built: if it grows later, Ps
+// share cursors until the next picker, which costs speed, not shares.
+// Seeded runs (tests, the simulator) keep one cursor: which P a goroutine
+// runs on is not theirs to fix, and their picks must follow from the seed
+// alone.
 func cursorsFor(snap *Snapshot) int {
 	if _, system := snap.Rand.(SystemRand); !system {
 		return 1
@@ -187,8 +191,8 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// there are endpoints.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
 			j := p.sched.Next(uint32(c.next.Add(nextPosition) >> 32))
-			if c := &p.snap.Endpoints[j]; !a.Used(c.Stats) {
-				i, r = j, c
+			if next := &p.snap.Endpoints[j]; !a.Used(next.Stats) {
+				i, r = j, next
 				break
 			}
 		}

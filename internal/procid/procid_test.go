@@ -28,10 +28,10 @@ func TestHintInRange(t *testing.T) {
 	}
 }
 
-// TestHintSeesEveryP: with as many busy goroutines as Ps, the ids they see
+// TestHintTellsPsApart: with as many busy goroutines as Ps, the ids they see
 // cover more than one P, so the ids tell the Ps apart (a constant would
 // make every per-P counter one shared counter again).
-func TestHintSeesEveryP(t *testing.T) {
+func TestHintTellsPsApart(t *testing.T) {
 	procs := max(runtime.GOMAXPROCS(0), 2) // Ps need not be CPUs: two on any machine
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	seen := make([]bool, procs)
