@@ -14,6 +14,9 @@ package lbconfig
 import (
 	"encoding/json"
 	"fmt"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/grpclog"
 )
 
 // ServiceConfig returns the service config that selects policy (a
@@ -21,10 +24,21 @@ import (
 // value that marshals to the policy's JSON config):
 //
 //	{"loadBalancingConfig": [{"<policy>": <cfg as JSON>}]}
+//
+// When the policy is registered in this process (its package imported),
+// its own parser checks the config here, and ServiceConfig returns the
+// error a channel would fail with; otherwise (a control plane writing
+// configs for clients elsewhere) the config is not checked until a
+// channel takes it.
 func ServiceConfig(policy string, cfg any) (string, error) {
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("lbconfig: %s: %w", policy, err)
+	}
+	if parser, ok := balancer.Get(policy).(balancer.ConfigParser); ok {
+		if _, err := parser.ParseConfig(js); err != nil {
+			return "", err
+		}
 	}
 	name, err := json.Marshal(policy)
 	if err != nil {
@@ -32,3 +46,7 @@ func ServiceConfig(policy string, cfg any) (string, error) {
 	}
 	return fmt.Sprintf(`{"loadBalancingConfig":[{%s:%s}]}`, name, js), nil
 }
+
+// logger reports the config values a policy lowers to its bounds rather
+// than rejects.
+var logger = grpclog.Component("pickwise")

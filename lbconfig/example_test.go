@@ -13,7 +13,9 @@ import (
 // grpc.WithDefaultServiceConfig.
 func ExampleServiceConfig() {
 	cfg := p2c.DefaultConfig()
-	cfg.SlowStart = &lbconfig.SlowStartConfig{Window: lbconfig.Duration(20 * time.Second), Aggression: 1, MinWeightPercent: 10}
+	slow := lbconfig.DefaultSlowStart()
+	slow.Window = lbconfig.Duration(20 * time.Second)
+	cfg.SlowStart = &slow
 	cfg.Ejection.MaxEjectionTime = lbconfig.Duration(10 * time.Second)
 	sc, err := lbconfig.ServiceConfig(p2c.Name, cfg)
 	if err != nil {

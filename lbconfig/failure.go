@@ -20,7 +20,8 @@ import (
 // keeps two decayed counts over roughly its last Window outcomes: F, its
 // server-side failures, and T, all its outcomes. Its failure rate is
 // judged with a prior of two outcomes at the fleet's own rate R (the
-// pooled rate of every endpoint, refreshed a few times a second):
+// pooled rate of every READY endpoint not ejected, itself included,
+// refreshed a few times a second):
 //
 //	rate   = (F + 2R) / (T + 2)
 //	z      = (F - T*R) / sqrt(T * R * (1 - R))
@@ -101,7 +102,10 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 	}
 	// Beyond ten thousand outcomes the counts react too slowly to matter;
 	// clamp rather than reject, as gRFC A48 does for choiceCount.
-	c.Window = min(c.Window, maxFailureWindow)
+	if c.Window > maxFailureWindow {
+		logger.Warningf("%s: failurePenalty.window %d: above %d, using %d", policy, c.Window, maxFailureWindow, maxFailureWindow)
+		c.Window = maxFailureWindow
+	}
 	// Below 1 the cap would be a negative avoidance; above 1e6 the probe
 	// share is too small to ever see a recovery.
 	if !(c.MaxMultiplier >= 1) || c.MaxMultiplier > 1e6 {

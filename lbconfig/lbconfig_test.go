@@ -85,3 +85,26 @@ func TestServiceConfigRejectsWhatDoesNotMarshal(t *testing.T) {
 		t.Errorf("ServiceConfig of a func = %v, want an error naming the policy", err)
 	}
 }
+
+// TestServiceConfigChecksRegisteredPolicies: a config built in Go that
+// its policy would reject (a slow start with a zero aggression, as a
+// struct literal leaves it) fails in ServiceConfig with the policy's own
+// message, not only when a channel takes it; DefaultSlowStart is the
+// base that passes; a policy this process has not registered is written
+// out unchecked.
+func TestServiceConfigChecksRegisteredPolicies(t *testing.T) {
+	cfg := p2c.DefaultConfig()
+	cfg.SlowStart = &lbconfig.SlowStartConfig{Window: lbconfig.Duration(20 * time.Second)}
+	if _, err := lbconfig.ServiceConfig(p2c.Name, cfg); err == nil || !strings.Contains(err.Error(), "pickwise_p2c: slowStart.aggression 0") {
+		t.Errorf("zero aggression: error %v, want pickwise_p2c's slowStart.aggression message", err)
+	}
+	slow := lbconfig.DefaultSlowStart()
+	slow.Window = lbconfig.Duration(20 * time.Second)
+	cfg.SlowStart = &slow
+	if _, err := lbconfig.ServiceConfig(p2c.Name, cfg); err != nil {
+		t.Errorf("DefaultSlowStart with a window: %v", err)
+	}
+	if sc, err := lbconfig.ServiceConfig("not_registered_here", map[string]int{"x": 1}); err != nil || sc != `{"loadBalancingConfig":[{"not_registered_here":{"x":1}}]}` {
+		t.Errorf("unregistered policy: %q, %v; want the config written out unchecked", sc, err)
+	}
+}

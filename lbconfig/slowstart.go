@@ -35,15 +35,22 @@ const (
 	DefaultSlowStartMinWeightPercent = 10.0
 )
 
-// UnmarshalJSON fills the defaults before reading the fields a user set, so
-// "slowStart": {} turns slow start on with every default.
-func (c *SlowStartConfig) UnmarshalJSON(b []byte) error {
-	type plain SlowStartConfig
-	v := plain{
+// DefaultSlowStart returns slow start with every default, as "slowStart":
+// {} sets it: the base for a config built in Go, whose zero Aggression and
+// MinWeightPercent the policies reject.
+func DefaultSlowStart() SlowStartConfig {
+	return SlowStartConfig{
 		Window:           Duration(DefaultSlowStartWindow),
 		Aggression:       DefaultSlowStartAggression,
 		MinWeightPercent: DefaultSlowStartMinWeightPercent,
 	}
+}
+
+// UnmarshalJSON fills the defaults before reading the fields a user set, so
+// "slowStart": {} turns slow start on with every default.
+func (c *SlowStartConfig) UnmarshalJSON(b []byte) error {
+	type plain SlowStartConfig
+	v := plain(DefaultSlowStart())
 	if err := strictjson.Decode(b, &v); err != nil {
 		return fmt.Errorf("slowStart: %w", err)
 	}

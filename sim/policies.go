@@ -47,7 +47,7 @@ func hashPolicies() []Policy {
 }
 
 // boundedBalanceFactor is the bounded-load columns' balanceFactor: Envoy's
-// and the seed's usual 125%.
+// usual 125%, and the bounded-load paper's.
 const boundedBalanceFactor = 1.25
 
 // boundedRingHash returns a pickwise_ring_hash column with bounded load

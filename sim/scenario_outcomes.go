@@ -10,7 +10,7 @@ import (
 
 // The failure model's scenarios: how much evidence moves traffic, and
 // what a policy does once the evidence is in. Each one names the
-// behaviour the seeds warn about in both directions: starving a healthy
+// behaviour to avoid in both directions: starving a healthy
 // backend over one blip, and feeding a broken one.
 
 func init() {

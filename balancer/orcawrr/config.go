@@ -9,6 +9,7 @@ import (
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/lbconfig"
 	"github.com/pickwise/pickwise/orcaweight"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -123,7 +124,10 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	// "weight_update_period ... values less than 100ms will be treated as
 	// 100ms" (gRFC A58): raised, not rejected, so configs written for grpc
 	// carry over.
-	cfg.WeightUpdatePeriod = max(cfg.WeightUpdatePeriod, lbconfig.Duration(minWeightUpdatePeriod))
+	if cfg.WeightUpdatePeriod < lbconfig.Duration(minWeightUpdatePeriod) {
+		logger.Warningf("%s: weightUpdatePeriod %q: below %v, using %v", Name, cfg.WeightUpdatePeriod, minWeightUpdatePeriod, minWeightUpdatePeriod)
+		cfg.WeightUpdatePeriod = lbconfig.Duration(minWeightUpdatePeriod)
+	}
 	if p := cfg.ErrorUtilizationPenalty; p < 0 || math.IsInf(p, 0) {
 		return nil, fmt.Errorf("%s: errorUtilizationPenalty %v: must be a finite number >= 0", Name, p)
 	}
@@ -167,3 +171,7 @@ func settings(c *Config) engine.Settings {
 		},
 	}
 }
+
+// logger reports the config values a policy raises or lowers to its
+// bounds rather than rejects.
+var logger = grpclog.Component("pickwise")

@@ -10,8 +10,7 @@
 // among the candidates that pass the failure check (see pickwise_p2c),
 // sampled as pickwise_p2c samples them: at random, with the first taken in
 // round-robin turn while most endpoints are busy with the channel's calls.
-//
-// where rtt is a peak-sensitive moving average of the endpoint's round-trip
+// rtt is a peak-sensitive moving average of the endpoint's round-trip
 // times: a sample above the average replaces it at once, so a backend that
 // turns slow is avoided after one slow answer; a sample below pulls it down
 // with weight 1-exp(-elapsed/decayTime). While an endpoint gets no answers

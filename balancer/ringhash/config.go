@@ -98,15 +98,14 @@ type Config struct {
 	RejoinRamp lbconfig.Duration `json:"rejoinRamp"`
 }
 
-// Defaults and bounds of the fields above.
+// Defaults of the fields above (the tables' own files say why these).
 const (
-	DefaultMinRingSize     = defaultMinRingSize
-	DefaultMaxRingSize     = defaultMaxRingSize
-	DefaultMaglevTableSize = defaultMaglevTableSize
-	DefaultMaxWeightRatio  = defaultMaxWeightRatio
+	DefaultMinRingSize     = 1024
+	DefaultMaxRingSize     = 1 << 17 // 131072 entries, about 0.9 MB
+	DefaultMaglevTableSize = 65537
+	DefaultMaxWeightRatio  = 16
 )
 
-// DefaultConfig returns the config used for an empty JSON object.
 // The rejoin defaults: long enough to outlast the flaps of a node that
 // restarts or loses its network for seconds at a time, short against a
 // deploy's pace.
@@ -119,6 +118,7 @@ const (
 // out for longer would be as good as gone.
 const maxRejoin = time.Hour
 
+// DefaultConfig returns the config used for an empty JSON object.
 func DefaultConfig() *Config {
 	return &Config{
 		RejoinHold:      lbconfig.Duration(DefaultRejoinHold),

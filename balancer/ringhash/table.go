@@ -19,9 +19,9 @@ import (
 // Placement contract. A table is a pure function of the set of (identity,
 // weight) pairs: every balancer that sees the same set, in any order, on any
 // platform, maps every key to the same endpoint and walks the same candidate
-// sequence. That is what keeps affinity across many independent clients (the
-// seeds' "divergent views" failure). So a table never reads the caller's
-// list order: builders sort the endpoints by identity first, and every tie
+// sequence. That is what keeps affinity across many independent clients
+// (clients that built different tables from one fleet would split a key's
+// traffic). So a table never reads the caller's list order: builders sort the endpoints by identity first, and every tie
 // (equal ring positions, Maglev's claiming rotation, equal rendezvous
 // scores, the fallback sweep) is broken by that canonical order. Only the
 // endpoint indices a table hands back refer to the caller's slice.
@@ -302,7 +302,7 @@ func recanonicalize(prevEps []endpoint, prevOrder []int32, eps []endpoint, prevO
 // absurd weight (EDS allows up to 2^32-1) gets at most 16/(16+ceil(n/2)-1)
 // of the total weight, and so, to within each table's own error, of the
 // keys: 3.1% at 1000 endpoints, 24% at 100, 64% at 20.
-const defaultMaxWeightRatio = 16
+const defaultMaxWeightRatio = DefaultMaxWeightRatio
 
 // capWeights lowers every weight above maxRatio times the upper median to
 // that cap, in place. It returns the upper median (the weight of rank len/2

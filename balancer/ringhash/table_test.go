@@ -13,7 +13,7 @@ import (
 )
 
 // The tests here treat the tables as pure functions over deterministic
-// endpoint sets (the seeds' advice): fixed identities, fixed key sets,
+// endpoint sets: fixed identities, fixed key sets,
 // fixed shuffle seeds. Statistical checks use tolerances several standard
 // deviations wide, so they state a property rather than pin one outcome.
 

@@ -97,8 +97,8 @@ type subsetBalancer struct {
 	// balanced keeps, in mode balanced, what the last computation lets
 	// the next one skip: the assignment depends on every row before this
 	// client's, so without it each backend change recomputes every row
-	// up to this client's on the channel's queue (13-16 ms at 10,000 x
-	// 10,000); with it, a few milliseconds. nil in the other modes, so
+	// up to this client's on the channel's queue (10-13 ms at 10,000 x
+	// 10,000); with it, 3-4 ms. nil in the other modes, so
 	// that its memory (a few MB at 10,000 clients) is kept only in use.
 	balanced *subsetting.BalancedCache
 	computed int // computations so far, for tests

@@ -20,7 +20,10 @@ func ClampChoiceCount(policy string, n *uint32) error {
 		return fmt.Errorf("%s: choiceCount %d: must be >= 2", policy, *n)
 	}
 	// "...a choice_count > 10 ... will set choice_count = 10." (gRFC A48)
-	*n = min(*n, MaxChoices)
+	if *n > MaxChoices {
+		logger.Warningf("%s: choiceCount %d: above %d, using %d", policy, *n, MaxChoices, MaxChoices)
+		*n = MaxChoices
+	}
 	return nil
 }
 

@@ -11,7 +11,7 @@ import (
 // This file is the smooth weighted round-robin schedule that weight-following
 // policies (pickwise_orca_wrr, static weights) pick from.
 //
-// The seeds describe two smooth schedulers: NGINX's running-credit loop and
+// Two smooth schedulers are well known: NGINX's running-credit loop and
 // Envoy's earliest-deadline-first queue. Both interleave heavy and light
 // endpoints instead of bursting, but both mutate shared state on every pick,
 // so a concurrent picker would need a lock. Here the whole cycle is

@@ -225,7 +225,7 @@ func schedMaxCyclicRun(order []int, i int) int {
 	return best
 }
 
-// TestSchedule511 is the seeds' example: weights {5, 1, 1} must interleave,
+// TestSchedule511 is the classic smooth-WRR example: weights {5, 1, 1} must interleave,
 // with no cyclic run of the heavy endpoint longer than 3 (the least possible:
 // two light slots split five heavy ones) and the light endpoints apart.
 func TestSchedule511(t *testing.T) {

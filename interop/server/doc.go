@@ -1,6 +1,6 @@
 // Package server is the backend of pickwise's load-balancing lab: a real
 // gRPC server whose latency, capacity, failure mode and ORCA load
-// reporting change at run time, so a scenario from the seed documents (a
+// reporting change at run time, so a failure scenario (a
 // black hole, a slow or overloaded backend, cold-start herding, two
 // hardware generations reporting different utilization) can be staged
 // against the real client stack without restarting anything.
