@@ -176,7 +176,7 @@ func (in *grpcInstance) setBackends(ids []int) error {
 		ResolverState:  resolver.State{Endpoints: eps},
 		BalancerConfig: in.cfg,
 	})
-	in.settle()
+	in.quiesce()
 	if len(ids) == 0 {
 		return nil // the balancer reports TRANSIENT_FAILURE; picks fail
 	}
@@ -245,6 +245,26 @@ func (in *grpcInstance) settle() bool {
 	return connected
 }
 
+// quiesce lets a pickwise balancer's wakes (the goroutines that ask its
+// children to connect) return, and connects what they and the balancer
+// asked for, until neither is left. A wake runs the balancer's code, which
+// reads the virtual clock, so none may be left running while the loop
+// moves the clock on; and its connection comes up at once, as settle's
+// always do, so that the run does not depend on when the goroutine ran. It
+// reports whether it connected any.
+func (in *grpcInstance) quiesce() bool {
+	connected := false
+	for {
+		if w, ok := in.bal.(interface{ WaitWakes() }); ok {
+			w.WaitWakes()
+		}
+		if !in.settle() {
+			return connected
+		}
+		connected = true
+	}
+}
+
 // awaitBalancer waits, in wall time, until the balancer asks for a
 // connection or reports a state newer than the `seen`-th. Some balancers
 // leave idle on a goroutine of their own (ring_hash's lazy children call
@@ -291,7 +311,7 @@ func (in *grpcInstance) pick(req *Request) (int, finishFunc, error) {
 			// grpc would block the RPC until the next picker; here the
 			// balancer's connections come up at once, or, when it has not
 			// asked for one yet, as soon as it does.
-			if !in.settle() {
+			if !in.quiesce() {
 				if err := in.awaitBalancer(seen); err != nil {
 					return -1, nil, err
 				}
@@ -304,8 +324,8 @@ func (in *grpcInstance) pick(req *Request) (int, finishFunc, error) {
 		// A lazy policy (gRFC A61) may wake an IDLE endpoint during a pick
 		// that succeeds elsewhere (pickwise_ring_hash does, for a bounded
 		// key that walks past a full endpoint): a connection it has asked
-		// for by now comes up at once, as settle's always do.
-		in.settle()
+		// for comes up at once, as settle's always do.
+		in.quiesce()
 		id, ok := in.ids[res.SubConn]
 		if !ok {
 			id, err = strconv.Atoi(strings.TrimPrefix(res.SubConn.(*fakecc.SubConn).Addr(), "backend-"))

@@ -362,6 +362,13 @@ func (b *engineBalancer) UpdateSubConnState(sc balancer.SubConn, _ balancer.SubC
 // ExitIdle wakes the children, as the connectMode says.
 func (b *engineBalancer) ExitIdle() { b.mode.exitIdle(b) }
 
+// WaitWakes returns once the goroutines that ask children to connect have
+// returned, for a caller that runs the balancer on one goroutine of its
+// own (the simulator, whose virtual clock only that goroutine may read)
+// and calls it only while no pick or child update is under way elsewhere
+// (see wakes).
+func (b *engineBalancer) WaitWakes() { b.wakes.Wait() }
+
 // exitIdleAll asks every child to connect, and publishes once after.
 func (b *engineBalancer) exitIdleAll() {
 	b.mu.Lock()
