@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -308,4 +309,36 @@ func TestBusyEndpointIsSampledNotTimedOnEveryCall(t *testing.T) {
 	second(failed(codes.Canceled))
 	near(t, "average after an untimed cancellation", avgOf(e), 300*time.Millisecond)
 	first(ok())
+}
+
+// TestPeakPairMatchesLoads: peakPair gives each endpoint exactly its load
+// at the later of the two stamps, as peakState.load computes it, and its
+// busy flag, for endpoints with and without samples, idle or not, stamps
+// in either order, equal or up to past decay's cut-off apart.
+func TestPeakPairMatchesLoads(t *testing.T) {
+	l := testLatency()
+	rnd := rand.New(rand.NewPCG(3, 5))
+	state := func() peakState {
+		st := peakState{inflight: int64(rnd.IntN(4)), stamp: int64(100*time.Second) - rnd.Int64N(int64(time.Hour))}
+		if rnd.IntN(5) != 0 {
+			st.avg = float64(1 + rnd.Int64N(int64(time.Second)))
+		}
+		if rnd.IntN(10) == 0 {
+			st.stamp = 0 // never sampled
+		}
+		return st
+	}
+	for i := range 20000 {
+		a, b := state(), state()
+		if i%7 == 0 {
+			b.stamp = a.stamp
+		}
+		la, lb, busyA, busyB := peakPair(a, b, l)
+		at := max(a.stamp, b.stamp)
+		wantA, wantBusyA := a.load(at, l)
+		wantB, wantBusyB := b.load(at, l)
+		if la != wantA || lb != wantB || busyA != wantBusyA || busyB != wantBusyB {
+			t.Fatalf("peakPair(%+v, %+v) = %v, %v, %v, %v; want %v, %v, %v, %v", a, b, la, lb, busyA, busyB, wantA, wantB, wantBusyA, wantBusyB)
+		}
+	}
 }
