@@ -92,8 +92,9 @@ func Example_goConfig() {
 	go srv.Serve(lis)
 	defer srv.Stop()
 
-	// A config the policy rejects fails grpc.NewClient, so a channel that
-	// was created runs with this one.
+	// A config the policy rejects fails lbconfig.ServiceConfig above (the
+	// policy is imported) and grpc.NewClient, so a channel that was
+	// created runs with this one.
 	conn, err := grpc.NewClient(lis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(sc))

@@ -60,11 +60,11 @@ func TestShadowOpensNoConnection(t *testing.T) {
 	// The candidate reports READY on its own schedule: wait until it has
 	// an answer for every pick before counting.
 	fleet.WaitFor(t, ctx, "the candidate answering", func() bool {
-		before := summaryFor(t, c.Conn.Target()).Compared
+		before := summaryFor(t, c.Conn.CanonicalTarget()).Compared
 		c.Load(ctx, 20, 1, 0)
-		return summaryFor(t, c.Conn.Target()).Compared-before == 20
+		return summaryFor(t, c.Conn.CanonicalTarget()).Compared-before == 20
 	})
-	before := summaryFor(t, c.Conn.Target())
+	before := summaryFor(t, c.Conn.CanonicalTarget())
 	const calls = 4000
 	res := c.Load(ctx, calls, 8, 0)
 	if res.Failed != 0 {
@@ -75,7 +75,7 @@ func TestShadowOpensNoConnection(t *testing.T) {
 			t.Errorf("backend %s accepted %d connections, want 1: the candidate must share live's", b.Name(), got)
 		}
 	}
-	s := summaryFor(t, c.Conn.Target())
+	s := summaryFor(t, c.Conn.CanonicalTarget())
 	if s.Live != "round_robin" || s.Candidate != "pickwise_p2c" {
 		t.Errorf("summary names live %q, candidate %q", s.Live, s.Candidate)
 	}
@@ -108,7 +108,7 @@ func TestCanary(t *testing.T) {
 		res := c.Load(ctx, 30, 1, 0)
 		return res.Failed == 0 && len(res.PerBackend) == 1
 	})
-	s := summaryFor(t, c.Conn.Target())
+	s := summaryFor(t, c.Conn.CanonicalTarget())
 	if s.CanaryArm.Calls == 0 || s.CanaryArm.Failed != 0 {
 		t.Errorf("canary arm %+v, want calls and no failure", s.CanaryArm)
 	}
@@ -122,7 +122,7 @@ func TestCanary(t *testing.T) {
 	if res.Failed != 0 || len(res.PerBackend) != 3 {
 		t.Errorf("after rollback: %d failed, served by %v; want round_robin over all 3", res.Failed, res.PerBackend)
 	}
-	after := summaryFor(t, c.Conn.Target())
+	after := summaryFor(t, c.Conn.CanonicalTarget())
 	if after.CanaryArm.Calls != s.CanaryArm.Calls || after.CanaryPercent != 0 {
 		t.Errorf("after rollback: canary arm %+v at canaryPercent %v, want the %d calls before it kept and 0", after.CanaryArm, after.CanaryPercent, s.CanaryArm.Calls)
 	}
@@ -160,14 +160,14 @@ func TestKeyMovement(t *testing.T) {
 	// Lazy: every backend connects once a key needs it, and the candidate
 	// answers once live has connected what it chose.
 	fleet.WaitFor(t, ctx, "every backend connected and the candidate answering", func() bool {
-		before := summaryFor(t, c.Conn.Target())
+		before := summaryFor(t, c.Conn.CanonicalTarget())
 		serve()
-		after := summaryFor(t, c.Conn.Target())
+		after := summaryFor(t, c.Conn.CanonicalTarget())
 		return after.NoPrediction == before.NoPrediction
 	})
-	before := summaryFor(t, c.Conn.Target())
+	before := summaryFor(t, c.Conn.CanonicalTarget())
 	onRing := serve()
-	after := summaryFor(t, c.Conn.Target())
+	after := summaryFor(t, c.Conn.CanonicalTarget())
 	compared, agreed := after.Compared-before.Compared, after.Agreed-before.Agreed
 	if compared != int64(len(keys)) {
 		t.Fatalf("compared %d of %d keyed calls", compared, len(keys))

@@ -35,7 +35,7 @@ func Example() {
 
 	summary := func() shadow.Summary {
 		for _, s := range shadow.Summaries() {
-			if s.Target == c.Conn.Target() {
+			if s.Target == c.Conn.CanonicalTarget() {
 				return s
 			}
 		}

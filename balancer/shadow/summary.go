@@ -11,7 +11,9 @@ import (
 // sampled picks, where each would have sent them, and the outcomes of
 // each arm's calls.
 type Summary struct {
-	// Target is the channel's target.
+	// Target is the channel's canonical target, as
+	// grpc.ClientConn.CanonicalTarget gives it (dns:///host:port for a
+	// channel created with host:port).
 	Target string
 	// Live and Candidate are the children's policy names.
 	Live, Candidate string

@@ -314,12 +314,17 @@ func TestBusyEndpointIsSampledNotTimedOnEveryCall(t *testing.T) {
 // TestPeakPairMatchesLoads: peakPair gives each endpoint exactly its load
 // at the later of the two stamps, as peakState.load computes it, and its
 // busy flag, for endpoints with and without samples, idle or not, stamps
-// in either order, equal or up to past decay's cut-off apart.
+// in either order, equal or from a nanosecond to past decay's cut-off
+// apart.
 func TestPeakPairMatchesLoads(t *testing.T) {
 	l := testLatency()
 	rnd := rand.New(rand.NewPCG(3, 5))
 	state := func() peakState {
-		st := peakState{inflight: int64(rnd.IntN(4)), stamp: int64(100*time.Second) - rnd.Int64N(int64(time.Hour))}
+		// Log-uniform ages from 1 ns to 3 h: gaps on the short path of
+		// decay, its long one, and past its cut-off (700 decay times of
+		// 10 s) all come up.
+		age := int64(math.Exp(rnd.Float64() * math.Log(float64(3*time.Hour))))
+		st := peakState{inflight: int64(rnd.IntN(4)), stamp: int64(100*time.Second) - age}
 		if rnd.IntN(5) != 0 {
 			st.avg = float64(1 + rnd.Int64N(int64(time.Second)))
 		}

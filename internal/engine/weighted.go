@@ -14,8 +14,9 @@ import (
 // pick takes the next position of a precomputed Schedule, so shares follow
 // the weights exactly over a cycle and no endpoint gets a burst. (Picks on
 // different Ps advance different positions, as many as GOMAXPROCS when
-// the picker was built, up to 64; see cursorsFor.) The weights are the snapshot's backend-reported ones when it has them, the
-// static weights otherwise, times slow start's factor and divided by the
+// the picker was built, up to 64; see cursorsFor.) The weights are the
+// snapshot's backend-reported ones when it has them, the static weights
+// otherwise, times slow start's factor and divided by the
 // failure penalty, both as of the snapshot's time: the engine republishes
 // at every weight update, so a ramp or a penalty moves in those steps.
 type WeightedRR struct {

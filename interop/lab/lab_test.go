@@ -153,9 +153,9 @@ func TestLabScenarios(t *testing.T) {
 			t.Errorf("%s: %.1f%% of %.0f keys moved, want about 9%% (<= %.1f%%)", p, m, nKeys, moveBound)
 		}
 		// With no key moved (the newcomer's arcs hold none of the -short
-		// run's 50 keys about one run in a hundred, or it was still
-		// connecting when its keys were sent, which then stayed home),
-		// the share that went to it is 0 of 0: nothing moved elsewhere.
+		// run's 50 keys about one run in a hundred; a key whose endpoint
+		// is still connecting waits for it rather than staying home), the
+		// share that went to it is 0 of 0: nothing moved elsewhere.
 		// From 125 keys up, none moving is a newcomer left without
 		// traffic (its arcs miss all 125 keys once in 10^5 runs).
 		moved := pct(t, cell(t, rs, 0, p))
