@@ -22,8 +22,9 @@ import (
 // sequence. That is what keeps affinity across many independent clients
 // (clients that built different tables from one fleet would split a key's
 // traffic). So a table never reads the caller's list order: builders
-// sort the endpoints by identity first, and every tie (equal ring positions, Maglev's claiming rotation, equal rendezvous
-// scores, the fallback sweep) is broken by that canonical order. Only the
+// sort the endpoints by identity first, and every tie (equal ring
+// positions, Maglev's claiming rotation, equal rendezvous scores, the
+// fallback sweep) is broken by that canonical order. Only the
 // endpoint indices a table hands back refer to the caller's slice.
 //
 // Duplicates. Two endpoints with the same identity would be one endpoint
