@@ -16,7 +16,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/grpclog"
 )
 
 // ServiceConfig returns the service config that selects policy (a
@@ -46,7 +45,3 @@ func ServiceConfig(policy string, cfg any) (string, error) {
 	}
 	return fmt.Sprintf(`{"loadBalancingConfig":[{%s:%s}]}`, name, js), nil
 }
-
-// logger reports the config values a policy lowers to its bounds rather
-// than rejects.
-var logger = grpclog.Component("pickwise")

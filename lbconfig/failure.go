@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/strictjson"
+	"github.com/pickwise/pickwise/internal/warn"
 )
 
 // FailurePenaltyConfig is the JSON "failurePenalty" object: how a policy
@@ -103,7 +104,7 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 	// Beyond ten thousand outcomes the counts react too slowly to matter;
 	// clamp rather than reject, as gRFC A48 does for choiceCount.
 	if c.Window > maxFailureWindow {
-		logger.Warningf("%s: failurePenalty.window %d: above %d, using %d", policy, c.Window, maxFailureWindow, maxFailureWindow)
+		warn.Clamped(policy, "failurePenalty.window", c.Window, maxFailureWindow)
 		c.Window = maxFailureWindow
 	}
 	// Below 1 the cap would be a negative avoidance; above 1e6 the probe

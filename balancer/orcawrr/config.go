@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/warn"
 	"github.com/pickwise/pickwise/lbconfig"
 	"github.com/pickwise/pickwise/orcaweight"
-	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -125,7 +125,7 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	// 100ms" (gRFC A58): raised, not rejected, so configs written for grpc
 	// carry over.
 	if cfg.WeightUpdatePeriod < lbconfig.Duration(minWeightUpdatePeriod) {
-		logger.Warningf("%s: weightUpdatePeriod %q: below %v, using %v", Name, cfg.WeightUpdatePeriod, minWeightUpdatePeriod, minWeightUpdatePeriod)
+		warn.Clamped(Name, "weightUpdatePeriod", cfg.WeightUpdatePeriod, minWeightUpdatePeriod)
 		cfg.WeightUpdatePeriod = lbconfig.Duration(minWeightUpdatePeriod)
 	}
 	if p := cfg.ErrorUtilizationPenalty; p < 0 || math.IsInf(p, 0) {
@@ -171,7 +171,3 @@ func settings(c *Config) engine.Settings {
 		},
 	}
 }
-
-// logger reports the config values a policy raises or lowers to its
-// bounds rather than rejects.
-var logger = grpclog.Component("pickwise")

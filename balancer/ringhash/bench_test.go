@@ -25,7 +25,7 @@ var benchSink int32
 var benchKinds = append(kinds[:len(kinds):len(kinds)], kind{"rendezvous-weighted", func(eps []endpoint) (table, error) {
 	eps = append([]endpoint(nil), eps...)
 	eps[0].weight = 2
-	return newRendezvous(eps, defaultMaxWeightRatio)
+	return newRendezvous(eps, DefaultMaxWeightRatio)
 }})
 
 // BenchmarkLookup measures a key's first candidate, the whole cost of a
@@ -98,7 +98,7 @@ func BenchmarkBuild(b *testing.B) {
 	builders := []kind{
 		kinds[0], kinds[1],
 		{"maglev-max", func(eps []endpoint) (table, error) {
-			return newMaglev(eps, maxMaglevTableSize, defaultMaxWeightRatio)
+			return newMaglev(eps, maxMaglevTableSize, DefaultMaxWeightRatio)
 		}},
 		kinds[2],
 	}
@@ -309,7 +309,7 @@ func BenchmarkRebuild(b *testing.B) {
 		lists := [2][]endpoint{base, next}
 		for _, mode := range []string{"merge", "fresh"} {
 			b.Run(fmt.Sprintf("n=%d/rebuild=%s", n, mode), func(b *testing.B) {
-				prev, err := newRing(lists[0], defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+				prev, err := newRing(lists[0], DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -320,9 +320,9 @@ func BenchmarkRebuild(b *testing.B) {
 					from, to := lists[(i-1)&1], lists[i&1]
 					var r *ring
 					if mode == "merge" {
-						r, err = updateRing(prev, from, to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+						r, err = updateRing(prev, from, to, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 					} else {
-						r, err = newRing(to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+						r, err = newRing(to, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -49,8 +49,8 @@ func FuzzTables(f *testing.F) {
 		builders := []kind{
 			// A small ring cap keeps heavy fuzzed weights from building
 			// 8M-entry rings; the capped path is the one worth fuzzing.
-			{"ring", func(eps []endpoint) (table, error) { return newRing(eps, 64, 1<<12, defaultMaxWeightRatio) }},
-			{"maglev", func(eps []endpoint) (table, error) { return newMaglev(eps, 257, defaultMaxWeightRatio) }},
+			{"ring", func(eps []endpoint) (table, error) { return newRing(eps, 64, 1<<12, DefaultMaxWeightRatio) }},
+			{"maglev", func(eps []endpoint) (table, error) { return newMaglev(eps, 257, DefaultMaxWeightRatio) }},
 			kinds[2],
 		}
 		for _, k := range builders {

@@ -32,7 +32,7 @@ func TestHashKey(t *testing.T) {
 // TestReduce checks that reduce stays in range at its extremes and splits
 // the 64-bit space evenly.
 func TestReduce(t *testing.T) {
-	for _, n := range []uint64{1, 2, 3, defaultMaglevTableSize, maxMaglevTableSize, math.MaxUint32} {
+	for _, n := range []uint64{1, 2, 3, DefaultMaglevTableSize, maxMaglevTableSize, math.MaxUint32} {
 		if got := reduce(math.MaxUint64, n); got != n-1 {
 			t.Errorf("reduce(max, %d) = %d, want %d", n, got, n-1)
 		}

@@ -59,10 +59,6 @@ import (
 // TestMovement holds Maglev to at most 2/11 when 10 endpoints become 11.
 
 const (
-	// defaultMaglevTableSize is Envoy's default table_size, the smallest
-	// prime above 2^16: M > 100n keeps every share within 1% of 1/n for up
-	// to 655 endpoints, which the paper gives as its sizing rule.
-	defaultMaglevTableSize = DefaultMaglevTableSize
 	// maxMaglevTableSize is ours, a prime: Envoy accepts table_size up to
 	// 5000011, but filling a table costs O(M log M) probes into it
 	// whatever the weights, and at 5000011 slots (10 MB) that is about

@@ -95,17 +95,6 @@ import (
 // (maxMergeShare) is built afresh (BenchmarkRebuild).
 
 const (
-	// defaultMinRingSize is Envoy's default minimum_ring_size, which gRFC
-	// A42 adopts and grpc-go uses both as its ring_hash_experimental JSON
-	// default and for an xDS cluster that sets none.
-	defaultMinRingSize = DefaultMinRingSize
-	// defaultMaxRingSize is ours, a memory budget: 2^17 entries of 6
-	// bytes, about 0.9 MB with the bucket index, so that 10000 endpoints
-	// keep 13 entries each within 1 MB. Envoy's default maximum_ring_size
-	// is 8M entries, as is gRFC A42's and grpc-go's for an xDS cluster;
-	// grpc-go's ring_hash_experimental JSON default is 4096, and it clamps
-	// both sizes to GRPC_RING_HASH_CAP, 4096 unless that is set.
-	defaultMaxRingSize = DefaultMaxRingSize
 	// maxRingSizeLimit is the largest ring either size may ask for:
 	// Envoy's upper bound on both fields, 8M entries, which grpc-go
 	// enforces too; about 50 MB here.

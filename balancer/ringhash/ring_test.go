@@ -81,14 +81,14 @@ func TestRebuildMatchesFresh(t *testing.T) {
 		// ring too small for any step to be small is exempt.
 		merges bool
 	}{
-		{"n=1000/1..100", 1000, 40, defaultMinRingSize, defaultMaxRingSize, 100, defaultMaxWeightRatio, 0.02, true},
-		{"n=1000/equal", 1000, 20, defaultMinRingSize, defaultMaxRingSize, 1, defaultMaxWeightRatio, 0.02, true},
-		{"n=50/small ring", 50, 60, 64, 1 << 12, 10, defaultMaxWeightRatio, 0.04, true},
-		{"n=5000/budget binds", 5000, 20, defaultMinRingSize, defaultMaxRingSize, 100, defaultMaxWeightRatio, 0.01, true},
-		{"n=300/wild weights", 300, 30, defaultMinRingSize, defaultMaxRingSize, math.MaxUint32, 4, 0.03, true},
-		{"n=3/tiny", 3, 40, 1, 64, 3, defaultMaxWeightRatio, 0.5, false},
+		{"n=1000/1..100", 1000, 40, DefaultMinRingSize, DefaultMaxRingSize, 100, DefaultMaxWeightRatio, 0.02, true},
+		{"n=1000/equal", 1000, 20, DefaultMinRingSize, DefaultMaxRingSize, 1, DefaultMaxWeightRatio, 0.02, true},
+		{"n=50/small ring", 50, 60, 64, 1 << 12, 10, DefaultMaxWeightRatio, 0.04, true},
+		{"n=5000/budget binds", 5000, 20, DefaultMinRingSize, DefaultMaxRingSize, 100, DefaultMaxWeightRatio, 0.01, true},
+		{"n=300/wild weights", 300, 30, DefaultMinRingSize, DefaultMaxRingSize, math.MaxUint32, 4, 0.03, true},
+		{"n=3/tiny", 3, 40, 1, 64, 3, DefaultMaxWeightRatio, 0.5, false},
 		// 2^19 entries: about 32 ties a ring, so merges meet them.
-		{"n=2000/ties", 2000, 6, 1 << 19, 1 << 19, 100, defaultMaxWeightRatio, 0.01, true},
+		{"n=2000/ties", 2000, 6, 1 << 19, 1 << 19, 100, DefaultMaxWeightRatio, 0.01, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(tc.n), 0x7e57))
@@ -175,7 +175,7 @@ func TestRebuildWide(t *testing.T) {
 	}
 	const n = 1<<16 + 100
 	eps := fleetOf(n, 0)
-	prev, err := newRing(eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+	prev, err := newRing(eps, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func fleetOf(n, from int) []endpoint {
 // such ties only now and then, so the test searches identities for them.
 func TestRebuildTies(t *testing.T) {
 	base := weighted(1000, func(_ int, rnd *rand.Rand) uint32 { return uint32(1 + rnd.IntN(100)) })
-	r0, err := newRing(base, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+	r0, err := newRing(base, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestRebuildTies(t *testing.T) {
 // or a new one) and no endpoints.
 func TestRebuildErrors(t *testing.T) {
 	base := fleet(100)
-	prev, err := newRing(base, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+	prev, err := newRing(base, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestRebuildErrors(t *testing.T) {
 		{"none", nil, "no endpoints"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := updateRing(prev, base, tc.eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+			_, err := updateRing(prev, base, tc.eps, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("updateRing: %v, want an error containing %q", err, tc.want)
 			}
@@ -333,11 +333,11 @@ func TestRebuildErrors(t *testing.T) {
 // build over to, both at the default sizes.
 func rebuildAndFresh(t *testing.T, prev *ring, from, to []endpoint) (got, want *ring) {
 	t.Helper()
-	got, err := updateRing(prev, from, to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+	got, err := updateRing(prev, from, to, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, err = newRing(to, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio); err != nil {
+	if want, err = newRing(to, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio); err != nil {
 		t.Fatal(err)
 	}
 	return got, want

@@ -103,8 +103,8 @@ func TestWeightCap(t *testing.T) {
 		}
 		heavy := n - 1
 		eps[heavy].weight = math.MaxUint32
-		bound := float64(defaultMaxWeightRatio) / float64(defaultMaxWeightRatio+(n+1)/2-1)
-		p := cappedShares(t, eps, defaultMaxWeightRatio)[heavy]
+		bound := float64(DefaultMaxWeightRatio) / float64(DefaultMaxWeightRatio+(n+1)/2-1)
+		p := cappedShares(t, eps, DefaultMaxWeightRatio)[heavy]
 		if p > bound {
 			t.Fatalf("n=%d: capped weight share %.4f above the bound %.4f", n, p, bound)
 		}
@@ -161,18 +161,18 @@ func TestRingTolerance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(tc.eps)
-			r, err := newRing(tc.eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+			r, err := newRing(tc.eps, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 			if err != nil {
 				t.Fatal(err)
 			}
 			st := r.stats()
-			if st.entries > defaultMaxRingSize {
-				t.Errorf("%d entries, more than maxRingSize %d", st.entries, defaultMaxRingSize)
+			if st.entries > DefaultMaxRingSize {
+				t.Errorf("%d entries, more than maxRingSize %d", st.entries, DefaultMaxRingSize)
 			}
 			if n <= 10000 && st.bytes > 1<<20 {
 				t.Errorf("ring of %d bytes over %d endpoints, want at most 1 MB", st.bytes, n)
 			}
-			p := cappedShares(t, tc.eps, defaultMaxWeightRatio)
+			p := cappedShares(t, tc.eps, DefaultMaxWeightRatio)
 			counts := make([]float64, n)
 			for i := range r.hashes {
 				counts[r.owner(uint32(i))]++
@@ -222,7 +222,7 @@ func TestRingTolerance(t *testing.T) {
 // claiming its next free preferred slot, until the table is full. It
 // returns each slot's rank.
 func classicMaglev(eps []endpoint, m uint64) []int {
-	c, _ := canonicalize(eps, defaultMaxWeightRatio)
+	c, _ := canonicalize(eps, DefaultMaxWeightRatio)
 	owner := make([]int, m)
 	for i := range owner {
 		owner[i] = -1
@@ -252,13 +252,13 @@ func classicMaglev(eps []endpoint, m uint64) []int {
 // of its capped weight share p_i.
 func TestMaglevQuotas(t *testing.T) {
 	for _, n := range []int{1, 7, 100} {
-		for _, m := range []uint64{257, defaultMaglevTableSize} {
+		for _, m := range []uint64{257, DefaultMaglevTableSize} {
 			eps := fleet(n)
-			tb, err := newMaglev(eps, m, defaultMaxWeightRatio)
+			tb, err := newMaglev(eps, m, DefaultMaxWeightRatio)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, _ := canonicalize(eps, defaultMaxWeightRatio)
+			c, _ := canonicalize(eps, DefaultMaxWeightRatio)
 			want := classicMaglev(eps, m)
 			for s := range m {
 				if got := tb.at(s); got != c.order[want[s]] {
@@ -272,18 +272,18 @@ func TestMaglevQuotas(t *testing.T) {
 		eps  []endpoint
 		m    uint64
 	}{
-		{"1..100", weighted(1000, func(_ int, rnd *rand.Rand) uint32 { return uint32(1 + rnd.IntN(100)) }), defaultMaglevTableSize},
-		{"1..2^32-1", weighted(1000, func(_ int, rnd *rand.Rand) uint32 { return 1 + rnd.Uint32N(math.MaxUint32) }), defaultMaglevTableSize},
+		{"1..100", weighted(1000, func(_ int, rnd *rand.Rand) uint32 { return uint32(1 + rnd.IntN(100)) }), DefaultMaglevTableSize},
+		{"1..2^32-1", weighted(1000, func(_ int, rnd *rand.Rand) uint32 { return 1 + rnd.Uint32N(math.MaxUint32) }), DefaultMaglevTableSize},
 		{"one=2^32-1", weighted(20, func(i int, _ *rand.Rand) uint32 { return max(1, uint32(i/19)*math.MaxUint32) }), maxMaglevTableSize},
 		{"powers of two", weighted(30, func(i int, _ *rand.Rand) uint32 { return 1 << (i % 32) }), 257},
 		{"as many slots as endpoints", weighted(31, func(i int, _ *rand.Rand) uint32 { return uint32(i + 1) }), 31},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tb, err := newMaglev(tc.eps, tc.m, defaultMaxWeightRatio)
+			tb, err := newMaglev(tc.eps, tc.m, DefaultMaxWeightRatio)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := cappedShares(t, tc.eps, defaultMaxWeightRatio)
+			p := cappedShares(t, tc.eps, DefaultMaxWeightRatio)
 			slots := make([]float64, len(tc.eps))
 			for s := range tb.m {
 				slots[tb.at(s)]++

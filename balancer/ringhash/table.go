@@ -296,15 +296,6 @@ func recanonicalize(prevEps []endpoint, prevOrder []int32, eps []endpoint, prevO
 	return c, true
 }
 
-// defaultMaxWeightRatio is the default of Config.MaxWeightRatio: no
-// endpoint is placed with more than 16 times the median weight. It is ours
-// (neither Envoy nor grpc-go caps weights): wide enough for the capacity
-// ratios of mixed hardware generations, narrow enough that a single
-// absurd weight (EDS allows up to 2^32-1) gets at most 16/(16+ceil(n/2)-1)
-// of the total weight, and so, to within each table's own error, of the
-// keys: 3.1% at 1000 endpoints, 24% at 100, 64% at 20.
-const defaultMaxWeightRatio = DefaultMaxWeightRatio
-
 // capWeights lowers every weight above maxRatio times the upper median to
 // that cap, in place. It returns the upper median (the weight of rank len/2
 // in ascending order), which the cap leaves unchanged, if it had to find

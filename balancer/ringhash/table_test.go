@@ -26,13 +26,13 @@ type kind struct {
 // kinds lists the three tables at the defaults the balancer will use.
 var kinds = []kind{
 	{"ring", func(eps []endpoint) (table, error) {
-		return newRing(eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+		return newRing(eps, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 	}},
 	{"maglev", func(eps []endpoint) (table, error) {
-		return newMaglev(eps, defaultMaglevTableSize, defaultMaxWeightRatio)
+		return newMaglev(eps, DefaultMaglevTableSize, DefaultMaxWeightRatio)
 	}},
 	{"rendezvous", func(eps []endpoint) (table, error) {
-		return newRendezvous(eps, defaultMaxWeightRatio)
+		return newRendezvous(eps, DefaultMaxWeightRatio)
 	}},
 }
 
@@ -229,7 +229,7 @@ func TestMovement(t *testing.T) {
 		// The ring Envoy and grpc-go build (no per-endpoint floor), for
 		// the record: its per-endpoint count shrinks as the fleet grows.
 		{"envoy-sized ring", func(eps []endpoint) (table, error) {
-			return buildRing(eps, defaultMinRingSize, defaultMaxRingSize, 1, defaultMaxWeightRatio)
+			return buildRing(eps, DefaultMinRingSize, DefaultMaxRingSize, 1, DefaultMaxWeightRatio)
 		}, 1},
 	}
 	for _, v := range variants {
@@ -268,7 +268,7 @@ func TestBalance(t *testing.T) {
 		eps := fleet(n)
 		keys := testKeys(2000 * n)
 		for _, k := range append(slices.Clone(kinds), kind{"envoy-sized ring", func(eps []endpoint) (table, error) {
-			return buildRing(eps, defaultMinRingSize, defaultMaxRingSize, 1, defaultMaxWeightRatio)
+			return buildRing(eps, DefaultMinRingSize, DefaultMaxRingSize, 1, DefaultMaxWeightRatio)
 		}}) {
 			t.Run(fmt.Sprintf("%s/n=%d", k.name, n), func(t *testing.T) {
 				tb := mustBuild(t, k, eps)
@@ -325,7 +325,7 @@ func TestWeights(t *testing.T) {
 	// tolerance is under two deviations there. A ring of 16384 entries
 	// (1490 for the weight-2 endpoint) makes the check a real one.
 	t.Run("ring/minRingSize=16384", func(t *testing.T) {
-		tb, err := newRing(eps, 16384, defaultMaxRingSize, defaultMaxWeightRatio)
+		tb, err := newRing(eps, 16384, DefaultMaxRingSize, DefaultMaxWeightRatio)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +383,7 @@ func TestWalk(t *testing.T) {
 
 	t.Run("ring order", func(t *testing.T) {
 		eps := fleet(10)
-		r, err := newRing(eps, defaultMinRingSize, defaultMaxRingSize, defaultMaxWeightRatio)
+		r, err := newRing(eps, DefaultMinRingSize, DefaultMaxRingSize, DefaultMaxWeightRatio)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +411,7 @@ func TestWalk(t *testing.T) {
 			if weighted {
 				eps[2].weight, eps[9].weight = 7, 2
 			}
-			tb, err := newRendezvous(eps, defaultMaxWeightRatio)
+			tb, err := newRendezvous(eps, DefaultMaxWeightRatio)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -542,8 +542,8 @@ func TestLargeWeights(t *testing.T) {
 		for i, e := range eps {
 			weights[i] = e.weight
 		}
-		for _, maxSize := range []uint64{defaultMaxRingSize, maxRingSizeLimit} {
-			counts, total := ringCounts(weights, 1, defaultMinRingSize, maxSize, ringTargetEntries)
+		for _, maxSize := range []uint64{DefaultMaxRingSize, maxRingSizeLimit} {
+			counts, total := ringCounts(weights, 1, DefaultMinRingSize, maxSize, ringTargetEntries)
 			var sum uint64
 			for i, c := range counts {
 				if c == 0 {
@@ -560,7 +560,7 @@ func TestLargeWeights(t *testing.T) {
 
 	t.Run("ring", func(t *testing.T) {
 		const maxSize = 1 << 16
-		r, err := newRing(eps, defaultMinRingSize, maxSize, noCap)
+		r, err := newRing(eps, DefaultMinRingSize, maxSize, noCap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +580,7 @@ func TestLargeWeights(t *testing.T) {
 	})
 
 	t.Run("maglev", func(t *testing.T) {
-		tb, err := newMaglev(eps, defaultMaglevTableSize, noCap)
+		tb, err := newMaglev(eps, DefaultMaglevTableSize, noCap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,13 +614,13 @@ func TestBuildErrors(t *testing.T) {
 		build func() error
 		want  string
 	}{
-		{"ring min 0", func() error { _, err := newRing(eps, 0, 10, defaultMaxWeightRatio); return err }, "minRingSize 0"},
-		{"ring min > max", func() error { _, err := newRing(eps, 100, 10, defaultMaxWeightRatio); return err }, "minRingSize 100"},
-		{"ring max over limit", func() error { _, err := newRing(eps, 1, maxRingSizeLimit+1, defaultMaxWeightRatio); return err }, "maxRingSize 8388609"},
-		{"ring more endpoints than max", func() error { _, err := newRing(eps, 1, 2, defaultMaxWeightRatio); return err }, "3 endpoints"},
-		{"maglev not prime", func() error { _, err := newMaglev(eps, 65536, defaultMaxWeightRatio); return err }, "must be prime"},
-		{"maglev too small", func() error { _, err := newMaglev(eps, 2, defaultMaxWeightRatio); return err }, "3 endpoints"},
-		{"maglev too large", func() error { _, err := newMaglev(eps, maxMaglevTableSize+2, defaultMaxWeightRatio); return err }, fmt.Sprintf("tableSize %d", maxMaglevTableSize+2)},
+		{"ring min 0", func() error { _, err := newRing(eps, 0, 10, DefaultMaxWeightRatio); return err }, "minRingSize 0"},
+		{"ring min > max", func() error { _, err := newRing(eps, 100, 10, DefaultMaxWeightRatio); return err }, "minRingSize 100"},
+		{"ring max over limit", func() error { _, err := newRing(eps, 1, maxRingSizeLimit+1, DefaultMaxWeightRatio); return err }, "maxRingSize 8388609"},
+		{"ring more endpoints than max", func() error { _, err := newRing(eps, 1, 2, DefaultMaxWeightRatio); return err }, "3 endpoints"},
+		{"maglev not prime", func() error { _, err := newMaglev(eps, 65536, DefaultMaxWeightRatio); return err }, "must be prime"},
+		{"maglev too small", func() error { _, err := newMaglev(eps, 2, DefaultMaxWeightRatio); return err }, "3 endpoints"},
+		{"maglev too large", func() error { _, err := newMaglev(eps, maxMaglevTableSize+2, DefaultMaxWeightRatio); return err }, fmt.Sprintf("tableSize %d", maxMaglevTableSize+2)},
 		{"ring ratio 0", func() error { _, err := newRing(eps, 1, 10, 0); return err }, "maxWeightRatio 0"},
 		{"maglev ratio 0", func() error { _, err := newMaglev(eps, 3, 0); return err }, "maxWeightRatio 0"},
 		{"rendezvous ratio 0", func() error { _, err := newRendezvous(eps, 0); return err }, "maxWeightRatio 0"},
@@ -633,10 +633,10 @@ func TestBuildErrors(t *testing.T) {
 		})
 	}
 	// Small tables still work at their exact limits.
-	if _, err := newRing(eps, 1, 3, defaultMaxWeightRatio); err != nil {
+	if _, err := newRing(eps, 1, 3, DefaultMaxWeightRatio); err != nil {
 		t.Errorf("ring with maxRingSize = endpoints: %v", err)
 	}
-	if _, err := newMaglev(eps, 3, defaultMaxWeightRatio); err != nil {
+	if _, err := newMaglev(eps, 3, DefaultMaxWeightRatio); err != nil {
 		t.Errorf("maglev with tableSize = endpoints: %v", err)
 	}
 }

@@ -15,8 +15,11 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	estats "google.golang.org/grpc/experimental/stats"
+	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/resolver"
 )
+
+var logger = grpclog.Component("pickwise")
 
 // engineBalancer is the balancer.Balancer behind every policy. It owns one
 // child balancer per endpoint (children.go), keeps the per-endpoint state

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pickwise/pickwise/internal/strictjson"
+	"github.com/pickwise/pickwise/internal/warn"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -21,7 +22,7 @@ func ClampChoiceCount(policy string, n *uint32) error {
 	}
 	// "...a choice_count > 10 ... will set choice_count = 10." (gRFC A48)
 	if *n > MaxChoices {
-		logger.Warningf("%s: choiceCount %d: above %d, using %d", policy, *n, MaxChoices, MaxChoices)
+		warn.Clamped(policy, "choiceCount", *n, MaxChoices)
 		*n = MaxChoices
 	}
 	return nil

@@ -59,9 +59,3 @@
 // calls its own methods in the files after it, and doneWork's owner
 // interface names the Endpoint a probe readmits.
 package engine
-
-import "google.golang.org/grpc/grpclog"
-
-// logger is the engine's log, grpc's under the component name "pickwise":
-// ejections, a config value lowered to its bound, unexpected calls.
-var logger = grpclog.Component("pickwise")

@@ -99,14 +99,13 @@ func (st peakState) load(now int64, l *latency) (load float64, busy bool) {
 // one's by none (decay(0) is exactly 1): which of the two is the older is
 // as random as the draw, and a branch on it missed half the time.
 func peakPair(a, b peakState, l *latency) (la, lb float64, busyA, busyB bool) {
+	at := max(a.stamp, b.stamp)
 	if a.avg == 0 || b.avg == 0 {
 		// An endpoint with no sample yet (a newcomer): load's rules.
-		at := max(a.stamp, b.stamp)
 		la, busyA = a.load(at, l)
 		lb, busyB = b.load(at, l)
 		return la, lb, busyA, busyB
 	}
-	at := max(a.stamp, b.stamp)
 	la = a.avg * decay(float64(at-a.stamp)*l.perNano) * float64(a.inflight+1)
 	lb = b.avg * decay(float64(at-b.stamp)*l.perNano) * float64(b.inflight+1)
 	return la, lb, a.inflight > 0, b.inflight > 0
