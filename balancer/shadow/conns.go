@@ -64,6 +64,17 @@ type realConn struct {
 	health  *balancer.SubConnState // the latest health report since, if any
 	gone    bool                   // shut down
 
+	// labels are its metric labels (recorder.endpointLabelsFor).
+	labels atomic.Pointer[endpointLabels]
+	// candidateOutcomes feeds the candidate's evidence about this address
+	// with live's calls on it (engine.OutcomeObserver); nil when the
+	// candidate is not a pickwise policy or holds no view here.
+	candidateOutcomes atomic.Pointer[outcomeFunc]
+
+	// What the picker and calls' ends write, on a line of its own, apart
+	// from what every sampled call's end reads above: sharing one, two
+	// cores took it from each other on every sampled call.
+	_ [cacheLine]byte
 	// Counted by the picker, read by Summary: compared picks on which
 	// both children chose it, on which only live did, and on which only
 	// the candidate would have. An agreement is one count on one
@@ -72,14 +83,11 @@ type realConn struct {
 	agreed, liveOnly, candidateOnly atomic.Int64
 	// latency is the recent duration of recorded calls on the address.
 	latency latencyEstimate
-	// labels are its metric labels (recorder.endpointLabelsFor).
-	labels atomic.Pointer[endpointLabels]
-
-	// candidateOutcomes feeds the candidate's evidence about this address
-	// with live's calls on it (engine.OutcomeObserver); nil when the
-	// candidate is not a pickwise policy or holds no view here.
-	candidateOutcomes atomic.Pointer[outcomeFunc]
+	_       [cacheLine - 32]byte
 }
+
+// cacheLine is the size of the lines realConn keeps its counts apart on.
+const cacheLine = 64
 
 // outcomeFunc takes one call's outcome and duration in nanoseconds.
 type outcomeFunc = func(balancer.DoneInfo, int64)

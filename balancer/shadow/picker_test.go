@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	"github.com/pickwise/pickwise/internal/engine"
@@ -119,6 +123,53 @@ func TestSampledPicks(t *testing.T) {
 	}
 }
 
+// TestSampledPicksFromManyGoroutines: picks and Dones from several
+// goroutines at once, with the production draw, are each counted once,
+// and every prediction held goes back to the candidate by a flush.
+func TestSampledPicksFromManyGoroutines(t *testing.T) {
+	b, cc := readyShadowWith(t, testkit.NewClientConn(), engine.SystemRand{}, 4, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker.(*picker)
+	const goroutines, picks = 4, 2000
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for i := range picks {
+				res, err := p.Pick(balancer.PickInfo{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%100 == 0 {
+					runtime.Gosched()
+				}
+				res.Done(balancer.DoneInfo{})
+			}
+		})
+	}
+	wg.Wait()
+	s := b.rec.summary()
+	if s.Compared != goroutines*picks || s.LiveArm.Calls != goroutines*picks {
+		t.Errorf("compared %d, live arm %d calls; want %d each", s.Compared, s.LiveArm.Calls, goroutines*picks)
+	}
+	b.rec.held.flush()
+	if b.rec.held.pending.Load() != nil || b.rec.held.next.Load() != math.MaxInt64 {
+		t.Error("predictions held after a flush")
+	}
+}
+
+// TestRealConnCountsApart: what sampled calls write on an endpoint is on
+// a line apart from what every sampled call's end reads.
+func TestRealConnCountsApart(t *testing.T) {
+	var rc realConn
+	read := unsafe.Offsetof(rc.candidateOutcomes) + unsafe.Sizeof(rc.candidateOutcomes)
+	if gap := unsafe.Offsetof(rc.agreed) - read; gap < cacheLine {
+		t.Errorf("the counts start %d bytes after the fields read, want a line (%d) or more", gap, cacheLine)
+	}
+	if tail := unsafe.Sizeof(rc) - (unsafe.Offsetof(rc.latency) + unsafe.Sizeof(rc.latency)); tail < cacheLine-32 {
+		t.Errorf("%d bytes after the counts, want them to fill their line", tail)
+	}
+}
+
 // TestCandidateDoneHearsOutcome checks the Done a sampled prediction gets,
 // with a recording candidate: the call's own outcome on agreement, "not
 // sent" otherwise.
@@ -214,7 +265,27 @@ func TestUnsampledPickAllocatesNothing(t *testing.T) {
 // at most live + candidate + 20 ns). Metrics are off, as the runtime's
 // recorder costs what it costs whoever records; the draw is the
 // production one.
-func BenchmarkPick(b *testing.B) {
+func BenchmarkPick(b *testing.B) { benchmarkPick(b, false) }
+
+// BenchmarkPickParallel is BenchmarkPick from GOMAXPROCS goroutines at
+// once, as a channel's picks come: what the counts and held predictions
+// every sampled pick shares cost when cores take their lines from each
+// other.
+func BenchmarkPickParallel(b *testing.B) { benchmarkPick(b, true) }
+
+// pickAndFinish is one pick through pk and its Done, at once.
+func pickAndFinish(pk balancer.Picker) error {
+	res, err := pk.Pick(balancer.PickInfo{})
+	if err != nil {
+		return err
+	}
+	if res.Done != nil {
+		res.Done(balancer.DoneInfo{})
+	}
+	return nil
+}
+
+func benchmarkPick(b *testing.B, parallel bool) {
 	const js = `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": %v}`
 	for _, rate := range []float64{0, 0.1, 1} {
 		cc := testkit.NewClientConn()
@@ -224,15 +295,22 @@ func BenchmarkPick(b *testing.B) {
 		run := func(name string, pk balancer.Picker) {
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
-				for b.Loop() {
-					res, err := pk.Pick(balancer.PickInfo{})
-					if err != nil {
-						b.Fatal(err)
+				if !parallel {
+					for b.Loop() {
+						if err := pickAndFinish(pk); err != nil {
+							b.Fatal(err)
+						}
 					}
-					if res.Done != nil {
-						res.Done(balancer.DoneInfo{})
-					}
+					return
 				}
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := pickAndFinish(pk); err != nil {
+							b.Error(err) // not Fatal: this is not the benchmark's goroutine
+							return
+						}
+					}
+				})
 			})
 		}
 		if rate == 0 {

@@ -189,10 +189,11 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *r
 	if r.timing.timed(bits) {
 		t.start, t.timed = r.timing.pickReading(), true
 		// A new reading may have made the pending predictions due.
+		// Untimed picks leave the queue to calls' ends, which drain it
+		// as often as picks come.
 		r.held.collect(t.start)
 	} else {
 		t.start = r.timing.latest.Load()
-		r.held.drain(t.start)
 	}
 	t.rec, t.arm, t.real = r, arm, rc
 	t.own, t.candReal, t.cand = res.Done, cand, candDone

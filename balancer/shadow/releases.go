@@ -15,7 +15,8 @@ import (
 // live's endpoint did: a load-aware candidate then sees the load its own
 // choices would have put on each endpoint, as it would if it were live.
 // A Done due later than the live call's end waits here until a later
-// recorded pick or finish finds it due; nothing runs on a timer.
+// timed pick or a recorded call's end finds it due; nothing runs on a
+// timer.
 //
 // A call's end holds its Done with one compare-and-swap onto a pending
 // list, without the lock: most sampled calls end with one held. The list
