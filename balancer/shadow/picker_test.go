@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -152,9 +151,10 @@ func TestSampledPicksFromManyGoroutines(t *testing.T) {
 		t.Errorf("compared %d, live arm %d calls; want %d each", s.Compared, s.LiveArm.Calls, goroutines*picks)
 	}
 	b.rec.held.flush()
-	if b.rec.held.pending.Load() != nil || b.rec.held.next.Load() != math.MaxInt64 {
-		t.Error("predictions held after a flush")
+	if n := len(b.rec.held.shards); n < runtime.GOMAXPROCS(0) || n&(n-1) != 0 {
+		t.Errorf("%d shards for %d Ps, want a power of two, at least as many", n, runtime.GOMAXPROCS(0))
 	}
+	checkEmpty(t, b.rec.held)
 }
 
 // TestRealConnCountsApart: what sampled calls write on an endpoint is on

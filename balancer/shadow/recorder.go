@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/procid"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	estats "google.golang.org/grpc/experimental/stats"
@@ -65,7 +66,7 @@ type armCounts struct {
 }
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
-	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases()}
+	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases(shardsFor(rnd))}
 	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
 		r.metrics = m
@@ -188,34 +189,30 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *r
 	t := trackPool.Get().(*tracked)
 	if r.timing.timed(bits) {
 		t.start, t.timed = r.timing.pickReading(), true
-		// A new reading may have made the pending predictions due.
-		// Untimed picks leave the queue to calls' ends, which drain it
-		// as often as picks come.
-		r.held.collect(t.start)
+		// A new reading may have made the pending predictions due, in
+		// other Ps' shards too. Untimed picks leave the queue to calls'
+		// ends, which drain it as often as picks come.
+		r.held.collect(procid.Hint(), t.start, bits>>8)
 	} else {
 		t.start = r.timing.latest.Load()
 	}
-	t.rec, t.arm, t.real = r, arm, rc
+	t.rec, t.arm, t.real, t.spare = r, arm, rc, bits>>8
 	t.own, t.candReal, t.cand = res.Done, cand, candDone
 	res.Done = t.done
 	return res
 }
 
 // tracked is one recorded call, pooled so that a sampled pick allocates
-// nothing once the pool is warm. After the call, it carries the
-// candidate's Done while the prediction is held (releases.hold).
+// nothing once the pool is warm.
 type tracked struct {
 	rec            *recorder
 	arm            int
 	real, candReal *realConn
 	start          int64 // the pick's reading; the latest one if not timed
 	timed          bool
+	spare          uint32 // random bits of the pick's draw, for releases.collect
 	own, cand      func(balancer.DoneInfo)
 	done           func(balancer.DoneInfo) // t.finish, bound once
-
-	// Set while held: when cand is due, and the next pending one.
-	due  int64
-	next *tracked
 }
 
 var trackPool sync.Pool
@@ -235,7 +232,9 @@ func (t *tracked) recycle() {
 }
 
 func (t *tracked) finish(info balancer.DoneInfo) {
-	r, arm, rc, candReal, start, timed, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.own, t.cand
+	r, arm, rc, candReal, start, timed, spare, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.spare, t.own, t.cand
+	t.recycle() // read out: back to the pool for the next sampled pick on this core
+	proc := procid.Hint()
 	var now, took int64 // took stays 0 for an untimed call: no latency
 	if timed {
 		now = r.timing.endReading()
@@ -278,7 +277,6 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 		// as an outcome without a latency sample.
 		(*observe)(info, took)
 	}
-	held, due := false, int64(0)
 	if cand != nil {
 		switch {
 		case candReal == rc && observe == nil:
@@ -290,27 +288,17 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 		default:
 			// Untimed, start and now are both the latest reading at the
 			// time, as late as each other on average (see timing).
-			due = now
-			if est := candReal.latency.get(); est != 0 {
-				due = start + est
-			}
-			if due <= now {
-				cand(balancer.DoneInfo{Err: errNotSent})
+			if est := candReal.latency.get(); est != 0 && start+est > now {
+				r.held.hold(proc, start+est, cand)
 			} else {
-				held = true
+				cand(balancer.DoneInfo{Err: errNotSent})
 			}
 		}
 	}
-	if held {
-		*t = tracked{done: t.done, due: due, cand: cand}
-		r.held.hold(t)
-	} else {
-		t.recycle()
-	}
 	if timed {
-		r.held.collect(now)
+		r.held.collect(proc, now, spare)
 	} else {
-		r.held.drain(now)
+		r.held.drain(proc, now)
 	}
 }
 

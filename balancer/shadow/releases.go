@@ -2,9 +2,13 @@ package shadow
 
 import (
 	"math"
+	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 )
 
@@ -18,21 +22,63 @@ import (
 // timed pick or a recorded call's end finds it due; nothing runs on a
 // timer.
 //
-// A call's end holds its Done with one compare-and-swap onto a pending
-// list, without the lock: most sampled calls end with one held. The list
-// joins the queue at the next clock reading (collect), which is the only
-// time a pending Done can fall due: its due time is past the latest
-// reading when it is held, and untimed calls go by that reading.
+// A call's end holds its Done by appending it to its shard's pending
+// list: most sampled calls end with one held. The list joins a queue
+// ordered by due time at the next collect that finds something due, and
+// Dones due by then run without entering it: when only some calls are
+// timed, that is most Dones of short calls. The call's record goes back
+// to its pool as the call ends: when the list was made of the records
+// themselves, they left the pool's per-core slot, and each sampled pick
+// paid the pool's shared path twice.
+//
+// There is a list and a queue per P (shards), each under its own lock: a
+// call's end holds its Done in its P's, and calls' ends collect their P's.
+// Each shard keeps the earliest due time it holds where callers read it
+// without the lock, so that a collect with nothing due costs one load. A P
+// that stops recording calls leaves Dones in its shard: every timed
+// reading also collects two shards chosen at random, so that a Done held
+// there waits past its due time for about GOMAXPROCS/2 timed readings,
+// each at most 16 recorded calls apart (timing).
 type releases struct {
-	// next is the earliest due time in the queue, math.MaxInt64 when
-	// none, so that callers with nothing due skip the lock.
-	next atomic.Int64
-	// pending are the calls held since the last collect, linked by
-	// tracked.next.
-	pending atomic.Pointer[tracked]
+	shards []releaseShard
+	mask   uint32 // len(shards)-1: a power of two
+}
 
-	mu    sync.Mutex
-	queue releaseHeap
+// releaseShard is one P's pending list and queue of held Dones, on lines
+// of their own.
+type releaseShard struct {
+	// next is at most the earliest due time of the Dones held, pending or
+	// queued, math.MaxInt64 when none: a collect at an earlier time has
+	// nothing to do, and skips the lock.
+	next atomic.Int64
+
+	mu sync.Mutex
+	// pending are the Dones held since the last collect, in the order
+	// held, and pendingMin the earliest of their due times. spare is the
+	// other array of two that take turns as pending, so that holding
+	// allocates nothing once both have grown to the most held between
+	// collects; nil while a collect runs the Dones of the other.
+	pending, spare []release
+	pendingMin     int64
+	queue          releaseHeap
+	_              [2*cacheLine - 24 - 3*unsafe.Sizeof([]release{})]byte
+}
+
+// maxShards caps the shards of a recorder's releases.
+const maxShards = 256
+
+// shardsFor is how many shards a recorder drawing from rnd spreads its
+// held Dones over: one per P (GOMAXPROCS rounded up to a power of two, at
+// most maxShards), read when the shadow is built; if GOMAXPROCS grows
+// later, Ps share them, which costs speed, not predictions. Seeded runs
+// (tests, the simulator) keep one: which P a goroutine runs on is not
+// theirs to fix, and when a held Done runs must follow from the seed
+// alone.
+func shardsFor(rnd engine.Rand) int {
+	if _, system := rnd.(engine.SystemRand); !system {
+		return 1
+	}
+	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), maxShards)
 }
 
 type release struct {
@@ -82,76 +128,127 @@ func (h *releaseHeap) pop() release {
 	return top
 }
 
-func newReleases() *releases {
-	r := &releases{}
-	r.next.Store(math.MaxInt64)
+// newReleases returns releases over shards shards, a power of two.
+func newReleases(shards int) *releases {
+	r := &releases{shards: make([]releaseShard, shards), mask: uint32(shards - 1)}
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.next.Store(math.MaxInt64)
+		s.pendingMin = math.MaxInt64
+		// Both non-nil: a nil spare means a collect is under way.
+		s.pending, s.spare = []release{}, []release{}
+	}
 	return r
 }
 
-// hold keeps t's candidate Done, t.cand, until t.due. t goes back to its
-// pool when it joins the queue.
-func (r *releases) hold(t *tracked) {
-	for {
-		head := r.pending.Load()
-		t.next = head
-		if r.pending.CompareAndSwap(head, t) {
-			return
+// shard is the shard of the P with id proc (procid.Hint).
+func (r *releases) shard(proc int) *releaseShard {
+	return &r.shards[uint32(proc)&r.mask]
+}
+
+// hold keeps done, a candidate's Done, until due, in the shard of the P
+// with id proc.
+func (r *releases) hold(proc int, due int64, done func(balancer.DoneInfo)) {
+	s := r.shard(proc)
+	s.mu.Lock()
+	s.pending = append(s.pending, release{due: due, done: done})
+	if due < s.pendingMin {
+		s.pendingMin = due
+		if due < s.next.Load() {
+			s.next.Store(due)
 		}
+	}
+	s.mu.Unlock()
+}
+
+// drain calls, with errNotSent, every Done due by now in the shard of the
+// P with id proc.
+func (r *releases) drain(proc int, now int64) { r.shard(proc).collect(now, false) }
+
+// collect is drain at a new clock reading, which also drains two shards
+// chosen by spare, random bits: those of Ps that have stopped recording
+// calls are drained this way.
+func (r *releases) collect(proc int, now int64, spare uint32) {
+	r.drain(proc, now)
+	if r.mask != 0 {
+		r.drain(int(spare), now)
+		r.drain(int(spare>>12), now)
 	}
 }
 
-// collect runs the pending Dones due by now and moves the others into the
-// queue, then drains it. When only some calls are timed, most pending
-// Dones of short calls are due by the next timed reading and never enter
-// the queue; when every call is timed, each held Done enters it.
-func (r *releases) collect(now int64) {
-	if r.pending.Load() != nil {
-		var later *tracked
-		for t := r.pending.Swap(nil); t != nil; {
-			next := t.next
-			if t.due <= now {
-				done := t.cand
-				t.recycle()
-				done(balancer.DoneInfo{Err: errNotSent})
-			} else {
-				t.next, later = later, t
-			}
-			t = next
-		}
-		if later != nil {
-			r.mu.Lock()
-			for t := later; t != nil; {
-				next := t.next
-				r.queue.push(release{due: t.due, done: t.cand})
-				t.recycle()
-				t = next
-			}
-			r.setNextLocked()
-			r.mu.Unlock()
-		}
+// flush calls every Done held, due or not: the balancer is closing, or
+// the candidate was replaced.
+func (r *releases) flush() {
+	for i := range r.shards {
+		r.shards[i].collect(math.MaxInt64-1, true)
 	}
-	r.drain(now)
 }
 
-// drainBatch is how many due Dones a drain takes per hold of the lock:
-// they run after it is let go, as they are the candidate's code.
+// drainBatch is how many due Dones a collect takes from the queue per
+// hold of the lock: they run after it is let go, as they are the
+// candidate's code.
 const drainBatch = 8
 
-// drain calls, with errNotSent, every Done in the queue due by now.
-func (r *releases) drain(now int64) {
-	if r.next.Load() > now {
+// collect runs the Dones due by now: the pending ones without queueing
+// them, queueing the others, then those of the queue. If another collect
+// of the shard is running the pending Dones it took, it waits for it when
+// wait is set, and otherwise leaves the pending ones to a later collect.
+func (s *releaseShard) collect(now int64, wait bool) {
+	if s.next.Load() > now {
+		return
+	}
+	s.mu.Lock()
+	for s.spare == nil {
+		if !wait {
+			s.mu.Unlock()
+			s.drainQueue(now)
+			return
+		}
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+	}
+	batch := s.pending
+	s.pending, s.spare, s.pendingMin = s.spare, nil, math.MaxInt64
+	s.mu.Unlock()
+	// The batch is this collect's alone until it gives it back.
+	later := batch[:0]
+	for _, rel := range batch {
+		if rel.due <= now {
+			rel.done(balancer.DoneInfo{Err: errNotSent})
+		} else {
+			later = append(later, rel)
+		}
+	}
+	clear(batch[len(later):])
+	s.mu.Lock()
+	for _, rel := range later {
+		s.queue.push(rel)
+	}
+	clear(later)
+	s.spare = batch[:0]
+	s.setNextLocked()
+	s.mu.Unlock()
+	s.drainQueue(now)
+}
+
+// drainQueue runs the queue's Dones due by now.
+func (s *releaseShard) drainQueue(now int64) {
+	if s.next.Load() > now {
 		return
 	}
 	var due [drainBatch]func(balancer.DoneInfo)
 	for {
 		n := 0
-		r.mu.Lock()
-		for n < drainBatch && len(r.queue) > 0 && r.queue[0].due <= now {
-			due[n] = r.queue.pop().done
+		s.mu.Lock()
+		for n < drainBatch && len(s.queue) > 0 && s.queue[0].due <= now {
+			due[n] = s.queue.pop().done
 			n++
 		}
-		r.setNextLocked()
-		r.mu.Unlock()
+		if n > 0 {
+			s.setNextLocked()
+		}
+		s.mu.Unlock()
 		for i, done := range due[:n] {
 			due[i] = nil
 			done(balancer.DoneInfo{Err: errNotSent})
@@ -162,16 +259,13 @@ func (r *releases) drain(now int64) {
 	}
 }
 
-// flush calls every Done held, due or not: the balancer is closing, or
-// the candidate was replaced.
-func (r *releases) flush() { r.collect(math.MaxInt64 - 1) }
-
-func (r *releases) setNextLocked() {
-	if len(r.queue) == 0 {
-		r.next.Store(math.MaxInt64)
-		return
+// setNextLocked sets next to the earliest due time held.
+func (s *releaseShard) setNextLocked() {
+	next := s.pendingMin
+	if len(s.queue) > 0 {
+		next = min(next, s.queue[0].due)
 	}
-	r.next.Store(r.queue[0].due)
+	s.next.Store(next)
 }
 
 // latencyEstimate is an endpoint's recent call duration under live, in
