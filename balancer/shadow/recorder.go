@@ -66,7 +66,7 @@ type armCounts struct {
 }
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
-	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases(shardsFor(rnd))}
+	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases(engine.PerPSlots(rnd, maxShards))}
 	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
 		r.metrics = m
@@ -196,7 +196,7 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *r
 	} else {
 		t.start = r.timing.latest.Load()
 	}
-	t.rec, t.arm, t.real, t.spare = r, arm, rc, bits>>8
+	t.rec, t.arm, t.real = r, arm, rc
 	t.own, t.candReal, t.cand = res.Done, cand, candDone
 	res.Done = t.done
 	return res
@@ -210,7 +210,6 @@ type tracked struct {
 	real, candReal *realConn
 	start          int64 // the pick's reading; the latest one if not timed
 	timed          bool
-	spare          uint32 // random bits of the pick's draw, for releases.collect
 	own, cand      func(balancer.DoneInfo)
 	done           func(balancer.DoneInfo) // t.finish, bound once
 }
@@ -232,7 +231,7 @@ func (t *tracked) recycle() {
 }
 
 func (t *tracked) finish(info balancer.DoneInfo) {
-	r, arm, rc, candReal, start, timed, spare, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.spare, t.own, t.cand
+	r, arm, rc, candReal, start, timed, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.own, t.cand
 	t.recycle() // read out: back to the pool for the next sampled pick on this core
 	proc := procid.Hint()
 	var now, took int64 // took stays 0 for an untimed call: no latency
@@ -295,11 +294,9 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 			}
 		}
 	}
-	if timed {
-		r.held.collect(proc, now, spare)
-	} else {
-		r.held.drain(proc, now)
-	}
+	// A timed end's new reading may have made Dones due; other Ps'
+	// shards wait for a timed pick, which has the draw to choose them.
+	r.held.drain(proc, now)
 }
 
 // summary reads the counts.

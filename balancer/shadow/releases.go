@@ -2,13 +2,11 @@ package shadow
 
 import (
 	"math"
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 )
 
@@ -35,10 +33,10 @@ import (
 // call's end holds its Done in its P's, and calls' ends collect their P's.
 // Each shard keeps the earliest due time it holds where callers read it
 // without the lock, so that a collect with nothing due costs one load. A P
-// that stops recording calls leaves Dones in its shard: every timed
-// reading also collects two shards chosen at random, so that a Done held
-// there waits past its due time for about GOMAXPROCS/2 timed readings,
-// each at most 16 recorded calls apart (timing).
+// that stops recording calls leaves Dones in its shard: every timed pick
+// also collects two shards chosen by its draw, so that a Done held there
+// waits past its due time for about GOMAXPROCS/2 timed picks, each at
+// most 16 recorded picks apart (timing).
 type releases struct {
 	shards []releaseShard
 	mask   uint32 // len(shards)-1: a power of two
@@ -64,22 +62,9 @@ type releaseShard struct {
 	_              [2*cacheLine - 24 - 3*unsafe.Sizeof([]release{})]byte
 }
 
-// maxShards caps the shards of a recorder's releases.
+// maxShards caps the shards of a recorder's releases: one per P up to it
+// (engine.PerPSlots), read when the shadow is built.
 const maxShards = 256
-
-// shardsFor is how many shards a recorder drawing from rnd spreads its
-// held Dones over: one per P (GOMAXPROCS rounded up to a power of two, at
-// most maxShards), read when the shadow is built; if GOMAXPROCS grows
-// later, Ps share them, which costs speed, not predictions. Seeded runs
-// (tests, the simulator) keep one: which P a goroutine runs on is not
-// theirs to fix, and when a held Done runs must follow from the seed
-// alone.
-func shardsFor(rnd engine.Rand) int {
-	if _, system := rnd.(engine.SystemRand); !system {
-		return 1
-	}
-	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), maxShards)
-}
 
 type release struct {
 	due  int64
@@ -165,7 +150,7 @@ func (r *releases) hold(proc int, due int64, done func(balancer.DoneInfo)) {
 // P with id proc.
 func (r *releases) drain(proc int, now int64) { r.shard(proc).collect(now, false) }
 
-// collect is drain at a new clock reading, which also drains two shards
+// collect is drain at a timed pick's reading, which also drains two shards
 // chosen by spare, random bits: those of Ps that have stopped recording
 // calls are drained this way.
 func (r *releases) collect(proc int, now int64, spare uint32) {

@@ -94,7 +94,7 @@ func TestReleases(t *testing.T) {
 }
 
 // TestReleasesAcrossPs: a Done held by one P runs when that P collects
-// it, not when another P collects its own; a timed reading on another P
+// it, not when another P collects its own; a timed pick on another P
 // finds it through the shards collect draws; flush runs every shard's.
 func TestReleasesAcrossPs(t *testing.T) {
 	r := newReleases(4)

@@ -116,16 +116,21 @@ func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
 // endpoint its share up to what each cursor's walk has not yet evened
 // out, a run shorter than a cycle: within a few times n picks per
 // cursor, whatever the cores' pace (TestWeightedRRCursorsKeepShares).
-// GOMAXPROCS is read when the picker is built: if it grows later, Ps
-// share cursors until the next picker, which costs speed, not shares.
-// Seeded runs (tests, the simulator) keep one cursor: which P a goroutine
-// runs on is not theirs to fix, and their picks must follow from the seed
-// alone.
-func cursorsFor(snap *Snapshot) int {
-	if _, system := snap.Rand.(SystemRand); !system {
+// GOMAXPROCS is read when the picker is built (PerPSlots).
+func cursorsFor(snap *Snapshot) int { return PerPSlots(snap.Rand, maxCursors) }
+
+// PerPSlots is how many slots a structure spread over Ps keeps when it
+// draws from rnd: one per P, GOMAXPROCS rounded up to a power of two, at
+// most limit (a power of two), so that an id from procid.Hint masked by
+// the count minus one picks one. GOMAXPROCS is read at the call: if it
+// grows later, Ps share slots, which costs speed, not results. Seeded runs
+// (tests, the simulator) get one: which P a goroutine runs on is not
+// theirs to fix, and what they compute must follow from the seed alone.
+func PerPSlots(rnd Rand, limit int) int {
+	if _, system := rnd.(SystemRand); !system {
 		return 1
 	}
-	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), maxCursors)
+	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), limit)
 }
 
 // cursor is the cursor the calling goroutine's picks advance: its P's.
