@@ -36,12 +36,17 @@ var loadAware = []struct {
 // below). The short run checks the first two seconds, where the failure
 // weighs most: its evidence is gone within a few dozen of the backend's
 // outcomes, and each check's window is still a second, so the bound is
-// the same. The baselines, which only log, get one second.
+// the same. A latency policy's full run has a fourth second, so that its
+// mean is over more of its noise. The baselines, which only log, get one
+// second.
 func TestOneTransientFailure(t *testing.T) {
 	for _, p := range loadAware {
 		seconds := scale(3, 2)
-		if !p.ours {
+		switch {
+		case !p.ours:
 			seconds = scale(3, 1)
+		case p.timed:
+			seconds = scale(4, 2)
 		}
 		t.Run(p.name, func(t *testing.T) {
 			if !p.timed {
@@ -69,11 +74,16 @@ func TestOneTransientFailure(t *testing.T) {
 			}
 			// A latency policy at one caller follows its backends' noise:
 			// with no failure at all, one backend's share in a second
-			// ranged over 17-31% in 12 runs under the race detector. Its
-			// seconds are bounded more loosely, and their mean as tightly.
+			// ranged over 17-31% in 12 runs under the race detector; on a
+			// busier machine one run had a second at 7.2%, as when a pause
+			// during a call to backend 0 makes that call a peak, which
+			// decays over decayTime (10 s). So each of its seconds
+			// is bounded only against starvation (an ejection or a penalty
+			// at its cap leaves a second near 0%), and their mean as
+			// tightly as p2c's seconds.
 			perSecond := 0.15
 			if p.timed {
-				perSecond = 0.10
+				perSecond = 0.05
 			}
 			sum := 0.0
 			for i, w := range ws {
