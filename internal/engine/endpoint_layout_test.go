@@ -24,6 +24,19 @@ func TestEndpointLayout(t *testing.T) {
 	}
 }
 
+// TestWeightedRRLayout: a WeightedRR picker, which every pick reads, is
+// one cache line, and so is each of its cursors, which picks write, so
+// that each is allocated on a line of its own and no neighbour's writes
+// move it between cores.
+func TestWeightedRRLayout(t *testing.T) {
+	if size := unsafe.Sizeof(WeightedRR{}); size != cacheLine {
+		t.Errorf("WeightedRR is %d bytes, want %d", size, cacheLine)
+	}
+	if size := unsafe.Sizeof(cursor{}); size != cacheLine {
+		t.Errorf("a cursor is %d bytes, want %d", size, cacheLine)
+	}
+}
+
 // TestReadySize guards what a publish copies of each READY endpoint and a
 // pick reads in place: two words, one of them a pointer (the endpoint's
 // child picker is on the endpoint), four Ready to a cache line on 64-bit

@@ -12,35 +12,72 @@ import (
 
 // WeightedRR is the engine's smooth weighted round-robin picker: every
 // pick takes the next position of a precomputed Schedule, so shares follow
-// the weights exactly over a cycle and no endpoint gets a burst. (Picks on
-// different Ps advance different positions, as many as GOMAXPROCS when
-// the picker was built, up to 64; see cursorsFor.) The weights are the
+// the weights exactly over a cycle and no endpoint gets a burst. (While
+// picks are very dense, those on different Ps advance different
+// positions, as many as GOMAXPROCS when the picker was built, up to 64;
+// see spreadRate.) The weights are the
 // snapshot's backend-reported ones when it has them, the static weights
 // otherwise, times slow start's factor and divided by the
 // failure penalty, both as of the snapshot's time: the engine republishes
 // at every weight update, so a ramp or a penalty moves in those steps.
 type WeightedRR struct {
 	// Immutable after construction.
-	snap     *Snapshot
-	sched    *Schedule
-	fallback bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
-	// cursors are where the picker is in its schedule: one per P, each
-	// walking the whole schedule from a random position of its own (see
-	// cursorsFor), or one alone. mask is len(cursors)-1, a power of two
-	// less one, so that any P's id selects one.
+	snap  *Snapshot
+	sched *Schedule
+	// cursors are where the picker is in its schedule once picks are
+	// spread: one per P, each walking the whole schedule from a random
+	// position of its own (see cursorsFor); nil when there is one P or the
+	// run is seeded. mask is len(cursors)-1, a power of two less one, so
+	// that any P's id selects one.
 	cursors []cursor
-	mask    uint32
+	// shared is the one position every pick advances while picks are not
+	// spread, and the rate checks' state.
+	shared     *cursor
+	mask       uint32
+	fallback   bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
+	checksRate bool // the picker has cursors and a clock to spread its picks by
+
+	// spread is set while picks come faster than spreadRate: each P then
+	// advances its own cursor. Written at a rate check that changes it,
+	// read by every pick, beside the fields above that every pick reads.
+	// With it the picker is one cache line (TestWeightedRRLayout), which
+	// the allocator aligns and no other object's writes take from a core.
+	spread atomic.Bool
 }
 
+// Picks on every P take their positions from the one shared cursor, so
+// that all of them together follow the schedule's order: each endpoint's
+// calls come as evenly spaced as its weight allows. Cursors of their own
+// per P, each walking the schedule from a random position, save the line
+// that moves between the cores on nearly every pick, but their picks
+// together do not keep the order: when two cursors come near each other,
+// one endpoint's slots come side by side, and backends that serve a call
+// or a few at a time queue behind those pairs (the lab's two hardware
+// generations, 900 calls a second from two cores: p50 14-15 ms and p99
+// 33 ms, against 11 and 23 ms with one position). The line's moves cost
+// little unless picks are very dense, so a picker spreads its picks over
+// per-P cursors only while they come faster than spreadRate, and takes
+// them back to the shared cursor once they come slower than half that.
+// Whichever cursor a pick takes, one position in rateCheckEvery checks
+// the rate (checkRate); a new picker, built at every weight update and
+// connectivity change, starts shared.
+const (
+	spreadRate     = 1_000_000 // picks a second
+	rateCheckEvery = 1 << 12   // a power of two: checked by a mask of the position
+)
+
 // cursor is one position in a WeightedRR picker's schedule. Atomic: every
-// pick advances one. Its high half is the position in the schedule; its
-// low half counts the picks it placed (picks), with the same add. On a
-// line of its own: a P's picks write its cursor's line, which it wrote
-// last itself, while one cursor shared by all would move its line between
-// the cores on nearly every pick.
+// pick advances one. Its next's high half is the position in the
+// schedule; its low half counts the picks it placed (picks), with the
+// same add. On a line of its own: a P's picks write its cursor's line,
+// which it wrote last itself, while one cursor shared by all moves its
+// line between the cores on nearly every pick. The shared cursor's line
+// also holds the rate checks' state, which a per-P cursor leaves unused.
 type cursor struct {
-	next atomic.Uint64
-	_    [cacheLine - 8]byte
+	next         atomic.Uint64
+	checked      atomic.Int64  // shared cursor: Clock.Nanotime at the last rate check
+	checkedPicks atomic.Uint32 // shared cursor: picks() then
+	_            [cacheLine - 20]byte
 }
 
 // maxCursors caps a picker's cursors (a cache line each, allocated with
@@ -101,22 +138,31 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 // a power of two, each starting at a random position, so that many
 // clients with the same weights do not move through the backends in step.
 func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
-	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, cursors: make([]cursor, n), mask: uint32(n - 1)}
-	for i := range p.cursors {
-		p.cursors[i].next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
+	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, shared: &cursor{}}
+	p.shared.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
+	if n > 1 {
+		p.cursors, p.mask = make([]cursor, n), uint32(n-1)
+		for i := range p.cursors {
+			p.cursors[i].next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
+		}
+		if snap.Clock != nil { // one built by hand may have none: it stays shared
+			p.checksRate = true
+			p.shared.checked.Store(snap.Clock.Nanotime())
+		}
 	}
 	return p
 }
 
 // cursorsFor is how many cursors a picker over snap walks its schedule
-// with: one per P (GOMAXPROCS rounded up to a power of two, at most
-// maxCursors), so that picks on different cores advance different lines.
-// Each cursor follows the schedule in order, so the picks a P places keep
-// the schedule's smoothness; all the picker's picks together give each
-// endpoint its share up to what each cursor's walk has not yet evened
-// out, a run shorter than a cycle: within a few times n picks per
-// cursor, whatever the cores' pace (TestWeightedRRCursorsKeepShares).
-// GOMAXPROCS is read when the picker is built (PerPSlots).
+// with once its picks spread: one per P (GOMAXPROCS rounded up to a power
+// of two, at most maxCursors), so that picks on different cores advance
+// different lines. Each cursor follows the schedule in order, so the picks
+// a P places keep the schedule's smoothness; all the picker's picks
+// together give each endpoint its share up to what each cursor's walk has
+// not yet evened out, a run shorter than a cycle: within a few times n
+// picks per cursor, whatever the cores' pace
+// (TestWeightedRRCursorsKeepShares). GOMAXPROCS is read when the picker
+// is built (PerPSlots).
 func cursorsFor(snap *Snapshot) int { return PerPSlots(snap.Rand, maxCursors) }
 
 // PerPSlots is how many slots a structure spread over Ps keeps when it
@@ -133,18 +179,49 @@ func PerPSlots(rnd Rand, limit int) int {
 	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), limit)
 }
 
-// cursor is the cursor the calling goroutine's picks advance: its P's.
+// cursor is the cursor the calling goroutine's picks advance: the shared
+// one, or its P's while picks are spread.
 func (p *WeightedRR) cursor() *cursor {
-	if p.mask == 0 {
-		return &p.cursors[0]
+	if !p.spread.Load() {
+		return p.shared
 	}
 	return &p.cursors[uint32(procid.Hint())&p.mask]
+}
+
+// advance moves c on by step (nextPick, or nextPosition for a retry's
+// further steps) and returns the position taken; one position in
+// rateCheckEvery of any cursor checks the pick rate.
+func (p *WeightedRR) advance(c *cursor, step uint64) uint32 {
+	pos := uint32(c.next.Add(step) >> 32)
+	if pos%rateCheckEvery == 0 && p.checksRate {
+		p.checkRate()
+	}
+	return pos
+}
+
+// checkRate spreads the picks over per-P cursors if they came faster than
+// spreadRate since the last check, and takes them back to the shared one
+// if they came slower than half that. Two checks at once may each see
+// part of the interval: one estimate off, corrected at the next. Kept out
+// of line: one pick in rateCheckEvery calls it.
+//
+//go:noinline
+func (p *WeightedRR) checkRate() {
+	now, n := p.snap.Clock.Nanotime(), p.picks()
+	took := float64(now-p.shared.checked.Swap(now)) / 1e9
+	rate := float64(n-p.shared.checkedPicks.Swap(n)) / took // +Inf if no time passed
+	switch spread := p.spread.Load(); {
+	case !spread && rate > spreadRate:
+		p.spread.Store(true)
+	case spread && rate < spreadRate/2:
+		p.spread.Store(false)
+	}
 }
 
 // picks is how many picks the picker has placed, mod 2^32, counting those
 // under way that may yet be taken back (uncount).
 func (p *WeightedRR) picks() uint32 {
-	var n uint32
+	n := uint32(p.shared.next.Load())
 	for i := range p.cursors {
 		n += uint32(p.cursors[i].next.Load())
 	}
@@ -180,8 +257,15 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // Probes are counted, in flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	c := p.cursor()
+	// cursor and advance, written out: neither inlines.
+	c := p.shared
+	if p.spread.Load() {
+		c = &p.cursors[uint32(procid.Hint())&p.mask]
+	}
 	pos := uint32(c.next.Add(nextPick) >> 32)
+	if pos%rateCheckEvery == 0 && p.checksRate {
+		p.checkRate()
+	}
 	if len(p.snap.Ejected) > 0 {
 		if res, err, ok := p.snap.Probe(info, a, pos); ok {
 			c.uncount() // counted as a probe instead
@@ -196,7 +280,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// this takes a step or two; it gives up after as many steps as
 		// there are endpoints.
 		for k := 0; k < len(p.snap.Endpoints); k++ {
-			j := p.sched.Next(uint32(c.next.Add(nextPosition) >> 32))
+			j := p.sched.Next(p.advance(c, nextPosition))
 			if next := &p.snap.Endpoints[j]; !a.Used(next.Stats) {
 				i, r = j, next
 				break

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pickwise/pickwise/internal/fakecc"
+	"github.com/pickwise/pickwise/internal/procid"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -126,6 +128,128 @@ type idSubConn struct {
 	id int
 }
 
+// idEndpoints are READY endpoints with the given weights whose picks
+// return an idSubConn carrying their index.
+func idEndpoints(weights []float64) []Ready {
+	shared := &doneShared{}
+	eps := make([]Ready, len(weights))
+	for i, w := range weights {
+		e := newEndpoint(fmt.Sprint(i), shared, false)
+		e.followChild(connectivity.Ready, fixedPicker{res: balancer.PickResult{SubConn: &idSubConn{id: i}}}, false)
+		eps[i] = Ready{Stats: e, InvWeight: 1 / w}
+	}
+	return eps
+}
+
+// secondPerRead is a Clock that moves a second at every reading, from any
+// goroutine: whatever the picks' pace, a picker checking their rate finds
+// them sparse.
+type secondPerRead struct{ now atomic.Int64 }
+
+func (c *secondPerRead) Nanotime() int64                       { return c.now.Add(int64(time.Second)) }
+func (c *secondPerRead) AfterFunc(time.Duration, func()) Timer { panic("no timers here") }
+
+// TestWeightedRRSharedKeepsOrder: while picks are not dense enough to
+// spread, the picks of many goroutines on several Ps take consecutive
+// positions of the one schedule, so that over whole cycles every
+// endpoint gets exactly its slots. Cursors of their own per P, as every
+// picker once had, give each endpoint its share only within a few
+// cycles' rounding per cursor, and fail this.
+func TestWeightedRRSharedKeepsOrder(t *testing.T) {
+	const cursors, goroutines, each = 4, 8, 5000
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cursors))
+	weights := []float64{5, 1, 1, 3} // a cycle of 10 slots: 5, 1, 1, 3
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &secondPerRead{}}, NewSchedule(weights), cursors)
+	var got [4]atomic.Int64
+	// Rounds of 8 goroutines of 5000 picks (4000 cycles) repeat until
+	// the picks have come from more than one P: a busy machine can run
+	// a whole round on one.
+	var ps sync.Map
+	rounds, seen := 0, 0
+	for ; rounds < 100 && seen < 2; rounds++ {
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for i := range each {
+					res, err := p.Pick(balancer.PickInfo{})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[res.SubConn.(*idSubConn).id].Add(1)
+					res.Done(balancer.DoneInfo{})
+					if i%256 == 255 {
+						ps.Store(uint32(procid.Hint())&(cursors-1), true)
+						runtime.Gosched()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		seen = 0
+		ps.Range(func(any, any) bool { seen++; return true })
+	}
+	if p.spread.Load() {
+		t.Fatal("picks spread over per-P cursors at a rate the clock says is sparse")
+	}
+	if seen < 2 {
+		t.Fatalf("after %d rounds, picks came from %d P, want more than one", rounds, seen)
+	}
+	total := rounds * goroutines * each
+	for i, w := range weights {
+		if want := int64(w) * int64(total/10); got[i].Load() != want {
+			t.Errorf("endpoint %d (weight %v): %d picks of %d, want exactly %d", i, w, got[i].Load(), total, want)
+		}
+	}
+	if n := p.picks(); n != uint32(total) {
+		t.Errorf("picker counted %d picks, want %d", n, total)
+	}
+}
+
+// TestWeightedRRSpreadsWhenDense: a picker spreads its picks over per-P
+// cursors only while a rate check finds them faster than spreadRate: not
+// at 0.9 of it over many checks, and at twice it by the second check;
+// back to the shared cursor once they come at under half of it, and not
+// at 0.6. Its count of picks covers every pick, whichever cursor took it.
+func TestWeightedRRSpreadsWhenDense(t *testing.T) {
+	weights := []float64{5, 1, 1, 3}
+	clk := &manualClock{now: 1}
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
+	picks := 0
+	run := func(n int, rate float64) {
+		gap := time.Duration(1e9 / (rate * spreadRate))
+		for range n {
+			clk.advance(gap)
+			res, err := p.Pick(balancer.PickInfo{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Done(balancer.DoneInfo{})
+			picks++
+		}
+	}
+	phases := []struct {
+		rate   float64 // of spreadRate
+		checks int
+		spread bool
+	}{
+		{0.9, 10, false},
+		{2, 2, true},
+		{0.6, 10, true},
+		{0.4, 2, false},
+		{2, 2, true},
+	}
+	for _, ph := range phases {
+		run(ph.checks*rateCheckEvery, ph.rate)
+		if got := p.spread.Load(); got != ph.spread {
+			t.Fatalf("after %d picks at %v of %d a second: spread %v, want %v", ph.checks*rateCheckEvery, ph.rate, spreadRate, got, ph.spread)
+		}
+	}
+	if n := p.picks(); n != uint32(picks) {
+		t.Errorf("picker counted %d picks, want %d", n, picks)
+	}
+}
+
 // TestWeightedRRCursorsKeepShares: a picker whose picks advance several
 // cursors, one per P, still gives every endpoint its share of all picks,
 // within one cycle's rounding per cursor whatever the cores' pace, and
@@ -134,14 +258,8 @@ func TestWeightedRRCursorsKeepShares(t *testing.T) {
 	const cursors, goroutines, each = 4, 8, 5000
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cursors)) // a P for every cursor
 	weights := []float64{5, 1, 1, 3}
-	shared := &doneShared{}
-	eps := make([]Ready, len(weights))
-	for i, w := range weights {
-		e := newEndpoint(fmt.Sprint(i), shared, false)
-		e.followChild(connectivity.Ready, fixedPicker{res: balancer.PickResult{SubConn: &idSubConn{id: i}}}, false)
-		eps[i] = Ready{Stats: e, InvWeight: 1 / w}
-	}
-	p := newWeightedRR(&Snapshot{Endpoints: eps, Rand: NewSeededRand(7)}, NewSchedule(weights), cursors)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7)}, NewSchedule(weights), cursors)
+	p.spread.Store(true) // as a picker whose picks came densely
 	var got [4]atomic.Int64
 	// One round is 8 goroutines of 5000 picks. A busy machine can run
 	// a whole round's goroutines on one P, one after another; rounds
