@@ -183,13 +183,13 @@ func TestPickerCountsAdd(t *testing.T) {
 	// child's error) sees one more than the next read: the owed count
 	// goes below nothing rather than wrapping, and the next picks make up
 	// for it.
-	weighted.cursor().next.Add(nextPick)
+	weighted.shared.next.Add(nextPick) // a seeded picker: its one cursor
 	c = pickCounts{}
 	f.add(&c)
 	if c != (pickCounts{ReasonWeighted: 1}) {
 		t.Errorf("a pick under way: %v, want it counted", c)
 	}
-	weighted.cursor().uncount()
+	weighted.shared.uncount()
 	c = pickCounts{}
 	f.add(&c)
 	if c != (pickCounts{}) || f.owed[ReasonWeighted] != -1 {

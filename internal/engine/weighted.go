@@ -37,8 +37,9 @@ type WeightedRR struct {
 	fallback   bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
 	checksRate bool // the picker has cursors and a clock to spread its picks by
 
-	// spread is set while picks come faster than spreadRate: each P then
-	// advances its own cursor. Written at a rate check that changes it,
+	// spread is set by a rate check that finds picks coming faster than
+	// spreadRate, and cleared by one that finds them slower than half of
+	// it: while set, each P advances its own cursor. Written at a check,
 	// read by every pick, beside the fields above that every pick reads.
 	// With it the picker is one cache line (TestWeightedRRLayout), which
 	// the allocator aligns and no other object's writes take from a core.
@@ -54,7 +55,7 @@ type WeightedRR struct {
 // one endpoint's slots come side by side, and backends that serve a call
 // or a few at a time queue behind those pairs (the lab's two hardware
 // generations, 900 calls a second from two cores: p50 14-15 ms and p99
-// 33 ms, against 11 and 23 ms with one position). The line's moves cost
+// 32-36 ms, against 11 and 23-25 ms with one position). The line's moves cost
 // little unless picks are very dense, so a picker spreads its picks over
 // per-P cursors only while they come faster than spreadRate, and takes
 // them back to the shared cursor once they come slower than half that.
@@ -179,15 +180,6 @@ func PerPSlots(rnd Rand, limit int) int {
 	return min(1<<bits.Len(uint(runtime.GOMAXPROCS(0)-1)), limit)
 }
 
-// cursor is the cursor the calling goroutine's picks advance: the shared
-// one, or its P's while picks are spread.
-func (p *WeightedRR) cursor() *cursor {
-	if !p.spread.Load() {
-		return p.shared
-	}
-	return &p.cursors[uint32(procid.Hint())&p.mask]
-}
-
 // advance moves c on by step (nextPick, or nextPosition for a retry's
 // further steps) and returns the position taken; one position in
 // rateCheckEvery of any cursor checks the pick rate.
@@ -249,7 +241,8 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // ORCA report (Endpoint.weightedDone).
 //
 // It writes nothing on the endpoint: the one atomic add that advances the
-// position (its P's cursor) also counts the pick, and the balancer records
+// position (the shared cursor, or its P's while picks are spread) also
+// counts the pick, and the balancer records
 // the picker's count for its reason (pickerCounts). A count on the endpoint, and the
 // in-flight count every other engine picker keeps there, which nothing
 // this picker places by reads, were a second atomic add on every pick, on
@@ -257,7 +250,8 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // Probes are counted, in flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
-	// cursor and advance, written out: neither inlines.
+	// The cursor, chosen here only, and advance, written out: as methods
+	// neither inlined, and the call cost more than the rest of a pick.
 	c := p.shared
 	if p.spread.Load() {
 		c = &p.cursors[uint32(procid.Hint())&p.mask]

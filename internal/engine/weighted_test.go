@@ -149,6 +149,42 @@ type secondPerRead struct{ now atomic.Int64 }
 func (c *secondPerRead) Nanotime() int64                       { return c.now.Add(int64(time.Second)) }
 func (c *secondPerRead) AfterFunc(time.Duration, func()) Timer { panic("no timers here") }
 
+// pickInRounds makes rounds of picks on p, each of goroutines making
+// each picks at once, yielding every 256 (after calling atYield, if not
+// nil), and counts every pick in got by its endpoint's index, until
+// enough, asked after each round, says so or 100 rounds are made. It
+// returns the rounds made. A busy machine can run a whole round on one
+// P, one goroutine after another; repeating until picks have come from
+// several Ps lets a test check what they do together.
+func pickInRounds(t *testing.T, p balancer.Picker, got []atomic.Int64, goroutines, each int, atYield func(), enough func() bool) int {
+	rounds := 0
+	for done := false; rounds < 100 && !done; done = enough() {
+		rounds++
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for i := range each {
+					res, err := p.Pick(balancer.PickInfo{})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[res.SubConn.(*idSubConn).id].Add(1)
+					res.Done(balancer.DoneInfo{})
+					if i%256 == 255 {
+						if atYield != nil {
+							atYield()
+						}
+						runtime.Gosched()
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return rounds
+}
+
 // TestWeightedRRSharedKeepsOrder: while picks are not dense enough to
 // spread, the picks of many goroutines on several Ps take consecutive
 // positions of the one schedule, so that over whole cycles every
@@ -165,30 +201,14 @@ func TestWeightedRRSharedKeepsOrder(t *testing.T) {
 	// the picks have come from more than one P: a busy machine can run
 	// a whole round on one.
 	var ps sync.Map
-	rounds, seen := 0, 0
-	for ; rounds < 100 && seen < 2; rounds++ {
-		var wg sync.WaitGroup
-		for range goroutines {
-			wg.Go(func() {
-				for i := range each {
-					res, err := p.Pick(balancer.PickInfo{})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					got[res.SubConn.(*idSubConn).id].Add(1)
-					res.Done(balancer.DoneInfo{})
-					if i%256 == 255 {
-						ps.Store(uint32(procid.Hint())&(cursors-1), true)
-						runtime.Gosched()
-					}
-				}
-			})
-		}
-		wg.Wait()
+	seen := 0
+	rounds := pickInRounds(t, p, got[:], goroutines, each, func() {
+		ps.Store(uint32(procid.Hint())&(cursors-1), true)
+	}, func() bool {
 		seen = 0
 		ps.Range(func(any, any) bool { seen++; return true })
-	}
+		return seen >= 2
+	})
 	if p.spread.Load() {
 		t.Fatal("picks spread over per-P cursors at a rate the clock says is sparse")
 	}
@@ -266,33 +286,16 @@ func TestWeightedRRCursorsKeepShares(t *testing.T) {
 	// repeat, yielding now and then, until picks have advanced more
 	// than one cursor, so that the shares below are checked over
 	// cursors walking apart.
-	rounds, used := 0, 0
-	for ; rounds < 100 && used < 2; rounds++ {
-		var wg sync.WaitGroup
-		for range goroutines {
-			wg.Go(func() {
-				for i := range each {
-					res, err := p.Pick(balancer.PickInfo{})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					got[res.SubConn.(*idSubConn).id].Add(1)
-					res.Done(balancer.DoneInfo{})
-					if i%256 == 255 {
-						runtime.Gosched()
-					}
-				}
-			})
-		}
-		wg.Wait()
+	used := 0
+	rounds := pickInRounds(t, p, got[:], goroutines, each, nil, func() bool {
 		used = 0
 		for i := range p.cursors {
 			if uint32(p.cursors[i].next.Load()) != 0 {
 				used++
 			}
 		}
-	}
+		return used >= 2
+	})
 
 	total := rounds * goroutines * each
 	if n := p.picks(); n != uint32(total) {
@@ -312,7 +315,8 @@ func TestWeightedRRCursorsKeepShares(t *testing.T) {
 	}
 }
 
-// TestCursorsFor: a picker gets a cursor per P, rounded up to a power of
+// TestCursorsFor: a picker gets a cursor per P to spread its picks over,
+// rounded up to a power of
 // two so that any P's id selects one, up to maxCursors; seeded runs keep
 // one, so that their picks follow from the seed alone.
 func TestCursorsFor(t *testing.T) {
