@@ -78,7 +78,8 @@ type cursor struct {
 	next         atomic.Uint64
 	checked      atomic.Int64  // shared cursor: Clock.Nanotime at the last rate check
 	checkedPicks atomic.Uint32 // shared cursor: picks() then
-	_            [cacheLine - 20]byte
+	checking     atomic.Bool   // shared cursor: a rate check is under way
+	_            [cacheLine - 24]byte
 }
 
 // maxCursors caps a picker's cursors (a cache line each, allocated with
@@ -193,15 +194,31 @@ func (p *WeightedRR) advance(c *cursor, step uint64) uint32 {
 
 // checkRate spreads the picks over per-P cursors if they came faster than
 // spreadRate since the last check, and takes them back to the shared one
-// if they came slower than half that. Two checks at once may each see
-// part of the interval: one estimate off, corrected at the next. Kept out
-// of line: one pick in rateCheckEvery calls it.
+// if they came slower than half that. One check runs at a time: two at
+// once would pair one's reading with the other's count. A check that
+// finds one under way leaves the window to it, and so does one that
+// comes fewer than rateCheckEvery/2 picks after the last (per-P cursors
+// cross their marks at their own times, and a window of a few picks
+// over a few nanoseconds is no rate). The count since the last check is
+// signed: a pick taken back (uncount) after the last check read it can
+// leave it below that reading, which is no picks rather than four
+// billion. Kept out of line: one pick in rateCheckEvery calls it.
 //
 //go:noinline
 func (p *WeightedRR) checkRate() {
+	s := p.shared
+	if !s.checking.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.checking.Store(false)
 	now, n := p.snap.Clock.Nanotime(), p.picks()
-	took := float64(now-p.shared.checked.Swap(now)) / 1e9
-	rate := float64(n-p.shared.checkedPicks.Swap(n)) / took // +Inf if no time passed
+	picks, took := int32(n-s.checkedPicks.Load()), now-s.checked.Load()
+	if picks < rateCheckEvery/2 || took <= 0 {
+		return
+	}
+	s.checked.Store(now)
+	s.checkedPicks.Store(n)
+	rate := float64(picks) * 1e9 / float64(took)
 	switch spread := p.spread.Load(); {
 	case !spread && rate > spreadRate:
 		p.spread.Store(true)

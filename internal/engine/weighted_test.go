@@ -232,6 +232,10 @@ func TestWeightedRRSharedKeepsOrder(t *testing.T) {
 // back to the shared cursor once they come at under half of it, and not
 // at 0.6. Its count of picks covers every pick, whichever cursor took it.
 func TestWeightedRRSpreadsWhenDense(t *testing.T) {
+	// One P: once spread, every pick takes one cursor, whose marks come
+	// every rateCheckEvery picks, so that each phase's checks see that
+	// phase's rate alone.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	weights := []float64{5, 1, 1, 3}
 	clk := &manualClock{now: 1}
 	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
@@ -267,6 +271,49 @@ func TestWeightedRRSpreadsWhenDense(t *testing.T) {
 	}
 	if n := p.picks(); n != uint32(picks) {
 		t.Errorf("picker counted %d picks, want %d", n, picks)
+	}
+}
+
+// TestWeightedRRRateCheckEdges: a rate check decides nothing from a count
+// below the last check's (a pick that check counted was taken back since),
+// from no time passed, or while another check is under way; it leaves the
+// last check's reading for the next.
+func TestWeightedRRRateCheckEdges(t *testing.T) {
+	weights := []float64{5, 1, 1, 3}
+	clk := &manualClock{now: 1}
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
+	s := p.shared
+	check := func(what string) {
+		t.Helper()
+		at, picks := s.checked.Load(), s.checkedPicks.Load()
+		p.checkRate()
+		if p.spread.Load() {
+			t.Errorf("%s: spread", what)
+		}
+		if s.checked.Load() != at || s.checkedPicks.Load() != picks {
+			t.Errorf("%s: the last check's reading moved", what)
+		}
+	}
+
+	// The last check counted a pick that was then taken back.
+	s.checkedPicks.Store(p.picks() + 1)
+	clk.advance(10 * time.Second)
+	check("a count one below the last check's, 10 s later")
+
+	// Enough picks for a rate far over spreadRate, in no time at all.
+	s.checked.Store(clk.now)
+	s.checkedPicks.Store(p.picks())
+	s.next.Add(rateCheckEvery * nextCount)
+	check("4,096 picks in no time")
+
+	// The same picks over a microsecond, while another check runs.
+	clk.advance(time.Microsecond)
+	s.checking.Store(true)
+	check("a check under way")
+	s.checking.Store(false)
+	p.checkRate()
+	if !p.spread.Load() {
+		t.Error("4,096 picks in a microsecond, the other check done: not spread")
 	}
 }
 
