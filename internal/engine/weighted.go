@@ -38,8 +38,9 @@ type WeightedRR struct {
 	checksRate bool // the picker has cursors and a clock to spread its picks by
 
 	// spread is set by a rate check that finds picks coming faster than
-	// spreadRate, and cleared by one that finds them slower than half of
-	// it: while set, each P advances its own cursor. Written at a check,
+	// spreadRate from more than one P, and cleared by one that finds them
+	// slower than half of it or from one P (checkRate): while set, each P
+	// advances its own cursor. Written at a check,
 	// read by every pick, beside the fields above that every pick reads.
 	// With it the picker is one cache line (TestWeightedRRLayout), which
 	// the allocator aligns and no other object's writes take from a core.
@@ -59,8 +60,11 @@ type WeightedRR struct {
 // little unless picks are very dense, so a picker spreads its picks over
 // per-P cursors only while they come faster than spreadRate, and takes
 // them back to the shared cursor once they come slower than half that.
-// Whichever cursor a pick takes, one position in rateCheckEvery checks
-// the rate (checkRate); a new picker, built at every weight update and
+// Only picks on more than one P move the line: a picker whose dense picks
+// all come from one P (a single goroutine's loop) stays shared, where
+// spreading would only add the reading of the P to every pick. Whichever
+// cursor a pick takes, one position in rateCheckEvery checks the rate
+// (checkRate); a new picker, built at every weight update and
 // connectivity change, starts shared.
 const (
 	spreadRate     = 1_000_000 // picks a second
@@ -73,13 +77,15 @@ const (
 // same add. On a line of its own: a P's picks write its cursor's line,
 // which it wrote last itself, while one cursor shared by all moves its
 // line between the cores on nearly every pick. The shared cursor's line
-// also holds the rate checks' state, which a per-P cursor leaves unused.
+// also holds the rate checks' state; a per-P cursor keeps only its own
+// count as of the last check.
 type cursor struct {
 	next         atomic.Uint64
 	checked      atomic.Int64  // shared cursor: Clock.Nanotime at the last rate check
-	checkedPicks atomic.Uint32 // shared cursor: picks() then
+	checkedPicks atomic.Uint32 // picks() at the last rate check; a per-P cursor: its own picks then
+	checkedBy    atomic.Uint32 // shared cursor: 1 + the P that made the last rate check; 0 before one
 	checking     atomic.Bool   // shared cursor: a rate check is under way
-	_            [cacheLine - 24]byte
+	_            [cacheLine - 28]byte
 }
 
 // maxCursors caps a picker's cursors (a cache line each, allocated with
@@ -187,42 +193,64 @@ func PerPSlots(rnd Rand, limit int) int {
 func (p *WeightedRR) advance(c *cursor, step uint64) uint32 {
 	pos := uint32(c.next.Add(step) >> 32)
 	if pos%rateCheckEvery == 0 && p.checksRate {
-		p.checkRate()
+		p.checkRate(uint32(procid.Hint()))
 	}
 	return pos
 }
 
 // checkRate spreads the picks over per-P cursors if they came faster than
-// spreadRate since the last check, and takes them back to the shared one
-// if they came slower than half that. One check runs at a time: two at
-// once would pair one's reading with the other's count. A check that
-// finds one under way leaves the window to it, and so does one that
-// comes fewer than rateCheckEvery/2 picks after the last (per-P cursors
-// cross their marks at their own times, and a window of a few picks
-// over a few nanoseconds is no rate). The count since the last check is
-// signed: a pick taken back (uncount) after the last check read it can
-// leave it below that reading, which is no picks rather than four
-// billion. Kept out of line: one pick in rateCheckEvery calls it.
+// spreadRate since the last check and from more than one P, and takes
+// them back to the shared cursor if they came slower than half that, or
+// nearly all (all but a sixteenth) from one P. by is the P the check runs
+// on. While picks are shared, which Ps made them is not kept, so the
+// Ps that made the last two checks stand for them: picks from several
+// Ps cross the marks on one, then another, within a check or two; one
+// goroutine's picks cross them on one P, until it moves. While they are
+// spread, each per-P cursor's count says.
+//
+// One check runs at a time: two at once would pair one's reading with the
+// other's count. A check that finds one under way leaves the window to
+// it, and so does one that comes fewer than rateCheckEvery/2 picks after
+// the last (per-P cursors cross their marks at their own times, and a
+// window of a few picks over a few nanoseconds is no rate). The counts
+// since the last check are signed: a pick taken back (uncount) after the
+// last check read it can leave one below that reading, which is no picks
+// rather than four billion. Kept out of line: one pick in rateCheckEvery
+// calls it.
 //
 //go:noinline
-func (p *WeightedRR) checkRate() {
+func (p *WeightedRR) checkRate(by uint32) {
 	s := p.shared
 	if !s.checking.CompareAndSwap(false, true) {
 		return
 	}
 	defer s.checking.Store(false)
-	now, n := p.snap.Clock.Nanotime(), p.picks()
+	now := p.snap.Clock.Nanotime()
+	// Every cursor's count, read once: what this check compares and,
+	// if it decides, what the next one compares with.
+	var counts [maxCursors]uint32
+	n, most := uint32(s.next.Load()), int32(0)
+	for i := range p.cursors {
+		c := &p.cursors[i]
+		counts[i] = uint32(c.next.Load())
+		n += counts[i]
+		most = max(most, int32(counts[i]-c.checkedPicks.Load()))
+	}
 	picks, took := int32(n-s.checkedPicks.Load()), now-s.checked.Load()
 	if picks < rateCheckEvery/2 || took <= 0 {
 		return
 	}
 	s.checked.Store(now)
 	s.checkedPicks.Store(n)
+	for i := range p.cursors {
+		p.cursors[i].checkedPicks.Store(counts[i])
+	}
+	last := s.checkedBy.Swap(by + 1)
 	rate := float64(picks) * 1e9 / float64(took)
 	switch spread := p.spread.Load(); {
-	case !spread && rate > spreadRate:
+	case !spread && rate > spreadRate && last != 0 && last != by+1:
 		p.spread.Store(true)
-	case spread && rate < spreadRate/2:
+	case spread && (rate < spreadRate/2 || most >= picks-picks/16):
 		p.spread.Store(false)
 	}
 }
@@ -275,7 +303,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	pos := uint32(c.next.Add(nextPick) >> 32)
 	if pos%rateCheckEvery == 0 && p.checksRate {
-		p.checkRate()
+		p.checkRate(uint32(procid.Hint()))
 	}
 	if len(p.snap.Ejected) > 0 {
 		if res, err, ok := p.snap.Probe(info, a, pos); ok {

@@ -149,6 +149,13 @@ type secondPerRead struct{ now atomic.Int64 }
 func (c *secondPerRead) Nanotime() int64                       { return c.now.Add(int64(time.Second)) }
 func (c *secondPerRead) AfterFunc(time.Duration, func()) Timer { panic("no timers here") }
 
+// nanoPerRead is a Clock that moves a nanosecond at every reading: a
+// picker checking its picks' rate finds them far denser than spreadRate.
+type nanoPerRead struct{ now atomic.Int64 }
+
+func (c *nanoPerRead) Nanotime() int64                       { return c.now.Add(1) }
+func (c *nanoPerRead) AfterFunc(time.Duration, func()) Timer { panic("no timers here") }
+
 // pickInRounds makes rounds of picks on p, each of goroutines making
 // each picks at once, yielding every 256 (after calling atYield, if not
 // nil), and counts every pick in got by its endpoint's index, until
@@ -226,51 +233,101 @@ func TestWeightedRRSharedKeepsOrder(t *testing.T) {
 	}
 }
 
+// pickAs makes one pick of p as Pick makes it on P pid, less the
+// endpoint: it advances pid's cursor while p is spread, the shared one
+// otherwise, and a pick that takes a mark checks the rate as from pid.
+// It lets a test say which P each pick comes from.
+func pickAs(p *WeightedRR, pid uint32) {
+	c := p.shared
+	if p.spread.Load() {
+		c = &p.cursors[pid&p.mask]
+	}
+	if pos := uint32(c.next.Add(nextPick) >> 32); pos%rateCheckEvery == 0 {
+		p.checkRate(pid)
+	}
+}
+
 // TestWeightedRRSpreadsWhenDense: a picker spreads its picks over per-P
-// cursors only while a rate check finds them faster than spreadRate: not
-// at 0.9 of it over many checks, and at twice it by the second check;
-// back to the shared cursor once they come at under half of it, and not
-// at 0.6. Its count of picks covers every pick, whichever cursor took it.
+// cursors only while a rate check finds them faster than spreadRate and
+// coming from more than one P: not at 0.9 of it, nor at twice it from one
+// P; at twice it from two Ps within a few checks. It takes them back to
+// the shared cursor once they come at under half of spreadRate (not at
+// 0.6), or from one P alone. Its count of picks covers every pick,
+// whichever cursor took it.
 func TestWeightedRRSpreadsWhenDense(t *testing.T) {
-	// One P: once spread, every pick takes one cursor, whose marks come
-	// every rateCheckEvery picks, so that each phase's checks see that
-	// phase's rate alone.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	weights := []float64{5, 1, 1, 3}
 	clk := &manualClock{now: 1}
 	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
+	rnd := NewSeededRand(11)
 	picks := 0
-	run := func(n int, rate float64) {
-		gap := time.Duration(1e9 / (rate * spreadRate))
-		for range n {
-			clk.advance(gap)
-			res, err := p.Pick(balancer.PickInfo{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Done(balancer.DoneInfo{})
-			picks++
-		}
-	}
 	phases := []struct {
 		rate   float64 // of spreadRate
-		checks int
+		ps     int     // picks come from Ps 0..ps-1, at random
+		checks int     // rateCheckEvery picks each
 		spread bool
 	}{
-		{0.9, 10, false},
-		{2, 2, true},
-		{0.6, 10, true},
-		{0.4, 2, false},
-		{2, 2, true},
+		{0.9, 2, 10, false},
+		{2, 1, 10, false},
+		{2, 2, 10, true},
+		{0.6, 2, 10, true},
+		{2, 1, 3, false},
+		{2, 3, 10, true},
+		{0.4, 2, 10, false},
 	}
 	for _, ph := range phases {
-		run(ph.checks*rateCheckEvery, ph.rate)
+		gap := time.Duration(1e9 / (ph.rate * spreadRate))
+		for range ph.checks * rateCheckEvery {
+			clk.advance(gap)
+			pickAs(p, uint32(rnd.Uint64()%uint64(ph.ps)))
+			picks++
+		}
 		if got := p.spread.Load(); got != ph.spread {
-			t.Fatalf("after %d picks at %v of %d a second: spread %v, want %v", ph.checks*rateCheckEvery, ph.rate, spreadRate, got, ph.spread)
+			t.Fatalf("after %d picks at %v of %d a second from %d P: spread %v, want %v", ph.checks*rateCheckEvery, ph.rate, spreadRate, ph.ps, got, ph.spread)
 		}
 	}
 	if n := p.picks(); n != uint32(picks) {
 		t.Errorf("picker counted %d picks, want %d", n, picks)
+	}
+}
+
+// TestWeightedRROneGoroutineStaysShared: the picks of one goroutine,
+// however dense, do not spread, as the P a check runs on says (Pick
+// passes it): with one P, every check comes from it.
+func TestWeightedRROneGoroutineStaysShared(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	weights := []float64{5, 1, 1, 3}
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &nanoPerRead{}}, NewSchedule(weights), 4)
+	for range 50 * rateCheckEvery {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{})
+		if p.spread.Load() {
+			t.Fatal("one goroutine's dense picks on one P spread")
+		}
+	}
+	if p.shared.checkedBy.Load() == 0 {
+		t.Error("no rate check decided anything: the test checked nothing")
+	}
+}
+
+// TestWeightedRRSpreadsOverPs: dense picks from goroutines on several Ps
+// spread, with Pick telling each check its P.
+func TestWeightedRRSpreadsOverPs(t *testing.T) {
+	const procs = 4
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	weights := []float64{5, 1, 1, 3}
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &nanoPerRead{}}, NewSchedule(weights), procs)
+	var got [4]atomic.Int64
+	var spread atomic.Bool
+	rounds := pickInRounds(t, p, got[:], 2*procs, 4*rateCheckEvery, func() {
+		if p.spread.Load() {
+			spread.Store(true)
+		}
+	}, spread.Load)
+	if !spread.Load() {
+		t.Errorf("after %d rounds of %d goroutines on %d Ps picking at a nanosecond apart: never spread", rounds, 2*procs, procs)
 	}
 }
 
@@ -283,14 +340,15 @@ func TestWeightedRRRateCheckEdges(t *testing.T) {
 	clk := &manualClock{now: 1}
 	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
 	s := p.shared
+	s.checkedBy.Store(2) // as if the last check had been on P 1
 	check := func(what string) {
 		t.Helper()
 		at, picks := s.checked.Load(), s.checkedPicks.Load()
-		p.checkRate()
+		p.checkRate(0)
 		if p.spread.Load() {
 			t.Errorf("%s: spread", what)
 		}
-		if s.checked.Load() != at || s.checkedPicks.Load() != picks {
+		if s.checked.Load() != at || s.checkedPicks.Load() != picks || s.checkedBy.Load() != 2 {
 			t.Errorf("%s: the last check's reading moved", what)
 		}
 	}
@@ -311,7 +369,7 @@ func TestWeightedRRRateCheckEdges(t *testing.T) {
 	s.checking.Store(true)
 	check("a check under way")
 	s.checking.Store(false)
-	p.checkRate()
+	p.checkRate(0)
 	if !p.spread.Load() {
 		t.Error("4,096 picks in a microsecond, the other check done: not spread")
 	}
