@@ -82,7 +82,7 @@ type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterLeastLoaded registers a d-choice policy (see Register).
 func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot) balancer.Picker {
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot, _ balancer.Picker) balancer.Picker {
 		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap))
 	})
 }
@@ -90,7 +90,7 @@ func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[
 // registerTyped registers a policy whose config is a C: the engine's
 // policies differ only in their settings and in the picker they build.
 func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),
-	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot) balancer.Picker) {
+	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot, balancer.Picker) balancer.Picker) {
 	Register(Spec{
 		Name:        name,
 		ParseConfig: parse,
@@ -101,14 +101,18 @@ func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(
 	})
 }
 
-// typedPolicy is the Policy of a registerTyped policy. cfg is guarded by
-// the engine's lock, like every Policy's state; the rest is immutable.
+// typedPolicy is the Policy of a registerTyped policy. cfg and last are
+// guarded by the engine's lock, like every Policy's state; the rest is
+// immutable.
 type typedPolicy[C serviceconfig.LoadBalancingConfig] struct {
-	name      string
-	defaults  func() C
-	settings  func(C) Settings
-	newPicker func(C, *Snapshot) balancer.Picker
+	name     string
+	defaults func() C
+	settings func(C) Settings
+	// newPicker builds a picker over a snapshot, given the last one it
+	// built (nil before the first).
+	newPicker func(C, *Snapshot, balancer.Picker) balancer.Picker
 	cfg       C
+	last      balancer.Picker // guarded by the engine's lock
 }
 
 func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
@@ -120,7 +124,10 @@ func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Setting
 	return p.settings(cfg), nil
 }
 
-func (p *typedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker { return p.newPicker(p.cfg, snap) }
+func (p *typedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker {
+	p.last = p.newPicker(p.cfg, snap, p.last)
+	return p.last
+}
 
 // WeightedSpec describes a policy that is the engine's smooth weighted
 // round robin over weights the engine keeps (Settings.Weights) or static
@@ -139,7 +146,12 @@ type WeightedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterWeighted registers a weighted round-robin policy (see Register).
 func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(_ C, snap *Snapshot) balancer.Picker {
-		return NewWeightedRR(snap)
-	})
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, weightedPicker[C])
+}
+
+// weightedPicker is a weighted policy's picker over snap, taking over from
+// last, the policy's previous one.
+func weightedPicker[C any](_ C, snap *Snapshot, last balancer.Picker) balancer.Picker {
+	prev, _ := last.(*WeightedRR)
+	return NewWeightedRRAfter(snap, prev)
 }

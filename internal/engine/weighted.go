@@ -101,8 +101,20 @@ const (
 	nextPick     = nextPosition | nextCount
 )
 
-// NewWeightedRR returns a WeightedRR picker over snap.
-func NewWeightedRR(snap *Snapshot) *WeightedRR {
+// NewWeightedRR returns a WeightedRR picker over snap, starting at a
+// random position of its schedule.
+func NewWeightedRR(snap *Snapshot) *WeightedRR { return NewWeightedRRAfter(snap, nil) }
+
+// NewWeightedRRAfter returns a WeightedRR picker over snap that takes
+// over from prev, the balancer's last one (nil: none): its positions
+// continue prev's at the same points of the cycle (Schedule.continueAt),
+// not at random ones. A picker is rebuilt at every weight update (ten
+// times a second by default) and connectivity change; from a random
+// position, each rebuild gave every endpoint a random gap before its next
+// call, down to none, and a backend that serves a call or a few at a time
+// queued behind the pairs that made. Only the first picker's position is
+// random, which keeps clients with the same weights out of step.
+func NewWeightedRRAfter(snap *Snapshot, prev *WeightedRR) *WeightedRR {
 	// The schedule reads its weights and keeps none, so while neither slow
 	// start nor avoidance changes one, it is given the snapshot's own: over
 	// a large fleet their copy would be a good part of what a publish
@@ -139,7 +151,29 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR {
 			}
 		}
 	}
-	return newWeightedRR(snap, NewSchedule(ws), cursorsFor(snap))
+	p := newWeightedRR(snap, NewSchedule(ws), cursorsFor(snap))
+	if prev != nil {
+		p.continueFrom(prev)
+	}
+	return p
+}
+
+// continueFrom moves p's cursors, fresh and counting no picks, to where
+// prev's stand in its schedule: the shared one to prev's shared one's
+// point, each per-P one to the same P's, while both pickers have as many.
+// Each fresh cursor's random position gives the spare bits that place it
+// within its point's stretch of the new cycle (Schedule.continueAt).
+func (p *WeightedRR) continueFrom(prev *WeightedRR) {
+	take := func(c, from *cursor) {
+		pos := p.sched.continueAt(prev.sched, uint32(from.next.Load()>>32), uint32(c.next.Load()>>32))
+		c.next.Store(uint64(pos) << 32)
+	}
+	take(p.shared, prev.shared)
+	if len(p.cursors) == len(prev.cursors) {
+		for i := range p.cursors {
+			take(&p.cursors[i], &prev.cursors[i])
+		}
+	}
 }
 
 // newWeightedRR is the picker over snap that follows sched with n cursors,

@@ -436,3 +436,122 @@ func TestCursorsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleContinueAt: a rebuilt schedule takes up the old one's
+// position at the same point of its cycle: the position itself when the
+// cycles are as long or either sweeps, the same fraction of the cycle
+// through otherwise.
+func TestScheduleContinueAt(t *testing.T) {
+	short := NewSchedule([]float64{1.5, 1})                     // quantized: a cycle of 1,024
+	other := NewSchedule([]float64{1.5, 1, 1})                  // quantized: 1,025
+	exact := NewSchedule([]float64{3, 1})                       // a cycle of 4
+	sweep := NewSchedule(slices.Repeat([]float64{1.5, 1}, 100)) // 200 endpoints: a sweep
+	if !sweep.Sweeps() || short.Len() == other.Len() {
+		t.Fatalf("schedules not as the test needs: sweep %v, lengths %d and %d", sweep.Sweeps(), short.Len(), other.Len())
+	}
+	// From a cycle of one position, the spare bits alone place it: the
+	// clients of a fleet whose first pickers saw one endpoint READY do
+	// not all start the next cycle at one point.
+	one := NewSchedule([]float64{1})
+	for k := range uint32(exact.Len()) {
+		spare := uint32((uint64(k)<<32 + 1<<31) / uint64(exact.Len()))
+		if got := exact.continueAt(one, 12345, spare); got != k {
+			t.Errorf("from a cycle of one, spare bits %#x: %d, want %d of %d", spare, got, k, exact.Len())
+		}
+	}
+	for _, seq := range []uint32{0, 1, 517, 1<<32 - 1, 123456789} {
+		if got := short.continueAt(short, seq, 0); got != seq {
+			t.Errorf("same length, %d: %d, want %d", seq, got, seq)
+		}
+		if got := sweep.continueAt(short, seq, 0); got != seq {
+			t.Errorf("into a sweep, %d: %d, want %d", seq, got, seq)
+		}
+		if got := short.continueAt(sweep, seq, 0); got != seq {
+			t.Errorf("from a sweep, %d: %d, want %d", seq, got, seq)
+		}
+		for _, c := range []struct{ from, to *Schedule }{{short, other}, {other, short}, {exact, short}, {short, exact}} {
+			at := float64(seq%uint32(c.from.Len())) / float64(c.from.Len())
+			got := c.to.continueAt(c.from, seq, 0)
+			if got >= uint32(c.to.Len()) || math.Abs(float64(got)/float64(c.to.Len())-at) > 1/float64(c.to.Len()) {
+				t.Errorf("%d of a cycle of %d (%.4f through) to a cycle of %d: %d (%.4f)", seq, c.from.Len(), at, c.to.Len(), got, float64(got)/float64(c.to.Len()))
+			}
+		}
+	}
+}
+
+// TestWeightedRRContinuesAcrossRebuilds: a picker rebuilt every 90
+// picks (the lab's two hardware generations: 900 calls a second, a weight
+// update every 100 ms) over weights that drift as smoothed reports do, a
+// few parts in a thousand per update, and that takes over from the last
+// one, places few calls to one endpoint closer than half its period: the
+// schedule stays the same while the drift moves no slot, and when it
+// moves one, only that endpoint's calls lose their spacing. Rebuilt from
+// random positions, every rebuild gave every endpoint a random gap.
+func TestWeightedRRContinuesAcrossRebuilds(t *testing.T) {
+	base := []float64{10, 10, 10, 10, 10, 10, 10, 10, 10, 6, 6, 6}
+	eps := idEndpoints(base)
+	// close counts, over 300 rebuilds, the calls to an endpoint that came
+	// less than half its period after its last call.
+	close := func(after bool) (close, calls int) {
+		rnd := NewSeededRand(3)
+		var prev *WeightedRR
+		ws := slices.Clone(base)
+		last := make([]int, len(base))
+		for i := range last {
+			last[i] = -1
+		}
+		for pick := 0; pick < 300*90; {
+			for i := range ws {
+				ws[i] *= 1 + 0.004*(float64(rnd.Uint64()>>11)/(1<<53)-0.5)
+			}
+			snap := &Snapshot{Endpoints: eps, Weights: slices.Clone(ws), Rand: rnd}
+			p := NewWeightedRR(snap)
+			if after {
+				p = NewWeightedRRAfter(snap, prev)
+			}
+			prev = p
+			for range 90 {
+				res, err := p.Pick(balancer.PickInfo{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Done(balancer.DoneInfo{})
+				i := res.SubConn.(*idSubConn).id
+				if last[i] >= 0 && float64(pick-last[i]) < 0.5*114/base[i] { // the weights sum to 114
+					close++
+				}
+				last[i] = pick
+				calls++
+				pick++
+			}
+		}
+		return close, calls
+	}
+	after, calls := close(true)
+	random, _ := close(false)
+	t.Logf("calls closer than half their endpoint's period, of %d: %d taking over, %d from random positions", calls, after, random)
+	if after*3 > random {
+		t.Errorf("taking over from the last picker: %d calls closer than half their endpoint's period, want a third of the %d from random positions at most", after, random)
+	}
+}
+
+// TestWeightedPolicyContinues: a weighted policy gives each picker it
+// builds the last one to take over from.
+func TestWeightedPolicyContinues(t *testing.T) {
+	pol := &typedPolicy[*struct {
+		serviceconfig.LoadBalancingConfig
+	}]{newPicker: weightedPicker[*struct {
+		serviceconfig.LoadBalancingConfig
+	}]}
+	weights := []float64{5, 1, 1, 3}
+	snap := &Snapshot{Endpoints: idEndpoints(weights), Weights: weights, Rand: NewSeededRand(7)}
+	first := pol.NewPicker(snap).(*WeightedRR)
+	for range 7 {
+		res, _ := first.Pick(balancer.PickInfo{})
+		res.Done(balancer.DoneInfo{})
+	}
+	second := pol.NewPicker(snap).(*WeightedRR)
+	if got, want := second.shared.next.Load(), first.shared.next.Load()&^(nextPosition-1); got != want {
+		t.Errorf("the second picker's position %#x, want the first's, %#x, with no picks counted", got, want)
+	}
+}
