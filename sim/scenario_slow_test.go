@@ -95,12 +95,35 @@ func TestSlowBackend(t *testing.T) {
 			t.Errorf("success: %s %.4f, round_robin %.4f; want %s higher", r.Policies[j], r.Success[j], r.Success[rr], r.Policies[j])
 		}
 	}
-	// After the recovery the raw weights follow the first fast reports;
-	// the smoothed ones average out the 60-fold cost over half a minute.
-	// Both columns come back through the same probes and readmission
-	// first (measured: raw 7.6%, smoothed 4.0%).
-	if r.RecoveredShare[raw] <= 1.5*r.RecoveredShare[orca] {
-		t.Errorf("share in the 10 s after the recovery: raw %.4f, smoothed %.4f; want raw at least 1.5 times the smoothed", r.RecoveredShare[raw], r.RecoveredShare[orca])
+}
+
+// TestSlowBackendRecoverySmoothing: after the recovery the raw weights
+// follow the first fast reports; the smoothed ones average out the
+// 60-fold cost over half a minute. Both columns come back through the
+// same probes and readmission first, and one run's share in the 10 s
+// after is a few hundred calls that a feedback loop moves (a call placed
+// there brings a fast report): over seeds 1 to 12 of the reduced run,
+// raw averaged 6.6% and smoothed 5.1%, where one seed's two can come
+// out either way (seeds 5 and 8 give smoothed the more).
+func TestSlowBackendRecoverySmoothing(t *testing.T) {
+	var raw, smoothed float64
+	const seeds = 12
+	for seed := range uint64(seeds) {
+		run, from, to := slowRun(Reduced)
+		run.Seed = seed + 1
+		for _, c := range []struct {
+			cfg string
+			sum *float64
+		}{{`{}`, &smoothed}, {`{"weightHalfLife":"0s"}`, &raw}} {
+			m, err := slowMeasure(run, GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", c.cfg), from, to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*c.sum += m.recoveredShare / seeds
+		}
+	}
+	if raw < 1.15*smoothed {
+		t.Errorf("share in the 10 s after the recovery, mean of %d seeds: raw %.4f, smoothed %.4f; want raw at least 1.15 times the smoothed", seeds, raw, smoothed)
 	}
 }
 

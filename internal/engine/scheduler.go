@@ -253,27 +253,15 @@ func (s *Schedule) Share(i int) float64 {
 // Sweeps says that the order is a sweep rather than a cycle (sweep.go).
 func (s *Schedule) Sweeps() bool { return s.sweep != nil }
 
-// continueAt is the position in s at the point of its cycle where seq
-// stood in prev's: seq itself when the cycles are as long or either is a
-// sweep (whose picks are points of one circle, whatever the arcs on it),
-// the same fraction of the cycle through otherwise, with spare, random
-// bits, placing it within the old position's stretch of the new cycle.
-// Without them, a cycle of one or two positions (a picker built while
-// one endpoint was READY) would map every client's position to one or two
-// of the new cycle, and the clients of a fleet would walk it in step.
-//
-// An endpoint's slots are due at its phase plus multiples of 1/slots of
-// the cycle, so one whose count of slots did not change has its next slot
-// where it had it, up to the few slots others gained or lost; one whose
-// count changed has its slots moved by up to a period, as from a random
-// position. Weights that drift a little from one update to the next move
-// few counts, and most rebuilds change no slot at all.
-func (s *Schedule) continueAt(prev *Schedule, seq, spare uint32) uint32 {
-	if s.sweep != nil || prev.sweep != nil || s.length == prev.length {
-		return seq
-	}
-	at := (float64(schedFastmod(seq, prev.mult, prev.length)) + float64(spare)/(1<<32)) / float64(prev.length)
-	return min(uint32(at*float64(s.length)), uint32(s.length-1))
+// sameOrder reports whether s is the order prev was: the same slots for
+// every endpoint index, so the same table. A sweep never is: its arcs
+// move with any weight. A picker rebuilt over the same order takes up its
+// predecessor's position (WeightedRR.continueFrom), so that each
+// endpoint's next slot is as far ahead as it was; over another order an
+// endpoint's slots have moved, by up to its period, and a position
+// carried over would mean no more than a random one.
+func (s *Schedule) sameOrder(prev *Schedule) bool {
+	return s.sweep == nil && prev.sweep == nil && s.length == prev.length && slices.Equal(s.slots, prev.slots)
 }
 
 // schedExactLimit is the longest exact cycle over n endpoints: what a

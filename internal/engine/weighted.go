@@ -106,14 +106,16 @@ const (
 func NewWeightedRR(snap *Snapshot) *WeightedRR { return NewWeightedRRAfter(snap, nil) }
 
 // NewWeightedRRAfter returns a WeightedRR picker over snap that takes
-// over from prev, the balancer's last one (nil: none): its positions
-// continue prev's at the same points of the cycle (Schedule.continueAt),
-// not at random ones. A picker is rebuilt at every weight update (ten
+// over from prev, the balancer's last one (nil: none): over the same
+// order (Schedule.sameOrder), its positions continue prev's rather than
+// starting at random ones. A picker is rebuilt at every weight update (ten
 // times a second by default) and connectivity change; from a random
 // position, each rebuild gave every endpoint a random gap before its next
 // call, down to none, and a backend that serves a call or a few at a time
-// queued behind the pairs that made. Only the first picker's position is
-// random, which keeps clients with the same weights out of step.
+// queued behind the pairs that made. Smoothed weights that drift a little
+// from one update to the next seldom move a slot, so most rebuilds keep
+// the order. Only a channel's first picker, and one over a new order,
+// start at random, which keeps clients with the same weights out of step.
 func NewWeightedRRAfter(snap *Snapshot, prev *WeightedRR) *WeightedRR {
 	// The schedule reads its weights and keeps none, so while neither slow
 	// start nor avoidance changes one, it is given the snapshot's own: over
@@ -159,15 +161,14 @@ func NewWeightedRRAfter(snap *Snapshot, prev *WeightedRR) *WeightedRR {
 }
 
 // continueFrom moves p's cursors, fresh and counting no picks, to where
-// prev's stand in its schedule: the shared one to prev's shared one's
-// point, each per-P one to the same P's, while both pickers have as many.
-// Each fresh cursor's random position gives the spare bits that place it
-// within its point's stretch of the new cycle (Schedule.continueAt).
+// prev's stand, if p follows the same order: the shared one to prev's
+// shared one's position, each per-P one to the same P's, while both
+// pickers have as many.
 func (p *WeightedRR) continueFrom(prev *WeightedRR) {
-	take := func(c, from *cursor) {
-		pos := p.sched.continueAt(prev.sched, uint32(from.next.Load()>>32), uint32(c.next.Load()>>32))
-		c.next.Store(uint64(pos) << 32)
+	if !p.sched.sameOrder(prev.sched) {
+		return
 	}
+	take := func(c, from *cursor) { c.next.Store(from.next.Load() &^ (nextPosition - 1)) }
 	take(p.shared, prev.shared)
 	if len(p.cursors) == len(prev.cursors) {
 		for i := range p.cursors {
