@@ -82,15 +82,15 @@ type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterLeastLoaded registers a d-choice policy (see Register).
 func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot, _ balancer.Picker) balancer.Picker {
-		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap))
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot, _ any) (balancer.Picker, any) {
+		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap)), nil
 	})
 }
 
 // registerTyped registers a policy whose config is a C: the engine's
 // policies differ only in their settings and in the picker they build.
 func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),
-	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot, balancer.Picker) balancer.Picker) {
+	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot, any) (balancer.Picker, any)) {
 	Register(Spec{
 		Name:        name,
 		ParseConfig: parse,
@@ -101,18 +101,20 @@ func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(
 	})
 }
 
-// typedPolicy is the Policy of a registerTyped policy. cfg and last are
+// typedPolicy is the Policy of a registerTyped policy. cfg and carry are
 // guarded by the engine's lock, like every Policy's state; the rest is
 // immutable.
 type typedPolicy[C serviceconfig.LoadBalancingConfig] struct {
 	name     string
 	defaults func() C
 	settings func(C) Settings
-	// newPicker builds a picker over a snapshot, given the last one it
-	// built (nil before the first).
-	newPicker func(C, *Snapshot, balancer.Picker) balancer.Picker
+	// newPicker builds a picker over a snapshot, given what the last
+	// one it built left for it (nil before the first), and returns what
+	// this one leaves for the next: nil for a policy whose pickers do not
+	// take over from each other.
+	newPicker func(cfg C, snap *Snapshot, carry any) (balancer.Picker, any)
 	cfg       C
-	last      balancer.Picker // guarded by the engine's lock
+	carry     any
 }
 
 func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Settings, error) {
@@ -125,8 +127,9 @@ func (p *typedPolicy[C]) Configure(c serviceconfig.LoadBalancingConfig) (Setting
 }
 
 func (p *typedPolicy[C]) NewPicker(snap *Snapshot) balancer.Picker {
-	p.last = p.newPicker(p.cfg, snap, p.last)
-	return p.last
+	picker, carry := p.newPicker(p.cfg, snap, p.carry)
+	p.carry = carry
+	return picker
 }
 
 // WeightedSpec describes a policy that is the engine's smooth weighted
@@ -150,8 +153,11 @@ func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
 }
 
 // weightedPicker is a weighted policy's picker over snap, taking over from
-// last, the policy's previous one.
-func weightedPicker[C any](_ C, snap *Snapshot, last balancer.Picker) balancer.Picker {
-	prev, _ := last.(*WeightedRR)
-	return NewWeightedRRAfter(snap, prev)
+// where its previous one stood, and where this one stands, for the next:
+// the position, not the picker, which would keep its snapshot alive
+// while no endpoint is READY and no picker replaces it.
+func weightedPicker[C any](_ C, snap *Snapshot, carry any) (balancer.Picker, any) {
+	from, _ := carry.(*WeightedRRPosition)
+	p := NewWeightedRRAfter(snap, from)
+	return p, p.Position()
 }

@@ -45,6 +45,16 @@ import (
 // endpoint rounds the same way; independent rounding errors mostly cancel and
 // the observed error is far smaller (see TestScheduleQuantizedShares).
 //
+// Held cycles. A picker rebuilt over weights that drifted a little since
+// the last one keeps the last one's quantized cycle (NewScheduleAfter)
+// while every endpoint's count is still within one slot of its ideal:
+// |d_i| < 1 instead of 1/2, so -n < D < n, L > T - n, and an endpoint of
+// average weight is within (1/32 + 1/32)/(31/32) = 2/31 ~= 6.5% of its
+// share at worst. Smoothed backend weights drift by parts in a thousand
+// from one update to the next, and held, they keep the order (and the
+// pickers' positions in it) for many updates where fresh rounding would
+// move some endpoint's slot at nearly every one.
+//
 // Order. Endpoint i's k-th slot (k = 0..s_i-1) is due at virtual time
 // (k + phi_i)/s_i, and the cycle lists all slots by due time, ties to the
 // lower endpoint index. The phase phi_i = frac((i+1)/golden ratio) is a
@@ -55,7 +65,7 @@ import (
 // order deterministic on every platform and the gap bound below a theorem
 // rather than an approximation. Equal weights are the exception: one slot
 // each, in index (resolver) order, as grpc-go's round_robin walks them,
-// with no table at all; each picker starts at a random position.
+// with no table at all.
 //
 // Gap bound. Before a slot of endpoint i due at time t stand
 // ceil(t*s_j - phi_j) slots of each endpoint j > i (which lose ties to i) and
@@ -92,6 +102,10 @@ type Schedule struct {
 	// slots[i] is how many positions of the cycle belong to endpoint i;
 	// nil, like table, when every weight is the same (one position each).
 	slots []uint32
+	// quantized says that slots round the weights to a cycle of about
+	// schedTarget slots, rather than honour integer weights exactly: a
+	// cycle that a rebuild may hold (holds).
+	quantized bool
 	// sweep, when not nil, is the order instead of a cycle: for a large
 	// fleet whose weights need a cycle longer than schedMaxCycle (see
 	// sweep.go). The fields above are then zero.
@@ -157,7 +171,14 @@ func schedTarget(n int) int {
 // one-slot cycle whatever its weight.
 // NewSchedule panics if weights is empty, because there is no order to
 // follow.
-func NewSchedule(weights []float64) *Schedule {
+func NewSchedule(weights []float64) *Schedule { return NewScheduleAfter(weights, nil) }
+
+// NewScheduleAfter is NewSchedule for the picker rebuilt after one that
+// followed prev (nil: none). Where NewSchedule would quantize, and prev
+// is a quantized cycle over as many endpoints that gives each of them
+// within one slot of its ideal count for weights (see "Held cycles"),
+// it returns prev itself, in O(n) and allocating nothing.
+func NewScheduleAfter(weights []float64, prev *Schedule) *Schedule {
 	n := len(weights)
 	if n == 0 {
 		panic("engine: NewSchedule needs at least one weight")
@@ -168,6 +189,7 @@ func NewSchedule(weights []float64) *Schedule {
 		return &Schedule{length: uint64(n), mult: schedFastmodMultiplier(uint64(n))}
 	}
 	var slots []uint32
+	quantized := false
 	if n == 1 {
 		// Quantizing a lone fractional weight would build a table of T
 		// copies of endpoint 0.
@@ -176,17 +198,22 @@ func NewSchedule(weights []float64) *Schedule {
 		if schedTarget(n) > schedMaxCycle {
 			return &Schedule{sweep: newSweep(weights, schedSlotsPerEndpoint*n)}
 		}
+		if prev != nil && prev.holds(weights) {
+			return prev
+		}
 		slots = make([]uint32, n)
 		schedQuantizedSlots(weights, slots)
+		quantized = true
 	}
 	var length uint64
 	for _, c := range slots {
 		length += uint64(c)
 	}
 	s := &Schedule{
-		length: length,
-		mult:   schedFastmodMultiplier(length),
-		slots:  slots,
+		length:    length,
+		mult:      schedFastmodMultiplier(length),
+		slots:     slots,
+		quantized: quantized,
 	}
 	s.table = make([]uint16, length)
 	schedFill(s.table, slots)
@@ -194,8 +221,9 @@ func NewSchedule(weights []float64) *Schedule {
 }
 
 // Next returns the endpoint index at position seq of the cyclic order. The
-// caller keeps an atomic counter (started at a random value; a WeightedRR
-// picker keeps one per P) and passes counter.Add(1); Next is O(1), takes
+// caller keeps an atomic counter (a WeightedRR picker's starts at a
+// random value, or where its predecessor's stood; once spread, it keeps
+// one per P) and passes counter.Add(1); Next is O(1), takes
 // no lock, allocates nothing, and is safe for concurrent use.
 //
 // The position is seq mod Len, computed without a division. Because 2^32 is
@@ -338,6 +366,28 @@ func schedExactSlots(weights []float64) []uint32 {
 		slots[i] = uint32(slot(w))
 	}
 	return slots
+}
+
+// holds reports whether s, a quantized cycle over as many endpoints as
+// weights, still gives each endpoint within one slot of its ideal count
+// for weights, the count schedQuantizedSlots rounds: an unusable weight's
+// one slot exactly. Every cycle it builds holds for its own weights.
+func (s *Schedule) holds(weights []float64) bool {
+	if !s.quantized || len(s.slots) != len(weights) {
+		return false
+	}
+	maxW, sum := schedScale(weights)
+	target := float64(schedTarget(len(weights)))
+	for i, w := range weights {
+		ideal := 1.0
+		if schedUsable(w) {
+			ideal = max(1, w/maxW*target/sum)
+		}
+		if math.Abs(float64(s.slots[i])-ideal) >= 1 || !schedUsable(w) && s.slots[i] != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // schedQuantizedSlots fills slots with max(1, round(w_i*T/W)) for usable

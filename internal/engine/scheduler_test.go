@@ -372,6 +372,66 @@ func TestScheduleQuantizedShares(t *testing.T) {
 	}
 }
 
+// TestScheduleHeldWhileWithinASlot: weights that drift by up to a part in
+// a thousand per rebuild keep the last cycle (NewScheduleAfter returns it)
+// until some endpoint's ideal count is a slot away from its slots, so
+// every cycle in use, held or fresh, keeps each share within the held
+// bound |s_i/L - p_i| < (1 + n*p_i)/(T - n); most rebuilds hold. A jump
+// in one weight, integer weights (an exact cycle) and a fleet that sweeps
+// build afresh.
+func TestScheduleHeldWhileWithinASlot(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{2, 12, 100, 128} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			w := schedRange(n, func(int) float64 { return 0.5 + r.Float64() })
+			prev := NewSchedule(w)
+			const rebuilds = 500
+			held := 0
+			for range rebuilds {
+				for i := range w {
+					w[i] *= 1 + 0.002*(r.Float64()-0.5)
+				}
+				s := NewScheduleAfter(w, prev)
+				if s == prev {
+					held++
+				}
+				prev = s
+				var sum float64
+				for _, x := range w {
+					sum += x
+				}
+				T, L := float64(schedTarget(n)), float64(s.Len())
+				for i, x := range w {
+					p := x / sum
+					if d := math.Abs(float64(s.Slots(i)) - max(1, p*T)); d >= 1 {
+						t.Fatalf("endpoint %d: %d slots, %.3f from its ideal count", i, s.Slots(i), d)
+					}
+					if bound := (1 + float64(n)*p) / (T - float64(n)); math.Abs(float64(s.Slots(i))/L-p) >= bound {
+						t.Fatalf("endpoint %d: share %.6g, want %.6g within %.3g", i, float64(s.Slots(i))/L, p, bound)
+					}
+				}
+			}
+			t.Logf("%d of %d rebuilds held the last cycle", held, rebuilds)
+			if held < rebuilds*3/4 {
+				t.Errorf("%d of %d rebuilds held the last cycle, want three quarters at least", held, rebuilds)
+			}
+			jumped := slices.Clone(w)
+			jumped[0] *= 1.5
+			if NewScheduleAfter(jumped, prev) == prev {
+				t.Error("a weight half as large again kept the last cycle")
+			}
+		})
+	}
+	quantized := NewSchedule([]float64{1.5, 1, 1})
+	if exact := NewScheduleAfter([]float64{3, 2, 2}, quantized); exact == quantized || exact.Len() != 7 {
+		t.Errorf("integer weights {3, 2, 2} after a quantized cycle: held %v, %d slots, want a fresh cycle of 7", exact == quantized, exact.Len())
+	}
+	sweeping := schedRange(200, func(i int) float64 { return 1 + float64(i%3)/2 })
+	if s := NewScheduleAfter(sweeping, NewSchedule(sweeping)); !s.Sweeps() {
+		t.Error("200 fractional weights did not sweep")
+	}
+}
+
 // TestScheduleBadWeights checks that weights the caller should never pass
 // do not panic and cost their endpoint nothing but weight: one slot each,
 // with the others still split by their own weights.

@@ -64,8 +64,9 @@ type WeightedRR struct {
 // all come from one P (a single goroutine's loop) stays shared, where
 // spreading would only add the reading of the P to every pick. Whichever
 // cursor a pick takes, one position in rateCheckEvery checks the rate
-// (checkRate); a new picker, built at every weight update and
-// connectivity change, starts shared.
+// (checkRate); a channel's first picker starts shared, and each one
+// rebuilt after it (at every weight update and connectivity change) as
+// the last one stood.
 const (
 	spreadRate     = 1_000_000 // picks a second
 	rateCheckEvery = 1 << 12   // a power of two: checked by a mask of the position
@@ -82,10 +83,11 @@ const (
 type cursor struct {
 	next         atomic.Uint64
 	checked      atomic.Int64  // shared cursor: Clock.Nanotime at the last rate check
-	checkedPicks atomic.Uint32 // picks() at the last rate check; a per-P cursor: its own picks then
+	checkedPicks atomic.Uint32 // picks() at the last deciding rate check; a per-P cursor: its own picks then
 	checkedBy    atomic.Uint32 // shared cursor: 1 + the P that made the last rate check; 0 before one
 	checking     atomic.Bool   // shared cursor: a rate check is under way
-	_            [cacheLine - 28]byte
+	spread       atomic.Bool   // shared cursor: the picker's spread, kept here for the picker after it (WeightedRRPosition)
+	_            [cacheLine - 32]byte
 }
 
 // maxCursors caps a picker's cursors (a cache line each, allocated with
@@ -106,17 +108,20 @@ const (
 func NewWeightedRR(snap *Snapshot) *WeightedRR { return NewWeightedRRAfter(snap, nil) }
 
 // NewWeightedRRAfter returns a WeightedRR picker over snap that takes
-// over from prev, the balancer's last one (nil: none): over the same
-// order (Schedule.sameOrder), its positions continue prev's rather than
-// starting at random ones. A picker is rebuilt at every weight update (ten
-// times a second by default) and connectivity change; from a random
-// position, each rebuild gave every endpoint a random gap before its next
-// call, down to none, and a backend that serves a call or a few at a time
-// queued behind the pairs that made. Smoothed weights that drift a little
-// from one update to the next seldom move a slot, so most rebuilds keep
-// the order. Only a channel's first picker, and one over a new order,
-// start at random, which keeps clients with the same weights out of step.
-func NewWeightedRRAfter(snap *Snapshot, prev *WeightedRR) *WeightedRR {
+// over from the balancer's last one, which stood at from (nil: none).
+// Over the same order (Schedule.sameOrder), its positions continue the
+// last picker's rather than starting at random ones. A picker is rebuilt
+// at every weight update (ten times a second by default) and connectivity
+// change; from a random position, each rebuild gave every endpoint a
+// random gap before its next call, down to none, and a backend that
+// serves a call or a few at a time queued behind the pairs that made.
+// The order stays the same while the weights' drift moves no slot: over
+// a dozen endpoints whose smoothed weights drift by a part in a thousand
+// per update, about half the rebuilds (TestWeightedRRContinuesAcrossRebuilds);
+// fewer over larger fleets or faster drift, and never over a sweep. A
+// rebuild over another order, and a channel's first picker, start at
+// random, which keeps clients with the same weights out of step.
+func NewWeightedRRAfter(snap *Snapshot, from *WeightedRRPosition) *WeightedRR {
 	// The schedule reads its weights and keeps none, so while neither slow
 	// start nor avoidance changes one, it is given the snapshot's own: over
 	// a large fleet their copy would be a good part of what a publish
@@ -153,26 +158,55 @@ func NewWeightedRRAfter(snap *Snapshot, prev *WeightedRR) *WeightedRR {
 			}
 		}
 	}
-	p := newWeightedRR(snap, NewSchedule(ws), cursorsFor(snap))
-	if prev != nil {
-		p.continueFrom(prev)
+	var prevSched *Schedule
+	if from != nil {
+		prevSched = from.sched
+	}
+	p := newWeightedRR(snap, NewScheduleAfter(ws, prevSched), cursorsFor(snap))
+	if from != nil {
+		p.continueFrom(from)
 	}
 	return p
 }
 
+// WeightedRRPosition is where a WeightedRR picker stands: its order and
+// its cursors, which its picks still move. It is what the next picker
+// takes over from, and holds neither the snapshot nor its endpoints, so
+// a balancer that keeps it between pickers keeps no fleet alive.
+type WeightedRRPosition struct {
+	sched   *Schedule
+	shared  *cursor
+	cursors []cursor
+}
+
+// Position returns where p stands, for the picker rebuilt after it.
+func (p *WeightedRR) Position() *WeightedRRPosition {
+	return &WeightedRRPosition{sched: p.sched, shared: p.shared, cursors: p.cursors}
+}
+
 // continueFrom moves p's cursors, fresh and counting no picks, to where
-// prev's stand, if p follows the same order: the shared one to prev's
+// from's stand, if p follows the same order: the shared one to from's
 // shared one's position, each per-P one to the same P's, while both
-// pickers have as many.
-func (p *WeightedRR) continueFrom(prev *WeightedRR) {
-	if !p.sched.sameOrder(prev.sched) {
+// pickers have as many. Whatever the order, p keeps the last picker's
+// reading of its picks' Ps: a picker whose picks were spread starts
+// spread, and one whose last check ran on another P than p's first
+// spreads at that first check if the picks are dense, rather than
+// spending a check on learning the P again.
+func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
+	if p.checksRate && len(p.cursors) == len(from.cursors) {
+		p.shared.checkedBy.Store(from.shared.checkedBy.Load())
+		spread := from.shared.spread.Load()
+		p.spread.Store(spread)
+		p.shared.spread.Store(spread)
+	}
+	if !p.sched.sameOrder(from.sched) {
 		return
 	}
 	take := func(c, from *cursor) { c.next.Store(from.next.Load() &^ (nextPosition - 1)) }
-	take(p.shared, prev.shared)
-	if len(p.cursors) == len(prev.cursors) {
+	take(p.shared, from.shared)
+	if len(p.cursors) == len(from.cursors) {
 		for i := range p.cursors {
-			take(&p.cursors[i], &prev.cursors[i])
+			take(&p.cursors[i], &from.cursors[i])
 		}
 	}
 }
@@ -285,8 +319,10 @@ func (p *WeightedRR) checkRate(by uint32) {
 	switch spread := p.spread.Load(); {
 	case !spread && rate > spreadRate && last != 0 && last != by+1:
 		p.spread.Store(true)
+		s.spread.Store(true)
 	case spread && (rate < spreadRate/2 || most >= picks-picks/16):
 		p.spread.Store(false)
+		s.spread.Store(false)
 	}
 }
 
