@@ -16,9 +16,12 @@ import (
 // A publish with no change of the list since the last one (a weight
 // update, a slow-start step) hands the snapshot the same array, and the
 // next edit copies it first: at 50k endpoints the copy is 800 KB. An
-// endpoint that leaves and comes back to its place before anything else
-// changes (a flap) takes back the array published before it left (see
-// readyUndo), so a flap copies once, not twice.
+// endpoint that leaves READY stays in the array until something else
+// changes or a publish comes (readyOut): if it comes back first (a flap
+// within a coalescing window), nothing was copied or moved. One that
+// comes back to its place after a publish and before anything else
+// changes takes back the array published before it left (see
+// readyUndo), so such a flap copies once, not twice.
 
 // readyList is the balancer's list of READY endpoints that are not
 // ejected, and of those that are, in resolver order, as a publish hands
@@ -46,6 +49,20 @@ type readyList struct {
 	// connection re-established) then takes the array back, which no
 	// one changes once published, rather than copying it again.
 	undo readyUndo
+	// out is an endpoint that left READY and is still in ready, its
+	// removal put off until another endpoint's change or a publish
+	// (settle): at 50k endpoints a removal moves or copies 800 KB, and
+	// an endpoint whose connection drops and is re-established within a
+	// window of coalesced publishes, which most flaps are, then costs
+	// none. Zero when there is none.
+	out readyOut
+}
+
+// readyOut is an endpoint whose removal from readyList.ready, at index
+// i, is put off.
+type readyOut struct {
+	e *Endpoint
+	i int
 }
 
 // readyUndo is the published array a removal copied, the endpoint it
@@ -59,7 +76,7 @@ type readyUndo struct {
 // invalidate drops the list; the next publish rebuilds it.
 func (l *readyList) invalidate() {
 	l.valid, l.ready, l.ejected, l.published = false, nil, nil, false
-	l.undo = readyUndo{}
+	l.undo, l.out = readyUndo{}, readyOut{}
 	l.weights.drop()
 }
 
@@ -75,6 +92,16 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 		l.invalidate()
 		return
 	}
+	if l.out.e == e {
+		if e.state != connectivity.Ready {
+			return // still out (IDLE, then CONNECTING)
+		}
+		if l.ready[l.out.i] == (Ready{Stats: e, InvWeight: 1 / e.weight}) {
+			l.out = readyOut{} // back before anything else changed
+			return
+		}
+	}
+	l.settle()
 	i, found := slices.BinarySearchFunc(l.ready, e.pos, func(r Ready, pos int) int { return r.Stats.pos - pos })
 	switch want := e.state == connectivity.Ready; {
 	case want && found:
@@ -93,15 +120,25 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 			l.weights.insert(i, e)
 		}
 	case found:
-		l.undo = readyUndo{}
-		if l.published {
-			l.undo = readyUndo{before: l.ready, i: i, e: e}
-		}
-		l.ready = deleteAt(l.ready, l.published, i)
-		l.published = false
-		if l.weights.valid {
-			l.weights.remove(i)
-		}
+		l.out = readyOut{e: e, i: i}
+	}
+}
+
+// settle takes out the endpoint whose removal was put off, if any.
+func (l *readyList) settle() {
+	e, i := l.out.e, l.out.i
+	if e == nil {
+		return
+	}
+	l.out = readyOut{}
+	l.undo = readyUndo{}
+	if l.published {
+		l.undo = readyUndo{before: l.ready, i: i, e: e}
+	}
+	l.ready = deleteAt(l.ready, l.published, i)
+	l.published = false
+	if l.weights.valid {
+		l.weights.remove(i)
 	}
 }
 
@@ -114,6 +151,7 @@ func (b *engineBalancer) readyEndpointsLocked() (ready, ejected []Ready) {
 		l.valid = true
 		l.ready, l.ejected = b.scanReadyLocked()
 	}
+	l.settle()
 	l.published = true
 	return l.ready, l.ejected
 }

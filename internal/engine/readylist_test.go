@@ -242,8 +242,17 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int,
 	last := *lastp // written by NewPicker, under b.mu
 	ready, ejected := b.scanReadyLocked()
 	if l := &b.readyList; l.valid {
-		if !sameReady(l.ready, ready) || !sameReady(l.ejected, ejected) {
-			t.Fatalf("step %d: the kept list (%d READY, %d ejected) differs from a walk's (%d, %d)", step, len(l.ready), len(l.ejected), len(ready), len(ejected))
+		// An endpoint whose removal is put off is still in the array, and
+		// no longer READY.
+		kept := l.ready
+		if o := l.out; o.e != nil {
+			if o.e.state == connectivity.Ready || kept[o.i].Stats != o.e {
+				t.Fatalf("step %d: the endpoint out, at %d, is %v, and the list holds %p there, want it not READY and there", step, o.i, o.e.state, kept[o.i].Stats)
+			}
+			kept = slices.Delete(slices.Clone(kept), o.i, o.i+1)
+		}
+		if !sameReady(kept, ready) || !sameReady(l.ejected, ejected) {
+			t.Fatalf("step %d: the kept list (%d READY, %d ejected) differs from a walk's (%d, %d)", step, len(kept), len(l.ejected), len(ready), len(ejected))
 		}
 	}
 	if w := &b.readyList.weights; w.valid {
@@ -452,10 +461,11 @@ func TestReadyWeightsGrowth(t *testing.T) {
 	}
 }
 
-// TestReadyListUndo: an endpoint that leaves READY and comes back to its
-// place gets the list back as it was published before it left, the same
-// array and no copy; a return after another edit, or to a list edited in
-// place, copies as before.
+// TestReadyListUndo: an endpoint that leaves READY and comes back before
+// anything else changes costs the list nothing; one that comes back to
+// its place after a publish gets the list back as it was published before
+// it left, the same array and no copy; a return after another edit, or to
+// a list edited in place, copies as before.
 func TestReadyListUndo(t *testing.T) {
 	shared := &doneShared{}
 	b := &engineBalancer{}
@@ -472,21 +482,31 @@ func TestReadyListUndo(t *testing.T) {
 		b.readyChangedLocked(e)
 		return b.readyList.ready
 	}
-	out := flip(eps[2], connectivity.Idle)
-	if len(out) != 3 || &out[0] == &published[0] {
-		t.Fatalf("after a removal from a published list: %d endpoints, same array %v; want 3 in a copy", len(out), &out[0] == &published[0])
+	// A flap between publishes: the removal waits, and the return
+	// cancels it.
+	flip(eps[2], connectivity.Idle)
+	flip(eps[2], connectivity.Connecting)
+	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || len(back) != 4 || !b.readyList.published || b.readyList.out.e != nil {
+		t.Fatalf("a flap between publishes: same array %v, %d endpoints, published %v, one out %v; want the published array, 4, published, none out",
+			&back[0] == &published[0], len(back), b.readyList.published, b.readyList.out.e != nil)
 	}
-	b.readyEndpointsLocked()
+	flip(eps[2], connectivity.Idle)
+	if out, _ := b.readyEndpointsLocked(); len(out) != 3 || &out[0] == &published[0] || len(published) != 4 || published[2].Stats != eps[2] {
+		t.Fatalf("a publish after a removal from a published list: %d endpoints, same array %v; want 3 in a copy, the published 4 unchanged", len(out), &out[0] == &published[0])
+	}
 	back := flip(eps[2], connectivity.Ready)
 	if &back[0] != &published[0] || len(back) != 4 || !b.readyList.published {
 		t.Fatalf("the endpoint's return: same array %v, %d endpoints, published %v; want the published array back, 4, marked published", &back[0] == &published[0], len(back), b.readyList.published)
 	}
-	// Its next edit copies it, as any published array's.
-	if out := flip(eps[0], connectivity.Idle); &out[0] == &published[0] || published[0].Stats != eps[0] {
+	// Its next edit copies it, as any published array's, once another
+	// change settles the removal.
+	flip(eps[0], connectivity.Idle)
+	if out := flip(eps[1], connectivity.Idle); &out[0] == &published[0] || published[0].Stats != eps[0] || out[0].Stats != eps[1] {
 		t.Fatal("an edit of the array taken back changed it in place")
 	}
 	// Another endpoint's change in between: the return copies.
 	flip(eps[0], connectivity.Ready)
+	flip(eps[1], connectivity.Ready)
 	before, _ := b.readyEndpointsLocked()
 	flip(eps[1], connectivity.Idle)
 	flip(eps[3], connectivity.Idle)

@@ -287,9 +287,10 @@ func (s *Schedule) Sweeps() bool { return s.sweep != nil }
 // predecessor's position (WeightedRR.continueFrom), so that each
 // endpoint's next slot is as far ahead as it was; over another order an
 // endpoint's slots have moved, by up to its period, and a position
-// carried over would mean no more than a random one.
+// carried over would mean no more than a random one. A nil prev (none
+// kept) is no order.
 func (s *Schedule) sameOrder(prev *Schedule) bool {
-	return s.sweep == nil && prev.sweep == nil && s.length == prev.length && slices.Equal(s.slots, prev.slots)
+	return prev != nil && s.sweep == nil && prev.sweep == nil && s.length == prev.length && slices.Equal(s.slots, prev.slots)
 }
 
 // schedExactLimit is the longest exact cycle over n endpoints: what a

@@ -115,10 +115,10 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR { return NewWeightedRRAfter(snap,
 // change; from a random position, each rebuild gave every endpoint a
 // random gap before its next call, down to none, and a backend that
 // serves a call or a few at a time queued behind the pairs that made.
-// The order stays the same while the weights' drift moves no slot: over
-// a dozen endpoints whose smoothed weights drift by a part in a thousand
-// per update, about half the rebuilds (TestWeightedRRContinuesAcrossRebuilds);
-// fewer over larger fleets or faster drift, and never over a sweep. A
+// The order is held while every endpoint's slots stay within one of
+// what its weight asks (NewScheduleAfter): smoothed weights that drift by
+// up to a part in a thousand per update keep it at over nine rebuilds in
+// ten (TestScheduleHeldWhileWithinASlot); a sweep never keeps it. A
 // rebuild over another order, and a channel's first picker, start at
 // random, which keeps clients with the same weights out of step.
 func NewWeightedRRAfter(snap *Snapshot, from *WeightedRRPosition) *WeightedRR {
@@ -169,10 +169,11 @@ func NewWeightedRRAfter(snap *Snapshot, from *WeightedRRPosition) *WeightedRR {
 	return p
 }
 
-// WeightedRRPosition is where a WeightedRR picker stands: its order and
-// its cursors, which its picks still move. It is what the next picker
-// takes over from, and holds neither the snapshot nor its endpoints, so
-// a balancer that keeps it between pickers keeps no fleet alive.
+// WeightedRRPosition is where a WeightedRR picker stands: its order (nil
+// for a sweep, which no rebuild continues) and its cursors, which its
+// picks still move. It is what the next picker takes over from, and holds
+// neither the snapshot nor its endpoints, so a balancer that keeps it
+// between pickers keeps no fleet alive.
 type WeightedRRPosition struct {
 	sched   *Schedule
 	shared  *cursor
@@ -181,7 +182,11 @@ type WeightedRRPosition struct {
 
 // Position returns where p stands, for the picker rebuilt after it.
 func (p *WeightedRR) Position() *WeightedRRPosition {
-	return &WeightedRRPosition{sched: p.sched, shared: p.shared, cursors: p.cursors}
+	pos := &WeightedRRPosition{shared: p.shared, cursors: p.cursors}
+	if !p.sched.Sweeps() {
+		pos.sched = p.sched
+	}
+	return pos
 }
 
 // continueFrom moves p's cursors, fresh and counting no picks, to where
