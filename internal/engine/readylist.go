@@ -17,8 +17,9 @@ import (
 // update, a slow-start step) hands the snapshot the same array, and the
 // next edit copies it first: at 50k endpoints the copy is 800 KB. An
 // endpoint that leaves READY stays in the array until something else
-// changes or a publish comes (readyOut): if it comes back first (a flap
-// within a coalescing window), nothing was copied or moved. One that
+// changes the list or a publish comes (readyOut): if it comes back
+// first (a flap within a coalescing window, under churn over more than
+// publishAtOnceUpTo endpoints), nothing was copied or moved. One that
 // comes back to its place after a publish and before anything else
 // changes takes back the array published before it left (see
 // readyUndo), so such a flap copies once, not twice.
@@ -52,9 +53,10 @@ type readyList struct {
 	// out is an endpoint that left READY and is still in ready, its
 	// removal put off until another endpoint's change or a publish
 	// (settle): at 50k endpoints a removal moves or copies 800 KB, and
-	// an endpoint whose connection drops and is re-established within a
-	// window of coalesced publishes, which most flaps are, then costs
-	// none. Zero when there is none.
+	// an endpoint whose connection drops and is re-established before
+	// the next publish (under churn in a fleet of more than
+	// publishAtOnceUpTo endpoints, whose changes are coalesced) then
+	// costs none. Zero when there is none.
 	out readyOut
 }
 
@@ -96,17 +98,34 @@ func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
 		if e.state != connectivity.Ready {
 			return // still out (IDLE, then CONNECTING)
 		}
+		// A guard: its weight and position change only with a resolver
+		// update, which drops the list.
 		if l.ready[l.out.i] == (Ready{Stats: e, InvWeight: 1 / e.weight}) {
 			l.out = readyOut{} // back before anything else changed
 			return
 		}
+		l.settle() // back as another entry: out, then in
 	}
-	l.settle()
-	i, found := slices.BinarySearchFunc(l.ready, e.pos, func(r Ready, pos int) int { return r.Stats.pos - pos })
-	switch want := e.state == connectivity.Ready; {
-	case want && found:
+	// The pending entry keeps its place in the order, so the search is
+	// right with it there; only an edit of the list takes it out first,
+	// and a change that edits nothing (a picker replaced, a down
+	// endpoint retrying) leaves it pending.
+	search := func() (int, bool) {
+		return slices.BinarySearchFunc(l.ready, e.pos, func(r Ready, pos int) int { return r.Stats.pos - pos })
+	}
+	i, found := search()
+	want := e.state == connectivity.Ready
+	if want == found {
 		// A new READY picker: the endpoint holds it (conn), the list
-		// nothing to change.
+		// nothing to change; or a change between states that are not
+		// READY.
+		return
+	}
+	if l.out.e != nil {
+		l.settle()
+		i, found = search()
+	}
+	switch {
 	case want:
 		r := Ready{Stats: e, InvWeight: 1 / e.weight}
 		if u := l.undo; u.e == e && u.i == i && u.before[i] == r {

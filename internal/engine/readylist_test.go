@@ -60,6 +60,7 @@ func TestReadyListMatchesScan(t *testing.T) {
 		{"slowStart", Settings{SlowStart: slow}, false, 40},
 		{"weights", Settings{Weights: weights}, false, 40},
 		{"coalesced", Settings{}, false, 2 * publishAtOnceUpTo},
+		{"weightsCoalesced", Settings{Weights: weights}, false, 2 * publishAtOnceUpTo},
 		{"lazy", Settings{Ejection: DefaultEjection(), FailurePenalty: DefaultFailurePenalty()}, true, 40},
 		{"lazyCoalesced", Settings{Ejection: DefaultEjection(), FailurePenalty: DefaultFailurePenalty()}, true, 2 * publishAtOnceUpTo},
 	} {
@@ -148,7 +149,8 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 		case r < 20:
 			// An endpoint's connection drops and comes back READY: a
 			// flap, when it was READY, whose removal from the list is
-			// undone (readyUndo).
+			// called off before a publish (readyOut) or undone after
+			// one (readyUndo).
 			var live []*fakecc.SubConn
 			for _, sc := range cc.SubConns() {
 				if !sc.IsShutdown() {
@@ -489,6 +491,13 @@ func TestReadyListUndo(t *testing.T) {
 	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || len(back) != 4 || !b.readyList.published || b.readyList.out.e != nil {
 		t.Fatalf("a flap between publishes: same array %v, %d endpoints, published %v, one out %v; want the published array, 4, published, none out",
 			&back[0] == &published[0], len(back), b.readyList.published, b.readyList.out.e != nil)
+	}
+	// A change that edits nothing (a READY endpoint's new picker) leaves
+	// the removal pending: the later return still copies nothing.
+	flip(eps[2], connectivity.Idle)
+	flip(eps[0], connectivity.Ready)
+	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || b.readyList.out.e != nil {
+		t.Fatalf("a flap around another endpoint's change that edits nothing: same array %v, one out %v; want the published array, none out", &back[0] == &published[0], b.readyList.out.e != nil)
 	}
 	flip(eps[2], connectivity.Idle)
 	if out, _ := b.readyEndpointsLocked(); len(out) != 3 || &out[0] == &published[0] || len(published) != 4 || published[2].Stats != eps[2] {

@@ -47,13 +47,16 @@ import (
 //
 // Held cycles. A picker rebuilt over weights that drifted a little since
 // the last one keeps the last one's quantized cycle (NewScheduleAfter)
-// while every endpoint's count is still within one slot of its ideal:
-// |d_i| < 1 instead of 1/2, so -n < D < n, L > T - n, and an endpoint of
-// average weight is within (1/32 + 1/32)/(31/32) = 2/31 ~= 6.5% of its
-// share at worst. Smoothed backend weights drift by parts in a thousand
-// from one update to the next, and held, they keep the order (and the
-// pickers' positions in it) for many updates where fresh rounding would
-// move some endpoint's slot at nearly every one.
+// while every endpoint's count is still within one slot of its ideal,
+// and within an eighth of it for an endpoint of fewer than 8 slots (but
+// for fresh rounding's half slot): |d_i| < 1 instead of 1/2, so
+// -n < D < n, L > T - n, and an endpoint of average weight is within
+// (1/32 + 1/32)/(31/32) = 2/31 ~= 6.5% of its share at worst (a bound,
+// not a tight one). Smoothed backend weights drift by parts in a
+// thousand from one update to the next, and held, they keep the order
+// (and the pickers' positions in it) for dozens of updates, where fresh
+// rounding moved some endpoint's slot at about every other one over a
+// dozen endpoints, and at most over a hundred.
 //
 // Order. Endpoint i's k-th slot (k = 0..s_i-1) is due at virtual time
 // (k + phi_i)/s_i, and the cycle lists all slots by due time, ties to the
@@ -370,9 +373,13 @@ func schedExactSlots(weights []float64) []uint32 {
 }
 
 // holds reports whether s, a quantized cycle over as many endpoints as
-// weights, still gives each endpoint within one slot of its ideal count
-// for weights, the count schedQuantizedSlots rounds: an unusable weight's
-// one slot exactly. Every cycle it builds holds for its own weights.
+// weights, still gives each endpoint close enough to its ideal count for
+// weights, the count schedQuantizedSlots rounds: within one slot, and
+// within an eighth of the ideal count, but for the half slot fresh
+// rounding may leave, for a light endpoint (fewer than 8 slots), where a
+// whole slot would be a large part of its share. An unusable weight's
+// one slot is its ideal count. Every cycle it builds holds for its own
+// weights.
 func (s *Schedule) holds(weights []float64) bool {
 	if !s.quantized || len(s.slots) != len(weights) {
 		return false
@@ -384,7 +391,7 @@ func (s *Schedule) holds(weights []float64) bool {
 		if schedUsable(w) {
 			ideal = max(1, w/maxW*target/sum)
 		}
-		if math.Abs(float64(s.slots[i])-ideal) >= 1 || !schedUsable(w) && s.slots[i] != 1 {
+		if math.Abs(float64(s.slots[i])-ideal) > min(1-1e-9, max(0.5, ideal/8)) {
 			return false
 		}
 	}

@@ -403,8 +403,8 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 				T, L := float64(schedTarget(n)), float64(s.Len())
 				for i, x := range w {
 					p := x / sum
-					if d := math.Abs(float64(s.Slots(i)) - max(1, p*T)); d >= 1 {
-						t.Fatalf("endpoint %d: %d slots, %.3f from its ideal count", i, s.Slots(i), d)
+					if x := max(1, p*T); math.Abs(float64(s.Slots(i))-x) > min(1, max(0.5, x/8)) {
+						t.Fatalf("endpoint %d: %d slots, ideal count %.3f", i, s.Slots(i), x)
 					}
 					if bound := (1 + float64(n)*p) / (T - float64(n)); math.Abs(float64(s.Slots(i))/L-p) >= bound {
 						t.Fatalf("endpoint %d: share %.6g, want %.6g within %.3g", i, float64(s.Slots(i))/L, p, bound)
@@ -412,8 +412,8 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 				}
 			}
 			t.Logf("%d of %d rebuilds held the last cycle", held, rebuilds)
-			if held < rebuilds*3/4 {
-				t.Errorf("%d of %d rebuilds held the last cycle, want three quarters at least", held, rebuilds)
+			if held < rebuilds*9/10 {
+				t.Errorf("%d of %d rebuilds held the last cycle, want nine in ten at least", held, rebuilds)
 			}
 			jumped := slices.Clone(w)
 			jumped[0] *= 1.5
@@ -421,6 +421,14 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 				t.Error("a weight half as large again kept the last cycle")
 			}
 		})
+	}
+	// A light endpoint whose ideal count falls from 2.4 slots to 1.2
+	// does not keep its two (a slot within one, but 1.7 times its share).
+	light := append(slices.Repeat([]float64{1.5}, 11), 2.4*16.5/(1024-2.4))
+	heavy := NewSchedule(light)
+	light[11] /= 2
+	if heavy.Slots(11) != 2 || NewScheduleAfter(light, heavy) == heavy {
+		t.Errorf("an endpoint's ideal count fell from 2.4 to 1.2 slots: %d slots before, held %v; want 2, not held", heavy.Slots(11), NewScheduleAfter(light, heavy) == heavy)
 	}
 	quantized := NewSchedule([]float64{1.5, 1, 1})
 	if exact := NewScheduleAfter([]float64{3, 2, 2}, quantized); exact == quantized || exact.Len() != 7 {

@@ -192,7 +192,8 @@ func (p *WeightedRR) Position() *WeightedRRPosition {
 // continueFrom moves p's cursors, fresh and counting no picks, to where
 // from's stand, if p follows the same order: the shared one to from's
 // shared one's position, each per-P one to the same P's, while both
-// pickers have as many. Whatever the order, p keeps the last picker's
+// pickers have as many. Whatever the order, if both pickers have as
+// many per-P cursors and p checks its rate, p keeps the last picker's
 // reading of its picks' Ps: a picker whose picks were spread starts
 // spread, and one whose last check ran on another P than p's first
 // spreads at that first check if the picks are dense, rather than
