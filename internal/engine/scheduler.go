@@ -387,10 +387,7 @@ func (s *Schedule) holds(weights []float64) bool {
 	maxW, sum := schedScale(weights)
 	target := float64(schedTarget(len(weights)))
 	for i, w := range weights {
-		ideal := 1.0
-		if schedUsable(w) {
-			ideal = max(1, w/maxW*target/sum)
-		}
+		ideal := schedIdealCount(w, maxW, target, sum)
 		if math.Abs(float64(s.slots[i])-ideal) > min(1-1e-9, max(0.5, ideal/8)) {
 			return false
 		}
@@ -405,13 +402,20 @@ func schedQuantizedSlots(weights []float64, slots []uint32) {
 	maxW, sum := schedScale(weights)
 	target := float64(schedTarget(len(weights)))
 	for i, w := range weights {
-		c := 1.0
-		if schedUsable(w) {
-			// A weight so small that w/maxW underflows still gets its slot.
-			c = max(1, math.Round(w/maxW*target/sum))
-		}
-		slots[i] = uint32(c)
+		slots[i] = uint32(math.Round(schedIdealCount(w, maxW, target, sum)))
 	}
+}
+
+// schedIdealCount is the count of a quantized cycle's target slots that
+// weight w asks for, given schedScale's maxW and sum: its share of them,
+// at least one (a weight so small that w/maxW underflows still gets its
+// slot), and one for an unusable weight. schedQuantizedSlots rounds it;
+// holds compares a kept cycle's slots with it.
+func schedIdealCount(w, maxW, target, sum float64) float64 {
+	if !schedUsable(w) {
+		return 1
+	}
+	return max(1, w/maxW*target/sum)
 }
 
 // schedGCD is Euclid's algorithm; schedGCD(0, x) = x starts the fold.

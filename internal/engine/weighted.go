@@ -158,11 +158,7 @@ func NewWeightedRRAfter(snap *Snapshot, from *WeightedRRPosition) *WeightedRR {
 			}
 		}
 	}
-	var prevSched *Schedule
-	if from != nil {
-		prevSched = from.sched
-	}
-	p := newWeightedRR(snap, NewScheduleAfter(ws, prevSched), cursorsFor(snap))
+	p := newWeightedRR(snap, NewScheduleAfter(ws, from.order()), cursorsFor(snap))
 	if from != nil {
 		p.continueFrom(from)
 	}
@@ -178,6 +174,14 @@ type WeightedRRPosition struct {
 	sched   *Schedule
 	shared  *cursor
 	cursors []cursor
+}
+
+// order is the order from's picker followed, nil for none (or no from).
+func (from *WeightedRRPosition) order() *Schedule {
+	if from == nil {
+		return nil
+	}
+	return from.sched
 }
 
 // Position returns where p stands, for the picker rebuilt after it.
