@@ -41,9 +41,16 @@ type conns struct {
 	byAddr map[string]*realConn
 	all    map[*realConn]struct{} // shared and unshared alike, for Summary
 	closed bool
+
+	// countsMu guards every realConn's compared-pick counts and retired
+	// flag, and the totals below. It is taken last, under mu or a
+	// shard's lock, and nothing is called while it is held.
+	countsMu sync.Mutex
 	// The compared and agreed picks of realConns shut down since the
 	// counts last started over, which Summary's totals still include.
 	retiredCompared, retiredAgreed int64
+
+	rec *recorder // set by newRecorder; for untracked calls' ends
 }
 
 func newConns(cc balancer.ClientConn, q *queue) *conns {
@@ -71,19 +78,26 @@ type realConn struct {
 	// candidate is not a pickwise policy or holds no view here.
 	candidateOutcomes atomic.Pointer[outcomeFunc]
 
-	// What the picker and calls' ends write, on a line of its own, apart
-	// from what every sampled call's end reads above: sharing one, two
-	// cores took it from each other on every sampled call.
+	// liveDone is the Done of a sampled live call on it that needs no
+	// record of its own (recorder.compare), bound once.
+	liveDone func(balancer.DoneInfo)
+
+	// What timed calls' ends write, on a line of its own, apart from
+	// what every sampled pick and call's end reads above: sharing one,
+	// two cores took it from each other on every sampled call.
 	_ [cacheLine]byte
-	// Counted by the picker, read by Summary: compared picks on which
-	// both children chose it, on which only live did, and on which only
-	// the candidate would have. An agreement is one count on one
-	// endpoint, and the totals are summed from these when read, so that a
-	// sampled pick adds to as few shared counters as it can.
-	agreed, liveOnly, candidateOnly atomic.Int64
 	// latency is the recent duration of recorded calls on the address.
 	latency latencyEstimate
-	_       [cacheLine - 32]byte
+	_       [cacheLine - 8]byte
+
+	// Guarded by owner.countsMu, and counted from the shards' lists of
+	// compared picks (conns.count): compared picks on which both
+	// children chose it, on which only live did, and on which only the
+	// candidate would have. An agreement is one count on one endpoint,
+	// and the totals are summed from these when read. retired is set
+	// when the realConn shuts down; its counts then go to the totals.
+	agreed, liveOnly, candidateOnly int64
+	retired                         bool
 }
 
 // cacheLine is the size of the lines realConn keeps its counts apart on.
@@ -132,6 +146,7 @@ func (c *conns) newSubConn(child int, addrs []resolver.Address, opts balancer.Ne
 		return v, nil
 	}
 	r := &realConn{owner: c, key: key, state: balancer.SubConnState{ConnectivityState: connectivity.Idle}}
+	r.liveDone = r.finishLive
 	if len(addrs) > 0 {
 		r.addr = addrs[0].Addr
 	}
@@ -362,11 +377,13 @@ func (v *view) Shutdown() {
 	if last {
 		r.gone = true
 		delete(c.all, r)
-		// A picker still holding r may count a pick or two more on it,
-		// which Summary no longer sees.
-		agreed := r.agreed.Load()
-		c.retiredAgreed += agreed
-		c.retiredCompared += agreed + r.liveOnly.Load()
+		// Compared picks on r still in a shard's list are counted into
+		// the totals when the list is (count).
+		c.countsMu.Lock()
+		r.retired = true
+		c.retiredAgreed += r.agreed
+		c.retiredCompared += r.agreed + r.liveOnly
+		c.countsMu.Unlock()
 		if r.key != "" && c.byAddr[r.key] == r {
 			delete(c.byAddr, r.key)
 		}
@@ -415,6 +432,37 @@ func (c *conns) close() {
 	c.closed = true
 	c.mu.Unlock()
 }
+
+// count adds a shard's compared picks to their endpoints' counts, or to
+// the retired totals for an endpoint since shut down. The caller holds
+// the shard's lock, so that Summary, which counts every shard's list
+// under its lock, misses none.
+func (c *conns) count(compared []comparison) {
+	c.countsMu.Lock()
+	for _, cmp := range compared {
+		live, cand := cmp.live, cmp.cand
+		agreed := live == cand
+		switch {
+		case live.retired:
+			c.retiredCompared++
+			if agreed {
+				c.retiredAgreed++
+			}
+		case agreed:
+			live.agreed++
+		default:
+			live.liveOnly++
+		}
+		if !agreed && !cand.retired {
+			cand.candidateOnly++
+		}
+	}
+	c.countsMu.Unlock()
+}
+
+// comparison is one compared pick: the endpoints live and the candidate
+// chose.
+type comparison struct{ live, cand *realConn }
 
 // realOf returns the channel's SubConn behind a child's pick, and its
 // realConn; ok is false for a SubConn this table did not make.

@@ -26,6 +26,20 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		// live's pick and the translation, without a draw.
 		return p.pickLive(info)
 	}
+	if p.rates == everySample && p.candidate != nil {
+		// Every pick compared, none a canary: no draw to take, the
+		// shard's bits choose which calls are timed.
+		res, err := p.live.Pick(info)
+		if err != nil {
+			return res, err
+		}
+		rc, ok := realOf(res.SubConn)
+		if !ok {
+			return res, nil
+		}
+		res.SubConn = rc.sc
+		return p.compare(info, res, rc, 0, false), nil
+	}
 	draw := p.rec.rnd.Uint64()
 	canary, sample := uint32(draw), uint32(draw>>32)
 	bits := canary ^ sample
@@ -34,7 +48,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		if err == nil {
 			if rc, ok := realOf(res.SubConn); ok {
 				res.SubConn = rc.sc
-				return p.rec.track(res, armCanary, rc, nil, nil, bits), nil
+				return p.rec.track(res, armCanary, rc, bits), nil
 			}
 		}
 		if res.Done != nil {
@@ -59,27 +73,42 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if sample >= p.rates.sample || p.candidate == nil {
 		// Only the outcome is sampled, so that the live arm of a canary
 		// has figures to compare with.
-		return p.rec.track(res, armLive, rc, nil, nil, bits), nil
+		return p.rec.track(res, armLive, rc, bits), nil
 	}
+	return p.compare(info, res, rc, bits, true), nil
+}
+
+// everySample are the rates at which every pick is compared and none is a
+// canary's.
+var everySample = rates{sample: ^uint32(0)}
+
+// compare asks the candidate where it would have placed a call live placed
+// on rc, and records both answers (recorder.compare). bits are the pick's
+// spare draw bits if drawn is set.
+func (p *picker) compare(info balancer.PickInfo, res balancer.PickResult, rc *realConn, bits uint32, drawn bool) balancer.PickResult {
 	cres, cerr := p.candidate.Pick(info)
 	if cerr != nil {
-		p.rec.predicted(predictionNone, nil, nil)
-		return p.rec.track(res, armLive, rc, nil, nil, bits), nil
+		p.rec.noPredictionFor()
+		return p.rec.track(res, armLive, rc, p.spareBits(bits, drawn))
 	}
 	crc, ok := realOf(cres.SubConn)
 	if !ok {
 		if cres.Done != nil {
 			cres.Done(balancer.DoneInfo{Err: errNotSent})
 		}
-		p.rec.predicted(predictionNone, nil, nil)
-		return p.rec.track(res, armLive, rc, nil, nil, bits), nil
+		p.rec.noPredictionFor()
+		return p.rec.track(res, armLive, rc, p.spareBits(bits, drawn))
 	}
-	outcome := predictionDisagree
-	if crc == rc {
-		outcome = predictionAgree
+	return p.rec.compare(res, rc, crc, cres.Done, bits, drawn)
+}
+
+// spareBits returns bits if they were drawn, and a draw's otherwise: a
+// pick the candidate could not answer takes one after all.
+func (p *picker) spareBits(bits uint32, drawn bool) uint32 {
+	if drawn {
+		return bits
 	}
-	p.rec.predicted(outcome, rc, crc)
-	return p.rec.track(res, armLive, rc, crc, cres.Done, bits), nil
+	return uint32(p.rec.rnd.Uint64())
 }
 
 // pickLive is live's pick through the shadow, nothing recorded.

@@ -33,11 +33,17 @@ func readyShadow(t testing.TB, n int, js string) (*shadowBalancer, *fakecc.Clien
 // readyShadowWith is readyShadow on cc, drawing from rnd.
 func readyShadowWith(t testing.TB, cc *fakecc.ClientConn, rnd engine.Rand, n int, js string) (*shadowBalancer, *fakecc.ClientConn) {
 	t.Helper()
+	return readyShadowOpts(t, cc, engine.Options{Rand: rnd}, n, js)
+}
+
+// readyShadowOpts is readyShadow on cc, with opts' clock and draws.
+func readyShadowOpts(t testing.TB, cc *fakecc.ClientConn, opts engine.Options, n int, js string) (*shadowBalancer, *fakecc.ClientConn) {
+	t.Helper()
 	cfg, err := ParseConfig([]byte(js))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBalancer(cc, balancer.BuildOptions{}, engine.Options{Rand: rnd})
+	b := newBalancer(cc, balancer.BuildOptions{}, opts)
 	t.Cleanup(b.Close)
 	addrs := testkit.Addrs(n)
 	var eps []resolver.Endpoint
@@ -157,16 +163,25 @@ func TestSampledPicksFromManyGoroutines(t *testing.T) {
 	checkEmpty(t, b.rec.held)
 }
 
-// TestRealConnCountsApart: what sampled calls write on an endpoint is on
-// a line apart from what every sampled call's end reads.
-func TestRealConnCountsApart(t *testing.T) {
+// TestRealConnLatencyApart: the latency estimate timed calls' ends write
+// on an endpoint is on a line apart from what every sampled pick and
+// call's end reads, and from the counts.
+func TestRealConnLatencyApart(t *testing.T) {
 	var rc realConn
-	read := unsafe.Offsetof(rc.candidateOutcomes) + unsafe.Sizeof(rc.candidateOutcomes)
-	if gap := unsafe.Offsetof(rc.agreed) - read; gap < cacheLine {
-		t.Errorf("the counts start %d bytes after the fields read, want a line (%d) or more", gap, cacheLine)
+	read := unsafe.Offsetof(rc.liveDone) + unsafe.Sizeof(rc.liveDone)
+	if gap := unsafe.Offsetof(rc.latency) - read; gap < cacheLine {
+		t.Errorf("the latency starts %d bytes after the fields read, want a line (%d) or more", gap, cacheLine)
 	}
-	if tail := unsafe.Sizeof(rc) - (unsafe.Offsetof(rc.latency) + unsafe.Sizeof(rc.latency)); tail < cacheLine-32 {
-		t.Errorf("%d bytes after the counts, want them to fill their line", tail)
+	if gap := unsafe.Offsetof(rc.agreed) - unsafe.Offsetof(rc.latency); gap < cacheLine {
+		t.Errorf("the counts start %d bytes after the latency, want a line (%d) or more", gap, cacheLine)
+	}
+}
+
+// TestShardFillsLines: a P's shard fills whole cache lines, so that two
+// shards never share one.
+func TestShardFillsLines(t *testing.T) {
+	if size := unsafe.Sizeof(releaseShard{}); size%cacheLine != 0 {
+		t.Errorf("a shard is %d bytes, want a multiple of %d", size, cacheLine)
 	}
 }
 
@@ -214,6 +229,127 @@ func TestCandidateDoneHearsOutcome(t *testing.T) {
 	}
 	if agreed == 0 || disagreed == 0 {
 		t.Errorf("agreed %d, disagreed %d: round_robin over 2 should do both", agreed, disagreed)
+	}
+}
+
+// TestSparsePredictionHeldFromItsPick: when calls come far apart, each is
+// timed, and a prediction is held for its endpoint's latency from its own
+// pick's reading, not from the latest reading before it, which an idle
+// spell makes old: it is let go by the first pick after that latency, and
+// not by one before.
+func TestSparsePredictionHeldFromItsPick(t *testing.T) {
+	clock := testkit.NewFakeClock()
+	b, cc := readyShadowOpts(t, testkit.NewClientConn(), engine.Options{Rand: engine.NewSeededRand(3), Clock: clock}, 2, `{"live": [{"round_robin": {}}], "candidate": [{"round_robin": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker.(*picker)
+	scs := cc.SubConns()
+	var v0 *view
+	for rc := range b.conns.all {
+		if rc.sc == scs[0] {
+			v0 = rc.views[0]
+		}
+	}
+	start := clock.Now()
+	released := map[int]time.Duration{} // by pick: the fake clock's time at its prediction's release
+	picks := 0
+	p.candidate = pickerFunc(func(balancer.PickInfo) (balancer.PickResult, error) {
+		n := picks
+		picks++
+		return balancer.PickResult{SubConn: v0, Done: func(balancer.DoneInfo) { released[n] = clock.Now().Sub(start) }}, nil
+	})
+	pick := func() balancer.PickResult {
+		t.Helper()
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// Calls of 10 ms, 50 ms apart, on both endpoints: every one timed,
+	// and scs[0]'s latency 10 ms.
+	for range 8 {
+		res := pick()
+		clock.Advance(10 * time.Millisecond)
+		res.Done(balancer.DoneInfo{})
+		clock.Advance(40 * time.Millisecond)
+	}
+	if s := b.rec.timing.shift.Load(); s != 0 {
+		t.Fatalf("calls 50 ms apart: shift %d, want 0", s)
+	}
+	clock.Advance(time.Second) // idle: the latest reading grows old
+	// A pick on scs[1] (round_robin alternates), whose prediction on
+	// scs[0] is held 10 ms from now.
+	first := pick()
+	if first.SubConn == scs[0] {
+		first.Done(balancer.DoneInfo{})
+		first = pick()
+	}
+	id, heldAt := picks-1, clock.Now().Sub(start)
+	first.Done(balancer.DoneInfo{})
+	clock.Advance(6 * time.Millisecond)
+	pick().Done(balancer.DoneInfo{})
+	if at, ok := released[id]; ok {
+		t.Fatalf("a prediction made at %v was let go at %v, before its endpoint's 10 ms", heldAt, at)
+	}
+	clock.Advance(6 * time.Millisecond)
+	pick().Done(balancer.DoneInfo{})
+	if at, ok := released[id]; !ok || at != heldAt+12*time.Millisecond {
+		t.Errorf("the prediction made at %v let go at %v (%v); want it let go by the pick at %v", heldAt, at, ok, heldAt+12*time.Millisecond)
+	}
+}
+
+// TestRemovedEndpointStaysCounted: compared picks still in a shard's list
+// when their endpoint is removed are counted in the totals, and the
+// endpoints left list only their own.
+func TestRemovedEndpointStaysCounted(t *testing.T) {
+	b, cc := readyShadow(t, 3, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker.(*picker)
+	const picks = 90 // fewer than a shard lists before counting
+	for range picks {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{})
+	}
+	addrs := testkit.Addrs(3)
+	cfg, err := ParseConfig([]byte(`{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []resolver.Endpoint
+	for _, a := range addrs[1:] {
+		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		b.conns.mu.Lock()
+		left := len(b.conns.all)
+		b.conns.mu.Unlock()
+		if left == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d endpoints still held after one was removed, want 2", left)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s := b.rec.summary()
+	if s.Compared != picks {
+		t.Errorf("compared %d, want the %d made before the removal", s.Compared, picks)
+	}
+	var live int64
+	for _, e := range s.Endpoints {
+		if e.Addr == addrs[0] {
+			t.Errorf("the removed endpoint %s is still listed", e.Addr)
+		}
+		live += e.Live
+	}
+	if live != picks*2/3 {
+		t.Errorf("the endpoints left were sent %d compared picks by live, want %d (round_robin's two thirds)", live, picks*2/3)
 	}
 }
 

@@ -66,7 +66,8 @@ type armCounts struct {
 }
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
-	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases(engine.PerPSlots(rnd, maxShards))}
+	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases(engine.PerPSlots(rnd, maxShards), rnd)}
+	c.rec = r
 	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
 		r.metrics = m
@@ -143,28 +144,34 @@ func (r *recorder) reset(live, cand string) {
 		r.arms[i].nanos.Store(0)
 	}
 	r.fallbacks.Store(0)
-	r.conns.mu.Lock()
-	for rc := range r.conns.all {
-		rc.agreed.Store(0)
-		rc.liveOnly.Store(0)
-		rc.candidateOnly.Store(0)
+	for i := range r.held.shards {
+		s := &r.held.shards[i]
+		s.mu.Lock()
+		clear(s.compared)
+		s.compared, s.liveCalls = s.compared[:0], 0
+		s.mu.Unlock()
 	}
-	r.conns.retiredCompared, r.conns.retiredAgreed = 0, 0
-	r.conns.mu.Unlock()
+	c := r.conns
+	c.mu.Lock()
+	c.countsMu.Lock()
+	for rc := range c.all {
+		rc.agreed, rc.liveOnly, rc.candidateOnly = 0, 0, 0
+	}
+	c.retiredCompared, c.retiredAgreed = 0, 0
+	c.countsMu.Unlock()
+	c.mu.Unlock()
 }
 
-// predicted counts one sampled pick: what the candidate answered, and,
-// when it chose an endpoint, the endpoints of both.
-func (r *recorder) predicted(outcome int, live, cand *realConn) {
-	switch outcome {
-	case predictionAgree:
-		live.agreed.Add(1)
-	case predictionDisagree:
-		live.liveOnly.Add(1)
-		cand.candidateOnly.Add(1)
-	default:
-		r.noPrediction.Add(1)
-	}
+// noPredictionFor counts a sampled pick the candidate could not place.
+func (r *recorder) noPredictionFor() {
+	r.noPrediction.Add(1)
+	r.predictionMetrics(predictionNone, nil, nil)
+}
+
+// predictionMetrics records one sampled pick's metrics: what the
+// candidate answered, and, when it chose an endpoint, the endpoints of
+// both.
+func (r *recorder) predictionMetrics(outcome int, live, cand *realConn) {
 	if r.metrics == nil {
 		return
 	}
@@ -176,22 +183,34 @@ func (r *recorder) predicted(outcome int, live, cand *realConn) {
 	}
 }
 
-// track returns res, placed by arm on rc, with a Done that records the
-// call's outcome and then calls res's own Done. For a live call whose
-// address the candidate holds, the outcome also feeds the candidate's
-// evidence about it, if the candidate is a pickwise policy. candDone, if
-// not nil, is the candidate's Done for a sampled prediction of cand: it
-// is called once a call on cand would have ended (see releases), with
-// errNotSent, or, for a candidate that takes no evidence feed and chose
-// live's endpoint, with the call's outcome. bits are spare bits of the
-// pick's draw, which choose whether the call is timed (see timing).
-func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32) balancer.PickResult {
+// track counts a call placed by arm on rc and returns res with a Done that
+// records the call's outcome and then calls res's own Done. For a live
+// call whose address the candidate holds, the outcome also feeds the
+// candidate's evidence about it, if the candidate is a pickwise policy.
+// bits are spare bits of the pick's draw, which choose whether the call is
+// timed (see timing).
+func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits uint32) balancer.PickResult {
+	r.arms[arm].calls.Add(1)
+	return r.wrap(res, arm, rc, nil, nil, bits, r.timing.timed(bits), 0)
+}
+
+// wrap is track for a call already counted, and known to be timed or not;
+// start is a timed call's reading if taken already, 0 if not. candDone, if
+// not nil, is the candidate's Done for a sampled prediction of cand that
+// waits for the call's end (recorder.compare): it is then called with the
+// call's outcome if cand is rc and the candidate takes no evidence feed,
+// and otherwise with errNotSent, at once or once a call on cand would have
+// ended (see releases).
+func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32, timed bool, start int64) balancer.PickResult {
 	t := trackPool.Get().(*tracked)
-	if r.timing.timed(bits) {
-		t.start, t.timed = r.timing.pickReading(), true
+	if timed {
+		if start == 0 {
+			start = r.timing.pickReading()
+		}
+		t.start, t.timed = start, true
 		// A new reading may have made the pending predictions due, in
-		// other Ps' shards too. Untimed picks leave the queue to calls'
-		// ends, which drain it as often as picks come.
+		// other Ps' shards too. An untimed pick collects only its own
+		// P's shard, and only if it is compared (recorder.compare).
 		r.held.collect(procid.Hint(), t.start, bits>>8)
 	} else {
 		t.start = r.timing.latest.Load()
@@ -242,7 +261,6 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 		now = r.timing.latest.Load()
 	}
 	a := &r.arms[arm]
-	a.calls.Add(1)
 	if info.Err != nil {
 		a.failed.Add(1)
 	}
@@ -253,17 +271,7 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 			rc.latency.add(took)
 		}
 	}
-	if r.metrics != nil {
-		ls := r.labels.Load()
-		code := status.Code(info.Err)
-		if code >= codeCount {
-			code = codes.Unknown
-		}
-		callsMetric.Record(r.metrics, 1, ls.calls[arm][code]...)
-		if timed {
-			durationMetric.Record(r.metrics, float64(took)/1e9, ls.duration[arm]...)
-		}
-	}
+	r.callMetrics(arm, info.Err, timed, took)
 	if own != nil {
 		own(info)
 	}
@@ -299,6 +307,23 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 	r.held.drain(proc, now)
 }
 
+// callMetrics records a recorded call's end in the metrics, if any: its
+// status, and its duration if timed.
+func (r *recorder) callMetrics(arm int, err error, timed bool, took int64) {
+	if r.metrics == nil {
+		return
+	}
+	ls := r.labels.Load()
+	code := status.Code(err)
+	if code >= codeCount {
+		code = codes.Unknown
+	}
+	callsMetric.Record(r.metrics, 1, ls.calls[arm][code]...)
+	if timed {
+		durationMetric.Record(r.metrics, float64(took)/1e9, ls.duration[arm]...)
+	}
+}
+
 // summary reads the counts.
 func (r *recorder) summary() Summary {
 	r.mu.Lock()
@@ -306,21 +331,33 @@ func (r *recorder) summary() Summary {
 	r.mu.Unlock()
 	s.NoPrediction = r.noPrediction.Load()
 	s.CanaryFallbacks = r.fallbacks.Load()
+	c := r.conns
+	for i := range r.held.shards {
+		sh := &r.held.shards[i]
+		sh.mu.Lock()
+		c.count(sh.compared)
+		clear(sh.compared)
+		sh.compared = sh.compared[:0]
+		s.LiveArm.Calls += sh.liveCalls
+		sh.mu.Unlock()
+	}
 	for i, arm := range []*ArmStats{&s.LiveArm, &s.CanaryArm} {
-		arm.Calls = r.arms[i].calls.Load()
+		arm.Calls += r.arms[i].calls.Load()
 		arm.Failed = r.arms[i].failed.Load()
 		arm.Timed = r.arms[i].timed.Load()
 		arm.TotalLatency = time.Duration(r.arms[i].nanos.Load())
 	}
-	r.conns.mu.Lock()
-	s.Compared, s.Agreed = r.conns.retiredCompared, r.conns.retiredAgreed
-	for rc := range r.conns.all {
-		agreed, live := rc.agreed.Load(), rc.liveOnly.Load()
+	c.mu.Lock()
+	c.countsMu.Lock()
+	s.Compared, s.Agreed = c.retiredCompared, c.retiredAgreed
+	for rc := range c.all {
+		agreed, live := rc.agreed, rc.liveOnly
 		s.Compared += agreed + live
 		s.Agreed += agreed
-		s.Endpoints = append(s.Endpoints, EndpointPicks{Addr: rc.addr, Live: agreed + live, Candidate: agreed + rc.candidateOnly.Load()})
+		s.Endpoints = append(s.Endpoints, EndpointPicks{Addr: rc.addr, Live: agreed + live, Candidate: agreed + rc.candidateOnly})
 	}
-	r.conns.mu.Unlock()
+	c.countsMu.Unlock()
+	c.mu.Unlock()
 	sort.Slice(s.Endpoints, func(i, j int) bool { return s.Endpoints[i].Addr < s.Endpoints[j].Addr })
 	return s
 }

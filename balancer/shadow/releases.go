@@ -7,30 +7,33 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 )
 
-// releases holds the candidate's Dones for sampled predictions on
-// endpoints live did not send the call to. A prediction stays in the
-// candidate's in-flight count for as long as a call on its endpoint lasts
-// (that endpoint's recent latency under live), not as long as the call on
-// live's endpoint did: a load-aware candidate then sees the load its own
-// choices would have put on each endpoint, as it would if it were live.
-// A Done due later than the live call's end waits here until a later
-// timed pick or a recorded call's end finds it due; nothing runs on a
-// timer.
+// releases holds the candidate's Dones for sampled predictions. A
+// prediction stays in the candidate's in-flight count for as long as a
+// call on its endpoint lasts (that endpoint's recent latency under live),
+// not as long as the call on live's endpoint did: a load-aware candidate
+// then sees the load its own choices would have put on each endpoint, as
+// it would if it were live. A held Done waits here until a later compared
+// pick, a timed pick or a recorded call's end finds it due; nothing runs
+// on a timer.
 //
-// A call's end holds its Done by appending it to its shard's pending
-// list: most sampled calls end with one held. The list joins a queue
-// ordered by due time at the next collect that finds something due, and
-// Dones due by then run without entering it: when only some calls are
-// timed, that is most Dones of short calls. The call's record goes back
-// to its pool as the call ends: when the list was made of the records
+// A compared pick holds its prediction's Done by appending it to its
+// shard's pending list, and under the same lock takes out the Dones due
+// by then (takeDueLocked): a pending one not yet due joins a queue ordered
+// by due time, and one already due runs without entering it. A prediction
+// that waits for the live call's end (no latency known for its endpoint
+// yet, see recorder.compare) is held by that end the same way, and a
+// collect outside a pick takes the pending list as a batch to run after
+// letting the lock go. A call's record goes back to its pool as the call
+// ends, never into these lists: when the lists were made of the records
 // themselves, they left the pool's per-core slot, and each sampled pick
 // paid the pool's shared path twice.
 //
 // There is a list and a queue per P (shards), each under its own lock: a
-// call's end holds its Done in its P's, and calls' ends collect their P's.
+// pick holds and collects in its P's, and calls' ends collect their P's.
 // Each shard keeps the earliest due time it holds where callers read it
 // without the lock, so that a collect with nothing due costs one load. A P
 // that stops recording calls leaves Dones in its shard: every timed pick
@@ -59,7 +62,28 @@ type releaseShard struct {
 	pending, spare []release
 	pendingMin     int64
 	queue          releaseHeap
-	_              [2*cacheLine - 24 - 3*unsafe.Sizeof([]release{})]byte
+
+	// The compared picks of this P not yet counted on their endpoints,
+	// and the sampled live calls it placed (recorder.compare): kept here
+	// under the lock the pick takes anyway to hold its prediction, so
+	// that a compared pick writes no shared counter.
+	compared  []comparison
+	liveCalls int64
+	// bits is a xorshift state: the spare bits of a pick that took no
+	// draw (every pick sampled, no canary), which choose whether its call
+	// is timed.
+	bits uint64
+	_    [3*cacheLine - 40 - 4*unsafe.Sizeof([]release{})]byte
+}
+
+// nextBits advances the shard's xorshift state; the caller holds mu.
+func (s *releaseShard) nextBits() uint32 {
+	x := s.bits
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	s.bits = x
+	return uint32(x >> 32)
 }
 
 // maxShards caps the shards of a recorder's releases: one per P up to it
@@ -113,11 +137,13 @@ func (h *releaseHeap) pop() release {
 	return top
 }
 
-// newReleases returns releases over shards shards, a power of two.
-func newReleases(shards int) *releases {
+// newReleases returns releases over shards shards, a power of two, whose
+// xorshift states are seeded from rnd.
+func newReleases(shards int, rnd engine.Rand) *releases {
 	r := &releases{shards: make([]releaseShard, shards), mask: uint32(shards - 1)}
 	for i := range r.shards {
 		s := &r.shards[i]
+		s.bits = rnd.Uint64() | 1 // xorshift's state is never 0
 		s.next.Store(math.MaxInt64)
 		s.pendingMin = math.MaxInt64
 		// Both non-nil: a nil spare means a collect is under way.
@@ -136,6 +162,12 @@ func (r *releases) shard(proc int) *releaseShard {
 func (r *releases) hold(proc int, due int64, done func(balancer.DoneInfo)) {
 	s := r.shard(proc)
 	s.mu.Lock()
+	s.holdLocked(due, done)
+	s.mu.Unlock()
+}
+
+// holdLocked is hold for a caller that holds s's lock.
+func (s *releaseShard) holdLocked(due int64, done func(balancer.DoneInfo)) {
 	s.pending = append(s.pending, release{due: due, done: done})
 	if due < s.pendingMin {
 		s.pendingMin = due
@@ -143,7 +175,6 @@ func (r *releases) hold(proc int, due int64, done func(balancer.DoneInfo)) {
 			s.next.Store(due)
 		}
 	}
-	s.mu.Unlock()
 }
 
 // drain calls, with errNotSent, every Done due by now in the shard of the
@@ -242,6 +273,42 @@ func (s *releaseShard) drainQueue(now int64) {
 			return
 		}
 	}
+}
+
+// takeDueLocked moves the Dones due by now, pending or queued, into due,
+// as many as it holds, and queues the pending ones not yet due; it
+// returns how many it took. Taking a full due means more may be due. The
+// caller holds mu, and runs the Dones after letting it go.
+func (s *releaseShard) takeDueLocked(now int64, due *[drainBatch]func(balancer.DoneInfo)) int {
+	if s.next.Load() > now {
+		return 0
+	}
+	n := 0
+	if s.pendingMin <= now || len(s.pending) > 0 {
+		// The pending list is this lock's to edit even while a collect
+		// runs an earlier batch: that one was swapped out.
+		kept, keptMin := s.pending[:0], int64(math.MaxInt64)
+		for _, rel := range s.pending {
+			switch {
+			case rel.due > now:
+				s.queue.push(rel)
+			case n < len(due):
+				due[n] = rel.done
+				n++
+			default:
+				kept = append(kept, rel)
+				keptMin = min(keptMin, rel.due)
+			}
+		}
+		clear(s.pending[len(kept):])
+		s.pending, s.pendingMin = kept, keptMin
+	}
+	for n < len(due) && len(s.queue) > 0 && s.queue[0].due <= now {
+		due[n] = s.queue.pop().done
+		n++
+	}
+	s.setNextLocked()
+	return n
 }
 
 // setNextLocked sets next to the earliest due time held.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 )
 
@@ -42,7 +43,7 @@ func checkEmpty(t *testing.T, r *releases) {
 // looks; the others join the queue, which gives them up earliest first,
 // more than a batch at a time if due; flush runs the rest.
 func TestReleases(t *testing.T) {
-	r := newReleases(1)
+	r := newReleases(1, engine.NewSeededRand(1))
 	var ran []int
 	hold := func(due int) { r.hold(0, int64(due), doneRecorder(t, due, &ran)) }
 	for _, due := range []int{30, 10, 20, 40} {
@@ -97,7 +98,7 @@ func TestReleases(t *testing.T) {
 // it, not when another P collects its own; a timed pick on another P
 // finds it through the shards collect draws; flush runs every shard's.
 func TestReleasesAcrossPs(t *testing.T) {
-	r := newReleases(4)
+	r := newReleases(4, engine.NewSeededRand(1))
 	var ran []int
 	for proc := range 4 {
 		r.hold(proc, 10, doneRecorder(t, proc, &ran))
@@ -128,7 +129,7 @@ func TestReleasesAcrossPs(t *testing.T) {
 // Dones it took leaves the pending list to a later one, and a flush waits
 // for it; holding meanwhile goes on.
 func TestReleasesCollectUnderWay(t *testing.T) {
-	r := newReleases(1)
+	r := newReleases(1, engine.NewSeededRand(1))
 	var ran []int
 	inside, release := make(chan struct{}), make(chan struct{})
 	r.hold(0, 10, func(balancer.DoneInfo) {

@@ -73,7 +73,8 @@ func (e EndpointPicks) Shares(s Summary) (live, candidate float64) {
 
 // ArmStats are the recorded outcomes of one arm's calls.
 type ArmStats struct {
-	// Calls is how many finished; Failed, how many of them with an error.
+	// Calls is how many were placed; Failed, how many of them ended with
+	// an error (a call still in flight is in Calls only).
 	Calls, Failed int64
 	// Timed is how many of the Calls were timed: all of them while
 	// recorded calls come more than about 10 µs apart, and a random one in

@@ -53,7 +53,12 @@ const (
 
 // timed reports whether a call whose draw left bits spare is timed.
 func (t *timing) timed(bits uint32) bool {
-	return bits&(1<<t.shift.Load()-1) == 0
+	return t.timedAt(bits, t.shift.Load())
+}
+
+// timedAt is timed at a shift already read.
+func (t *timing) timedAt(bits uint32, shift uint32) bool {
+	return bits&(1<<shift-1) == 0
 }
 
 // pickReading is a timed pick's reading of the clock. It keeps the
