@@ -14,8 +14,9 @@ const compareLog = 256
 // candidate chose crc, candDone being its Done (nil if it gave none). It
 // returns res with the Done that records the call.
 //
-// Everything a compared pick writes that other goroutines read is written
-// under its P's shard lock, taken once: the pick is listed for counting,
+// What a compared pick records is written under its P's shard lock, taken
+// once, and no counter shared between Ps is written: the pick is listed
+// for counting,
 // the sampled live call counted, the candidate's prediction held until a
 // call on crc would have ended (crc's recent latency from now), and the
 // predictions due by now taken out to run. An untimed call whose live
@@ -24,7 +25,9 @@ const compareLog = 256
 // pooled record (wrap). The prediction waits for the call's end instead
 // when there is no latency for crc yet, or when the candidate chose rc
 // and learns how calls went only through its Done (no outcome feed):
-// it is then given the call's outcome.
+// it is then given the call's outcome. (A timed pick still stores its
+// reading for others to take, and metrics, if any, are recorded outside
+// the lock.)
 //
 // bits are the pick's spare draw bits when drawn is set; otherwise the
 // pick took no draw and the shard's xorshift gives them.
@@ -55,9 +58,12 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 	s := r.held.shard(procid.Hint())
 	var due [drainBatch]func(balancer.DoneInfo)
 	s.mu.Lock()
-	if !drawn && shift != 0 {
+	if !drawn {
+		// Spare bits also choose the shards a timed pick collects.
 		bits = s.nextBits()
-		timed = r.timing.timedAt(bits, shift)
+		if shift != 0 {
+			timed = r.timing.timedAt(bits, shift)
+		}
 	}
 	s.liveCalls++
 	s.compared = append(s.compared, comparison{live: rc, cand: crc})

@@ -26,9 +26,9 @@ const (
 	candidateChild
 )
 
-// conns is the table of real SubConns. Its lock guards the table, every
-// realConn's fields and every view's bookkeeping; it is never held while a
-// child's code runs, since a child may call back into the table.
+// conns is the table of real SubConns. Its lock guards the table, the
+// realConn fields marked so and every view's bookkeeping; it is never held
+// while a child's code runs, since a child may call back into the table.
 type conns struct {
 	cc balancer.ClientConn // the parent's: where real SubConns are made
 	q  *queue              // delivers replays under the balancer's lock
@@ -100,7 +100,8 @@ type realConn struct {
 	retired                         bool
 }
 
-// cacheLine is the size of the lines realConn keeps its counts apart on.
+// cacheLine is the size of the lines realConn keeps its latency estimate
+// apart on, and a shard fills.
 const cacheLine = 64
 
 // outcomeFunc takes one call's outcome and duration in nanoseconds.
@@ -378,7 +379,8 @@ func (v *view) Shutdown() {
 		r.gone = true
 		delete(c.all, r)
 		// Compared picks on r still in a shard's list are counted into
-		// the totals when the list is (count).
+		// the totals when the list is (count); until then the list keeps
+		// r in memory, for at most compareLog picks a shard.
 		c.countsMu.Lock()
 		r.retired = true
 		c.retiredAgreed += r.agreed

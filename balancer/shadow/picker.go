@@ -19,7 +19,8 @@ type picker struct {
 // timed (a fair coin whatever the rates: the low bits of a draw below a
 // threshold are as good as uniform). A pick that is neither costs live's
 // pick, the draw and the translation of live's SubConn, and allocates
-// nothing.
+// nothing. When every pick is compared and none is a canary's, there is
+// nothing to draw for, and the P's shard gives the spare bits.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.rates == (rates{}) {
 		// Nothing sampled, no canary (a rollback, or a shadow paused):

@@ -297,6 +297,37 @@ func TestSparsePredictionHeldFromItsPick(t *testing.T) {
 	}
 }
 
+// TestSparsePicksCollectOtherShards: at sampleRate 1, which takes no
+// draw, sparse picks (every one timed) still collect shards chosen at
+// random, so that predictions held in a shard no pick runs on are let go
+// once due.
+func TestSparsePicksCollectOtherShards(t *testing.T) {
+	clock := testkit.NewFakeClock()
+	b, cc := readyShadowOpts(t, testkit.NewClientConn(), engine.Options{Rand: engine.NewSeededRand(5), Clock: clock}, 2, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	p := cc.State().Picker.(*picker)
+	const shards = 64 // more than this machine has Ps: most are no pick's own
+	b.rec.held.flush()
+	b.rec.held = newReleases(shards, engine.NewSeededRand(9))
+	released := 0
+	for i := range shards {
+		b.rec.held.hold(i, clock.Nanotime()+int64(time.Millisecond), func(balancer.DoneInfo) { released++ })
+	}
+	for range 1000 {
+		clock.Advance(10 * time.Millisecond)
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Done(balancer.DoneInfo{})
+	}
+	if s := b.rec.timing.shift.Load(); s != 0 {
+		t.Fatalf("picks 10 ms apart: shift %d, want 0", s)
+	}
+	if released != shards {
+		t.Errorf("%d of the %d predictions held one in each shard let go after 1000 sparse picks, want all", released, shards)
+	}
+}
+
 // TestRemovedEndpointStaysCounted: compared picks still in a shard's list
 // when their endpoint is removed are counted in the totals, and the
 // endpoints left list only their own.

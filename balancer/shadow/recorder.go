@@ -46,7 +46,10 @@ type recorder struct {
 	timing  timing // the clock: which calls read it, and the latest reading
 	conns   *conns
 
-	held      *releases // the candidate's Dones for predictions not yet due
+	// held is the per-P shards: the candidate's Dones for predictions
+	// not yet due, and the compared picks and their live calls not yet
+	// counted (recorder.compare).
+	held      *releases
 	labels    atomic.Pointer[labelSet]
 	fallbacks atomic.Int64 // canary picks the candidate could not place
 
@@ -56,7 +59,9 @@ type recorder struct {
 	canaryShare float64
 
 	noPrediction atomic.Int64 // the compared picks are counted by endpoint
-	arms         [2]armCounts
+	// arms are each arm's calls; the live arm's calls counts the
+	// recorded ones that are not compared picks, which the shards count.
+	arms [2]armCounts
 }
 
 type armCounts struct {
@@ -144,12 +149,13 @@ func (r *recorder) reset(live, cand string) {
 		r.arms[i].nanos.Store(0)
 	}
 	r.fallbacks.Store(0)
+	// Every shard's lock is held while the counts start over, so that no
+	// list is counted between the lists' clearing and the counts'.
 	for i := range r.held.shards {
 		s := &r.held.shards[i]
 		s.mu.Lock()
 		clear(s.compared)
 		s.compared, s.liveCalls = s.compared[:0], 0
-		s.mu.Unlock()
 	}
 	c := r.conns
 	c.mu.Lock()
@@ -160,6 +166,9 @@ func (r *recorder) reset(live, cand string) {
 	c.retiredCompared, c.retiredAgreed = 0, 0
 	c.countsMu.Unlock()
 	c.mu.Unlock()
+	for i := range r.held.shards {
+		r.held.shards[i].mu.Unlock()
+	}
 }
 
 // noPredictionFor counts a sampled pick the candidate could not place.
@@ -303,7 +312,7 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 		}
 	}
 	// A timed end's new reading may have made Dones due; other Ps'
-	// shards wait for a timed pick, which has the draw to choose them.
+	// shards wait for a timed pick, whose spare bits choose them.
 	r.held.drain(proc, now)
 }
 
@@ -331,6 +340,13 @@ func (r *recorder) summary() Summary {
 	r.mu.Unlock()
 	s.NoPrediction = r.noPrediction.Load()
 	s.CanaryFallbacks = r.fallbacks.Load()
+	// Ends are read before placements, so that a call placed and ended
+	// while Summary reads is in Calls if it is in Failed.
+	for i, arm := range []*ArmStats{&s.LiveArm, &s.CanaryArm} {
+		arm.Failed = r.arms[i].failed.Load()
+		arm.Timed = r.arms[i].timed.Load()
+		arm.TotalLatency = time.Duration(r.arms[i].nanos.Load())
+	}
 	c := r.conns
 	for i := range r.held.shards {
 		sh := &r.held.shards[i]
@@ -343,9 +359,6 @@ func (r *recorder) summary() Summary {
 	}
 	for i, arm := range []*ArmStats{&s.LiveArm, &s.CanaryArm} {
 		arm.Calls += r.arms[i].calls.Load()
-		arm.Failed = r.arms[i].failed.Load()
-		arm.Timed = r.arms[i].timed.Load()
-		arm.TotalLatency = time.Duration(r.arms[i].nanos.Load())
 	}
 	c.mu.Lock()
 	c.countsMu.Lock()

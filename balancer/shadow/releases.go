@@ -17,8 +17,8 @@ import (
 // not as long as the call on live's endpoint did: a load-aware candidate
 // then sees the load its own choices would have put on each endpoint, as
 // it would if it were live. A held Done waits here until a later compared
-// pick, a timed pick or a recorded call's end finds it due; nothing runs
-// on a timer.
+// pick, a timed pick or the end of a call with a record of its own
+// (recorder.wrap) finds it due; nothing runs on a timer.
 //
 // A compared pick holds its prediction's Done by appending it to its
 // shard's pending list, and under the same lock takes out the Dones due
@@ -33,11 +33,12 @@ import (
 // paid the pool's shared path twice.
 //
 // There is a list and a queue per P (shards), each under its own lock: a
-// pick holds and collects in its P's, and calls' ends collect their P's.
+// pick holds and collects in its P's, and the ends of calls with a record
+// collect their P's.
 // Each shard keeps the earliest due time it holds where callers read it
 // without the lock, so that a collect with nothing due costs one load. A P
 // that stops recording calls leaves Dones in its shard: every timed pick
-// also collects two shards chosen by its draw, so that a Done held there
+// also collects two shards chosen by its spare bits, so that a Done held there
 // waits past its due time for about GOMAXPROCS/2 timed picks, each at
 // most 16 recorded picks apart (timing).
 type releases struct {
@@ -45,7 +46,8 @@ type releases struct {
 	mask   uint32 // len(shards)-1: a power of two
 }
 
-// releaseShard is one P's pending list and queue of held Dones, on lines
+// releaseShard is one P's share of the recorder: its pending list and
+// queue of held Dones, and its compared picks not yet counted, on lines
 // of their own.
 type releaseShard struct {
 	// next is at most the earliest due time of the Dones held, pending or
@@ -54,8 +56,8 @@ type releaseShard struct {
 	next atomic.Int64
 
 	mu sync.Mutex
-	// pending are the Dones held since the last collect, in the order
-	// held, and pendingMin the earliest of their due times. spare is the
+	// pending are the Dones held and not yet queued or run, in the
+	// order held, and pendingMin the earliest of their due times. spare is the
 	// other array of two that take turns as pending, so that holding
 	// allocates nothing once both have grown to the most held between
 	// collects; nil while a collect runs the Dones of the other.

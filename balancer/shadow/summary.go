@@ -87,7 +87,9 @@ type ArmStats struct {
 	TotalLatency time.Duration
 }
 
-// ErrorRate is Failed / Calls, 0 before any call.
+// ErrorRate is Failed / Calls, 0 before any call. A call still in flight
+// counts as one that did not fail: for long streams, read it once they
+// have ended, as both arms are counted alike.
 func (a ArmStats) ErrorRate() float64 {
 	if a.Calls == 0 {
 		return 0

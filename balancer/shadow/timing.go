@@ -10,8 +10,9 @@ import (
 // timing decides which recorded calls read the clock. A reading costs
 // 30-40 ns on a VM's clock, more than the rest of a sampled pick, and a
 // timed call takes two. When recorded calls come close together, only one
-// in 2^shift is timed (chosen by spare bits of the pick's draw, so the
-// timed ones are a fair sample); the others take the latest reading any
+// in 2^shift is timed (chosen by spare bits of the pick's draw, or of its
+// shard's xorshift when it took none, so the timed ones are a fair
+// sample); the others take the latest reading any
 // timed call took, which is then at most about maxStale old. When calls
 // are sparse every one is timed, as the clock's cost per second is then
 // small, and a reading kept from an earlier call would be too old to
@@ -22,10 +23,11 @@ import (
 // that time wait for that timed call.
 //
 // What the latest reading is used for, and why its age is harmless there:
-// an untimed call's start and end only place the candidate's held
-// prediction in time (releases), and both are late by the same amount on
-// average, so a held prediction lasts as long as it should on average,
-// give or take about maxStale. Latencies (the arms', the endpoints'
+// it only places the candidate's held predictions in time (releases): an
+// untimed compared pick holds its prediction from the latest reading, and
+// later picks and calls' ends let it go by the latest reading of their
+// time, both late by about the same amount, so a held prediction lasts
+// as long as it should on average, give or take about maxStale. Latencies (the arms', the endpoints'
 // estimates, the candidate's evidence) are taken from timed calls only.
 type timing struct {
 	clock engine.Clock
