@@ -162,6 +162,7 @@ func Rollout(scale Scale) (*RolloutResult, error) {
 	t.AddRow("p99 latency", cells(func(s RolloutStage) string { return Ms(s.P99) })...)
 	t.AddNote("placed: where calls went; predicted: where pickwise_p2c, asked beside round_robin on the sampled picks, would have sent them (shadow.Summary), never sent")
 	t.AddNote("the candidate holds each of its sampled choices in flight for as long as calls on that backend last under live, and is fed the outcomes of live's calls; it does not see its own effect on the backends' queues (latency under round_robin's load), and at a lower sample rate its counts are thinner, as a balancer's are among many")
+	t.AddNote("during the canary the candidate counts live's calls in flight as its own, so that it places the canary's calls seeing live's load: its predictions then say where it sends calls under that load, not its shares when live")
 	t.AddNote("the shadow stages' live child is grpc-go's round_robin, whose starting point comes from the global source: those runs, like the round_robin column, do not repeat exactly")
 	notes(t, policies)
 	out.Table = t

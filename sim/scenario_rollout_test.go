@@ -8,7 +8,8 @@ import (
 // TestRollout checks the rollout scenario: the shadow's predicted shares
 // move the way pickwise_p2c's do when it is live, and land within 3
 // points of them on every backend; the canary sends about 10% of calls
-// through p2c.
+// through p2c, which, seeing live's load beside its own, places them no
+// worse than live places its own and predicts under that load.
 func TestRollout(t *testing.T) {
 	r, err := Rollout(testScale())
 	if err != nil {
@@ -36,7 +37,10 @@ func TestRollout(t *testing.T) {
 		if st.Predicted == nil || st.Summary == nil {
 			t.Fatalf("%s: no prediction recorded", st.Name)
 		}
-		if e := maxShareError(st.Predicted, p2c.Placed); e > 0.03 {
+		// A canary's predictions are made under live's load, which the
+		// candidate then counts as its own: they say where it sends
+		// calls now, not the shares it would give on its own.
+		if e := maxShareError(st.Predicted, p2c.Placed); e > 0.03 && st.Summary.CanaryPercent == 0 {
 			t.Errorf("%s: predicted shares off p2c's by up to %.1f points, want <= 3", st.Name, 100*e)
 		}
 		// Informative, not only close: the prediction moves load off the
@@ -57,5 +61,8 @@ func TestRollout(t *testing.T) {
 	total := canary.CanaryArm.Calls + canary.CanaryFallbacks
 	if all := r.Stages[3].Summary.CanaryArm.Calls + r.Stages[3].Summary.LiveArm.Calls; total == 0 || all == 0 {
 		t.Fatalf("canary stage recorded no calls: %+v", canary)
+	}
+	if c, l := canary.CanaryArm.MeanLatency(), canary.LiveArm.MeanLatency(); c > l {
+		t.Errorf("canary arm's mean latency %v above the live arm's %v: p2c placed its calls worse than round_robin", c, l)
 	}
 }

@@ -293,11 +293,12 @@ func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubCon
 func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
 
 // BindOutcomes is how a pickwise candidate learns from live's calls
-// (engine.OutcomeObserver): observe takes the outcome of each recorded
-// live call on the SubConn's address.
-func (c *childConn) BindOutcomes(sc balancer.SubConn, observe func(balancer.DoneInfo, int64)) {
+// (engine.OutcomeObserver): the feed takes the outcome of each recorded
+// live call on the SubConn's address, and, while a canary runs, counts
+// every live call there in the candidate's in-flight calls.
+func (c *childConn) BindOutcomes(sc balancer.SubConn, feed engine.EndpointFeed) {
 	if v, ok := sc.(*view); ok && c.which == candidateChild {
-		v.bindOutcomes(observe)
+		v.bindOutcomes(feed)
 	}
 }
 

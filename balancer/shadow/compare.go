@@ -30,8 +30,10 @@ const compareLog = 256
 // the lock.)
 //
 // bits are the pick's spare draw bits when drawn is set; otherwise the
-// pick took no draw and the shard's xorshift gives them.
-func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone func(balancer.DoneInfo), bits uint32, drawn bool) balancer.PickResult {
+// pick took no draw and the shard's xorshift gives them. canary says a
+// canary runs: the live call is then counted in the candidate's in-flight
+// calls (load), and its prediction is let go at once.
+func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone func(balancer.DoneInfo), bits uint32, drawn, canary bool) balancer.PickResult {
 	outcome := predictionDisagree
 	if crc == rc {
 		outcome = predictionAgree
@@ -54,7 +56,16 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 		now = r.timing.latest.Load()
 	}
 	est := crc.latency.get()
-	atEnd := candDone != nil && (est == 0 || (crc == rc && rc.candidateOutcomes.Load() == nil))
+	var loaded *candidateFeed
+	if canary {
+		// The candidate sees this call's load for real: a held
+		// prediction would count it twice.
+		if loaded = startLoad(rc); loaded != nil && candDone != nil {
+			candDone(balancer.DoneInfo{Err: errNotSent})
+			candDone = nil
+		}
+	}
+	atEnd := candDone != nil && (est == 0 || (crc == rc && rc.candidateFeed.Load() == nil))
 	s := r.held.shard(procid.Hint())
 	var due [drainBatch]func(balancer.DoneInfo)
 	s.mu.Lock()
@@ -85,14 +96,14 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 	if n == len(due) {
 		s.collect(now, false) // more may be due
 	}
-	if !timed && !atEnd && res.Done == nil {
+	if !timed && !atEnd && res.Done == nil && loaded == nil {
 		res.Done = rc.liveDone
 		return res
 	}
 	if !atEnd {
 		crc, candDone = nil, nil
 	}
-	return r.wrap(res, armLive, rc, crc, candDone, bits, timed, start)
+	return r.wrap(res, armLive, rc, crc, candDone, bits, timed, start, loaded)
 }
 
 // finishLive is rc's liveDone: the end of a sampled live call that is
@@ -103,9 +114,9 @@ func (rc *realConn) finishLive(info balancer.DoneInfo) {
 		r.arms[armLive].failed.Add(1)
 	}
 	r.callMetrics(armLive, info.Err, false, 0)
-	if observe := rc.candidateOutcomes.Load(); observe != nil {
+	if observe := rc.candidateFeed.Load(); observe != nil {
 		// An untimed call's duration is 0: an outcome without a
 		// latency sample.
-		(*observe)(info, 0)
+		observe.Outcome(info, 0)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pickwise/pickwise/internal/engine"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -73,10 +74,10 @@ type realConn struct {
 
 	// labels are its metric labels (recorder.endpointLabelsFor).
 	labels atomic.Pointer[endpointLabels]
-	// candidateOutcomes feeds the candidate's evidence about this address
+	// candidateFeed feeds the candidate's evidence about this address
 	// with live's calls on it (engine.OutcomeObserver); nil when the
 	// candidate is not a pickwise policy or holds no view here.
-	candidateOutcomes atomic.Pointer[outcomeFunc]
+	candidateFeed atomic.Pointer[candidateFeed]
 
 	// liveDone is the Done of a sampled live call on it that needs no
 	// record of its own (recorder.compare), bound once.
@@ -104,8 +105,20 @@ type realConn struct {
 // apart on, and a shard fills.
 const cacheLine = 64
 
-// outcomeFunc takes one call's outcome and duration in nanoseconds.
-type outcomeFunc = func(balancer.DoneInfo, int64)
+// candidateFeed is what the candidate's engine bound to one of its views
+// (engine.EndpointFeed), with the Done that ends a live call counted in
+// its in-flight calls, bound once: a call's end reaches the feed its
+// start did, whatever is bound to the address by then.
+type candidateFeed struct {
+	engine.EndpointFeed
+	loadDone func(balancer.DoneInfo)
+}
+
+func newCandidateFeed(f engine.EndpointFeed) *candidateFeed {
+	cf := &candidateFeed{EndpointFeed: f}
+	cf.loadDone = func(balancer.DoneInfo) { cf.Load(false) }
+	return cf
+}
 
 // view is a child's handle on a realConn: what the child's NewSubConn
 // returned.
@@ -123,7 +136,7 @@ type view struct {
 	replay   bool // a replay is queued and will tell the current state
 	healthFn func(balancer.SubConnState)
 	shut     bool
-	outcomes *outcomeFunc // bound by the candidate's engine, if any
+	feed     *candidateFeed // bound by the candidate's engine, if any
 }
 
 // newSubConn returns child's view of the real SubConn for addrs, making
@@ -323,16 +336,16 @@ func (r *realConn) onHealth(s balancer.SubConnState) {
 	}
 }
 
-// bindOutcomes makes observe the real SubConn's candidate evidence feed.
-func (v *view) bindOutcomes(observe outcomeFunc) {
+// bindOutcomes makes f the real SubConn's candidate feed.
+func (v *view) bindOutcomes(f engine.EndpointFeed) {
 	c := v.real.owner
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v.shut {
 		return
 	}
-	v.outcomes = &observe
-	v.real.candidateOutcomes.Store(v.outcomes)
+	v.feed = newCandidateFeed(f)
+	v.real.candidateFeed.Store(v.feed)
 }
 
 // UpdateAddresses is deprecated in grpc; it reaches the real SubConn only
@@ -365,8 +378,8 @@ func (v *view) Shutdown() {
 		return
 	}
 	v.shut = true
-	if v.outcomes != nil {
-		r.candidateOutcomes.CompareAndSwap(v.outcomes, nil)
+	if v.feed != nil {
+		r.candidateFeed.CompareAndSwap(v.feed, nil)
 	}
 	for i, o := range r.views {
 		if o == v {

@@ -39,7 +39,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			return res, nil
 		}
 		res.SubConn = rc.sc
-		return p.compare(info, res, rc, 0, false), nil
+		return p.compare(info, res, rc, 0, false, false), nil
 	}
 	draw := p.rec.rnd.Uint64()
 	canary, sample := uint32(draw), uint32(draw>>32)
@@ -49,7 +49,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		if err == nil {
 			if rc, ok := realOf(res.SubConn); ok {
 				res.SubConn = rc.sc
-				return p.rec.track(res, armCanary, rc, bits), nil
+				return p.rec.track(res, armCanary, rc, bits, false), nil
 			}
 		}
 		if res.Done != nil {
@@ -68,15 +68,19 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return res, nil // not a SubConn of the shadow's: grpc judges it
 	}
 	res.SubConn = rc.sc
+	canaryOn := p.rates.canary != 0 && p.candidate != nil
 	if sample >= p.rates.sample && sample >= p.rates.canary {
+		if canaryOn {
+			return load(res, rc), nil
+		}
 		return res, nil
 	}
 	if sample >= p.rates.sample || p.candidate == nil {
 		// Only the outcome is sampled, so that the live arm of a canary
 		// has figures to compare with.
-		return p.rec.track(res, armLive, rc, bits), nil
+		return p.rec.track(res, armLive, rc, bits, canaryOn), nil
 	}
-	return p.compare(info, res, rc, bits, true), nil
+	return p.compare(info, res, rc, bits, true, canaryOn), nil
 }
 
 // everySample are the rates at which every pick is compared and none is a
@@ -85,12 +89,12 @@ var everySample = rates{sample: ^uint32(0)}
 
 // compare asks the candidate where it would have placed a call live placed
 // on rc, and records both answers (recorder.compare). bits are the pick's
-// spare draw bits if drawn is set.
-func (p *picker) compare(info balancer.PickInfo, res balancer.PickResult, rc *realConn, bits uint32, drawn bool) balancer.PickResult {
+// spare draw bits if drawn is set; canary says a canary runs.
+func (p *picker) compare(info balancer.PickInfo, res balancer.PickResult, rc *realConn, bits uint32, drawn, canary bool) balancer.PickResult {
 	cres, cerr := p.candidate.Pick(info)
 	if cerr != nil {
 		p.rec.noPredictionFor()
-		return p.rec.track(res, armLive, rc, p.spareBits(bits, drawn))
+		return p.rec.track(res, armLive, rc, p.spareBits(bits, drawn), canary)
 	}
 	crc, ok := realOf(cres.SubConn)
 	if !ok {
@@ -98,9 +102,9 @@ func (p *picker) compare(info balancer.PickInfo, res balancer.PickResult, rc *re
 			cres.Done(balancer.DoneInfo{Err: errNotSent})
 		}
 		p.rec.noPredictionFor()
-		return p.rec.track(res, armLive, rc, p.spareBits(bits, drawn))
+		return p.rec.track(res, armLive, rc, p.spareBits(bits, drawn), canary)
 	}
-	return p.rec.compare(res, rc, crc, cres.Done, bits, drawn)
+	return p.rec.compare(res, rc, crc, cres.Done, bits, drawn, canary)
 }
 
 // spareBits returns bits if they were drawn, and a draw's otherwise: a

@@ -328,6 +328,103 @@ func TestSparsePicksCollectOtherShards(t *testing.T) {
 	}
 }
 
+// TestCanarySeesLiveLoad: while a canary runs, a pickwise candidate counts
+// live's calls in flight on each endpoint as its own, so that it places
+// the canary's calls away from the endpoint live is loading, and counts
+// them out again when they end.
+func TestCanarySeesLiveLoad(t *testing.T) {
+	b, cc := readyShadow(t, 2, `{"live": [{"pick_first": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 0, "canaryPercent": 50}`)
+	p := cc.State().Picker.(*picker)
+	var open []balancer.PickResult
+	var liveOn balancer.SubConn
+	canaryOn := map[balancer.SubConn]int{}
+	for range 60 {
+		before := b.rec.summary().CanaryArm.Calls
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, res)
+		if b.rec.summary().CanaryArm.Calls > before {
+			canaryOn[res.SubConn]++
+			continue
+		}
+		if liveOn != nil && res.SubConn != liveOn {
+			t.Fatalf("pick_first placed calls on two endpoints")
+		}
+		liveOn = res.SubConn
+	}
+	canaries := 0
+	for _, n := range canaryOn {
+		canaries += n
+	}
+	if canaries < 15 || liveOn == nil {
+		t.Fatalf("%d canary calls of 60 at 50%%, live on %v", canaries, liveOn)
+	}
+	// Without live's load, p2c would split its own calls about evenly.
+	if n := canaryOn[liveOn]; n > canaries/5 {
+		t.Errorf("%d of %d canary calls went to the endpoint live had %d calls in flight on, want few", n, canaries, 60-canaries)
+	}
+	for _, res := range open {
+		res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+	}
+	// Every call ended: the endpoints are even again, and the canary's
+	// calls, ended at once, go to both.
+	canaryOn = map[balancer.SubConn]int{}
+	for range 200 {
+		before := b.rec.summary().CanaryArm.Calls
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.rec.summary().CanaryArm.Calls > before {
+			canaryOn[res.SubConn]++
+		}
+		res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+	}
+	if canaryOn[liveOn] < 10 {
+		t.Errorf("after live's calls ended, %d canary calls on its endpoint (%v), want its share: its load was not counted out", canaryOn[liveOn], canaryOn)
+	}
+}
+
+// TestLoadEndsOnce: a loaded live call is counted out of the candidate's
+// in-flight calls once, when it ends, on the feed its start was counted
+// in, and live's own Done, if any, still hears the outcome.
+func TestLoadEndsOnce(t *testing.T) {
+	var rc realConn
+	inFlight := 0
+	feed := newCandidateFeed(engine.EndpointFeed{Load: func(started bool) {
+		if started {
+			inFlight++
+		} else {
+			inFlight--
+		}
+	}})
+	rc.candidateFeed.Store(feed)
+	for _, withOwn := range []bool{false, true} {
+		var heard []balancer.DoneInfo
+		res := balancer.PickResult{}
+		if withOwn {
+			res.Done = func(i balancer.DoneInfo) { heard = append(heard, i) }
+		}
+		res = load(res, &rc)
+		if inFlight != 1 {
+			t.Fatalf("own Done %v: %d in flight after the pick, want 1", withOwn, inFlight)
+		}
+		// Rebinding the address before the end does not move it.
+		rc.candidateFeed.Store(newCandidateFeed(engine.EndpointFeed{Load: func(bool) { t.Error("the end went to a feed bound after the start") }}))
+		failure := errors.New("boom")
+		res.Done(balancer.DoneInfo{Err: failure})
+		rc.candidateFeed.Store(feed)
+		if inFlight != 0 {
+			t.Errorf("own Done %v: %d in flight after the end, want 0", withOwn, inFlight)
+		}
+		if withOwn && (len(heard) != 1 || heard[0].Err != failure) {
+			t.Errorf("live's own Done heard %v, want the one failure", heard)
+		}
+	}
+}
+
 // TestRemovedEndpointStaysCounted: compared picks still in a shard's list
 // when their endpoint is removed are counted in the totals, and the
 // endpoints left list only their own.
@@ -497,7 +594,7 @@ func TestCandidateLearnsFromLive(t *testing.T) {
 	bad := cc.SubConns()[0]
 	b.conns.mu.Lock()
 	for rc := range b.conns.all {
-		if rc.candidateOutcomes.Load() == nil {
+		if rc.candidateFeed.Load() == nil {
 			t.Errorf("%s: the pickwise candidate's engine bound no outcome feed", rc.addr)
 		}
 	}
@@ -548,7 +645,7 @@ func TestCandidateLearnsFromLive(t *testing.T) {
 	grpcCand.conns.mu.Lock()
 	defer grpcCand.conns.mu.Unlock()
 	for rc := range grpcCand.conns.all {
-		if rc.candidateOutcomes.Load() != nil {
+		if rc.candidateFeed.Load() != nil {
 			t.Errorf("%s: an outcome feed bound for round_robin", rc.addr)
 		}
 	}

@@ -197,10 +197,62 @@ func (r *recorder) predictionMetrics(outcome int, live, cand *realConn) {
 // call whose address the candidate holds, the outcome also feeds the
 // candidate's evidence about it, if the candidate is a pickwise policy.
 // bits are spare bits of the pick's draw, which choose whether the call is
-// timed (see timing).
-func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits uint32) balancer.PickResult {
+// timed (see timing). canary says a canary runs: a live call is then
+// counted in the candidate's in-flight calls on rc until it ends (load).
+func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits uint32, canary bool) balancer.PickResult {
 	r.arms[arm].calls.Add(1)
-	return r.wrap(res, arm, rc, nil, nil, bits, r.timing.timed(bits), 0)
+	var feed *candidateFeed
+	if arm == armLive && canary {
+		feed = startLoad(rc)
+	}
+	return r.wrap(res, arm, rc, nil, nil, bits, r.timing.timed(bits), 0, feed)
+}
+
+// startLoad counts a live call starting on rc in the candidate's in-flight
+// calls there, and returns the feed its end is to be told through; nil if
+// the candidate takes no feed on rc.
+func startLoad(rc *realConn) *candidateFeed {
+	f := rc.candidateFeed.Load()
+	if f != nil {
+		f.Load(true)
+	}
+	return f
+}
+
+// load returns res, a live call on rc that no record follows, counted in
+// the candidate's in-flight calls on rc until it ends: every live call
+// is, while a canary runs, so that the candidate places the canary's calls
+// seeing live's load beside its own, as it would see all of it live.
+func load(res balancer.PickResult, rc *realConn) balancer.PickResult {
+	f := startLoad(rc)
+	switch {
+	case f == nil:
+	case res.Done == nil:
+		res.Done = f.loadDone
+	default:
+		e := loadEndPool.Get().(*loadEnd)
+		e.feed, e.own = f, res.Done
+		res.Done = e.done
+	}
+	return res
+}
+
+// loadEnd ends a loaded live call that has a Done of live's, pooled.
+type loadEnd struct {
+	feed *candidateFeed
+	own  func(balancer.DoneInfo)
+	done func(balancer.DoneInfo) // e.finish, bound once
+}
+
+// loadEndPool is set up with trackPool, in init.
+var loadEndPool sync.Pool
+
+func (e *loadEnd) finish(info balancer.DoneInfo) {
+	feed, own := e.feed, e.own
+	e.feed, e.own = nil, nil
+	loadEndPool.Put(e)
+	own(info)
+	feed.Load(false)
 }
 
 // wrap is track for a call already counted, and known to be timed or not;
@@ -209,8 +261,9 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits ui
 // waits for the call's end (recorder.compare): it is then called with the
 // call's outcome if cand is rc and the candidate takes no evidence feed,
 // and otherwise with errNotSent, at once or once a call on cand would have
-// ended (see releases).
-func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32, timed bool, start int64) balancer.PickResult {
+// ended (see releases). loaded, if not nil, is the candidate feed the
+// call's start was counted in (startLoad), to be told of its end.
+func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32, timed bool, start int64, loaded *candidateFeed) balancer.PickResult {
 	t := trackPool.Get().(*tracked)
 	if timed {
 		if start == 0 {
@@ -225,7 +278,7 @@ func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *re
 		t.start = r.timing.latest.Load()
 	}
 	t.rec, t.arm, t.real = r, arm, rc
-	t.own, t.candReal, t.cand = res.Done, cand, candDone
+	t.own, t.candReal, t.cand, t.loaded = res.Done, cand, candDone, loaded
 	res.Done = t.done
 	return res
 }
@@ -239,16 +292,24 @@ type tracked struct {
 	start          int64 // the pick's reading; the latest one if not timed
 	timed          bool
 	own, cand      func(balancer.DoneInfo)
+	loaded         *candidateFeed          // see wrap
 	done           func(balancer.DoneInfo) // t.finish, bound once
 }
 
 var trackPool sync.Pool
 
+// Set here rather than in the declarations: each New binds a finish that
+// refers to its pool.
 func init() {
 	trackPool.New = func() any {
 		t := &tracked{}
 		t.done = t.finish
 		return t
+	}
+	loadEndPool.New = func() any {
+		e := &loadEnd{}
+		e.done = e.finish
+		return e
 	}
 }
 
@@ -259,7 +320,7 @@ func (t *tracked) recycle() {
 }
 
 func (t *tracked) finish(info balancer.DoneInfo) {
-	r, arm, rc, candReal, start, timed, own, cand := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.own, t.cand
+	r, arm, rc, candReal, start, timed, own, cand, loaded := t.rec, t.arm, t.real, t.candReal, t.start, t.timed, t.own, t.cand, t.loaded
 	t.recycle() // read out: back to the pool for the next sampled pick on this core
 	proc := procid.Hint()
 	var now, took int64 // took stays 0 for an untimed call: no latency
@@ -284,14 +345,17 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 	if own != nil {
 		own(info)
 	}
-	var observe *outcomeFunc
+	if loaded != nil {
+		loaded.Load(false)
+	}
+	var observe *candidateFeed
 	if arm == armLive {
-		observe = rc.candidateOutcomes.Load()
+		observe = rc.candidateFeed.Load()
 	}
 	if observe != nil {
 		// An untimed call's took is 0, which the candidate's engine takes
 		// as an outcome without a latency sample.
-		(*observe)(info, took)
+		observe.Outcome(info, took)
 	}
 	if cand != nil {
 		switch {

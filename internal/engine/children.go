@@ -169,21 +169,32 @@ func (c *child) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOpt
 	return sc, err
 }
 
-// bindOutcomes offers the parent the function that feeds e's evidence,
-// when the parent wants it.
+// bindOutcomes offers the parent the functions that feed e's evidence
+// and its in-flight count, when the parent wants them.
 func (c *child) bindOutcomes(sc balancer.SubConn) {
 	o, ok := c.ClientConn.(OutcomeObserver)
 	if !ok {
 		return
 	}
 	b, e := c.b, c.e
-	o.BindOutcomes(sc, func(info balancer.DoneInfo, took int64) {
-		sh := &b.shared
-		if lat := sh.latency.Load(); lat != nil && took > 0 {
-			e.observe(info, took, sh.clock.Nanotime(), lat)
-		}
-		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
-			e.record(info, sh)
-		}
+	o.BindOutcomes(sc, EndpointFeed{
+		Outcome: func(info balancer.DoneInfo, took int64) {
+			sh := &b.shared
+			if lat := sh.latency.Load(); lat != nil && took > 0 {
+				e.observe(info, took, sh.clock.Nanotime(), lat)
+			}
+			if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+				e.record(info, sh)
+			}
+		},
+		Load: func(started bool) {
+			// In flight only: not one of the engine's picks, whose
+			// counts by reason stay its own.
+			if started {
+				e.inflight.Add(1)
+			} else {
+				e.inflight.Add(^uint32(0))
+			}
+		},
 	})
 }

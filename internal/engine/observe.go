@@ -7,13 +7,26 @@ import (
 // OutcomeObserver is implemented by a parent's ClientConn that places
 // calls on connections its child also holds (pickwise_shadow's candidate
 // shares live's), so that the child learns from them: the engine binds
-// every SubConn it makes to a function that takes the outcome of one such
-// call, which the parent calls when the call ends. The outcome counts as
-// evidence about the endpoint, as the endpoint's own call's would (its
-// latency sample, its failure), without the call ever having been the
-// engine's: it is neither a pick nor in flight. took is the call's
-// latency in nanoseconds, or 0 for a call the parent did not time: its
-// outcome is then evidence, and its latency no sample.
+// every SubConn it makes to an EndpointFeed, which the parent calls for
+// such calls.
 type OutcomeObserver interface {
-	BindOutcomes(sc balancer.SubConn, observe func(info balancer.DoneInfo, took int64))
+	BindOutcomes(sc balancer.SubConn, feed EndpointFeed)
+}
+
+// EndpointFeed tells a child's engine about calls its parent placed on
+// one of the child's endpoints, which were never the engine's picks.
+type EndpointFeed struct {
+	// Outcome takes one such call's outcome, as evidence about the
+	// endpoint, as the endpoint's own call's would be (its latency
+	// sample, its failure). took is the call's latency in nanoseconds, or
+	// 0 for a call the parent did not time: its outcome is then evidence,
+	// and its latency no sample.
+	Outcome func(info balancer.DoneInfo, took int64)
+	// Load counts such a call in the endpoint's in-flight calls when it
+	// starts (true), and out again when it ends (false): for a parent
+	// whose child places some of the same endpoints' calls for real
+	// (pickwise_shadow's canary), so that the child's load-aware choices
+	// see the calls placed beside its own. Each start is followed by one
+	// end, on the same EndpointFeed.
+	Load func(started bool)
 }
