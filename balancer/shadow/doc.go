@@ -59,11 +59,14 @@
 // shares were within 0.05 points of p2c's live shares at sampleRate 1 and
 // 1.9 points at 0.1, and 1.2 points with a 10% canary; over real gRPC,
 // within about a point at sampleRate 1. The canary is what measures it for
-// real. While a canary runs, a pickwise candidate also counts every live
-// call in flight on an endpoint as one of its own, so that it places the
-// canary's calls knowing the load live puts beside them; its sampled
-// predictions are then let go at once rather than held, as that load is
-// now counted for real.
+// real. While a canary runs, a pickwise candidate that compares loads
+// (p2c, Peak EWMA) also counts every live call in flight on an endpoint
+// as one of its own, so that it places the canary's calls knowing the
+// load live puts beside them; its sampled predictions are then let go at
+// once rather than held, as that load is now counted for real, and say
+// where it sends calls under live's load, not its shares on its own. Live
+// does not see the canary's calls, so the canary arm can look a little
+// better than the candidate would at 100%.
 //
 // Read the counts in Go with Summaries, or as the pickwise.shadow.*
 // metrics: predictions (by agree, disagree, none), endpoint_picks (by

@@ -20,7 +20,10 @@ type picker struct {
 // threshold are as good as uniform). A pick that is neither costs live's
 // pick, the draw and the translation of live's SubConn, and allocates
 // nothing. When every pick is compared and none is a canary's, there is
-// nothing to draw for, and the P's shard gives the spare bits.
+// nothing to draw for, and the P's shard gives the spare bits. While a
+// canary runs, every live pick on an endpoint a load-comparing candidate
+// holds is also counted in its in-flight calls (load): two atomic adds on
+// that endpoint, and a pooled record if live's call has a Done.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.rates == (rates{}) {
 		// Nothing sampled, no canary (a rollback, or a shadow paused):

@@ -333,7 +333,15 @@ func TestSparsePicksCollectOtherShards(t *testing.T) {
 // the canary's calls away from the endpoint live is loading, and counts
 // them out again when they end.
 func TestCanarySeesLiveLoad(t *testing.T) {
-	b, cc := readyShadow(t, 2, `{"live": [{"pick_first": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 0, "canaryPercent": 50}`)
+	// At sampleRate 1 every live call is also a compared pick, whose
+	// prediction is let go at once.
+	for _, rate := range []string{"0", "1"} {
+		t.Run("sampleRate="+rate, func(t *testing.T) { testCanarySeesLiveLoad(t, rate) })
+	}
+}
+
+func testCanarySeesLiveLoad(t *testing.T, rate string) {
+	b, cc := readyShadow(t, 2, `{"live": [{"pick_first": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": `+rate+`, "canaryPercent": 50}`)
 	p := cc.State().Picker.(*picker)
 	var open []balancer.PickResult
 	var liveOn balancer.SubConn
@@ -361,12 +369,15 @@ func TestCanarySeesLiveLoad(t *testing.T) {
 	if canaries < 15 || liveOn == nil {
 		t.Fatalf("%d canary calls of 60 at 50%%, live on %v", canaries, liveOn)
 	}
-	// Without live's load, p2c would split its own calls about evenly.
-	if n := canaryOn[liveOn]; n > canaries/5 {
+	// Without live's load, p2c would split its own calls about evenly;
+	// with it, the loads meet only now and then, and ties go either way.
+	if n := canaryOn[liveOn]; n > canaries/3 {
 		t.Errorf("%d of %d canary calls went to the endpoint live had %d calls in flight on, want few", n, canaries, 60-canaries)
 	}
 	for _, res := range open {
-		res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+		}
 	}
 	// Every call ended: the endpoints are even again, and the canary's
 	// calls, ended at once, go to both.
@@ -380,10 +391,46 @@ func TestCanarySeesLiveLoad(t *testing.T) {
 		if b.rec.summary().CanaryArm.Calls > before {
 			canaryOn[res.SubConn]++
 		}
-		res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+		}
 	}
 	if canaryOn[liveOn] < 10 {
 		t.Errorf("after live's calls ended, %d canary calls on its endpoint (%v), want its share: its load was not counted out", canaryOn[liveOn], canaryOn)
+	}
+}
+
+// TestParentLoadOnlyForLoadComparingCandidates: a candidate whose picker
+// compares endpoints' in-flight counts (p2c) takes live's load during a
+// canary; a ring hash candidate, whose bounded load caps an endpoint's
+// count by its own calls' total, takes only the outcome feed.
+func TestParentLoadOnlyForLoadComparingCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		candidate string
+		load      bool
+	}{
+		{`{"pickwise_p2c": {}}`, true},
+		{`{"pickwise_ring_hash": {"balanceFactor": 1.25}}`, false},
+	} {
+		b, _ := readyShadow(t, 2, `{"live": [{"round_robin": {}}], "candidate": [`+tc.candidate+`], "sampleRate": 0, "canaryPercent": 10}`)
+		fed := 0
+		b.conns.mu.Lock()
+		for rc := range b.conns.all {
+			// A lazy candidate (ring hash) binds only the endpoints it
+			// has asked for.
+			f := rc.candidateFeed.Load()
+			if f == nil {
+				continue
+			}
+			fed++
+			if f.Outcome == nil || (f.Load != nil) != tc.load {
+				t.Errorf("%s: %s takes live's load %v, want %v", tc.candidate, rc.addr, f.Load != nil, tc.load)
+			}
+		}
+		b.conns.mu.Unlock()
+		if fed == 0 {
+			t.Errorf("%s: no endpoint bound a feed", tc.candidate)
+		}
 	}
 }
 

@@ -210,12 +210,14 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits ui
 
 // startLoad counts a live call starting on rc in the candidate's in-flight
 // calls there, and returns the feed its end is to be told through; nil if
-// the candidate takes no feed on rc.
+// the candidate takes no load on rc (not a pickwise policy, or one whose
+// picker does not compare loads, as ring hash's bounded load does not).
 func startLoad(rc *realConn) *candidateFeed {
 	f := rc.candidateFeed.Load()
-	if f != nil {
-		f.Load(true)
+	if f == nil || f.Load == nil {
+		return nil
 	}
+	f.Load(true)
 	return f
 }
 

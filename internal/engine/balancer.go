@@ -27,13 +27,14 @@ var logger = grpclog.Component("pickwise")
 // changes, coalescing bursts of changes (coalesce.go).
 type engineBalancer struct {
 	// Immutable after build.
-	name  string
-	mode  connectMode // eager, or onDemand under Spec.Lazy
-	cc    balancer.ClientConn
-	build childBuilder // builds an endpoint's child
-	bOpts balancer.BuildOptions
-	clock Clock
-	rand  Rand
+	name       string
+	mode       connectMode // eager, or onDemand under Spec.Lazy
+	parentLoad bool        // Spec.ParentLoad
+	cc         balancer.ClientConn
+	build      childBuilder // builds an endpoint's child
+	bOpts      balancer.BuildOptions
+	clock      Clock
+	rand       Rand
 
 	// Shared with every endpoint's Done callback; atomic inside.
 	shared doneShared
@@ -94,6 +95,7 @@ type engineBalancer struct {
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
 	b := &engineBalancer{
 		name:              s.Name,
+		parentLoad:        s.ParentLoad,
 		mode:              eager{},
 		cc:                cc,
 		clock:             opts.Clock,

@@ -170,14 +170,15 @@ func (c *child) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOpt
 }
 
 // bindOutcomes offers the parent the functions that feed e's evidence
-// and its in-flight count, when the parent wants them.
+// and, under Spec.ParentLoad, its in-flight count, when the parent wants
+// them.
 func (c *child) bindOutcomes(sc balancer.SubConn) {
 	o, ok := c.ClientConn.(OutcomeObserver)
 	if !ok {
 		return
 	}
 	b, e := c.b, c.e
-	o.BindOutcomes(sc, EndpointFeed{
+	feed := EndpointFeed{
 		Outcome: func(info balancer.DoneInfo, took int64) {
 			sh := &b.shared
 			if lat := sh.latency.Load(); lat != nil && took > 0 {
@@ -187,7 +188,9 @@ func (c *child) bindOutcomes(sc balancer.SubConn) {
 				e.record(info, sh)
 			}
 		},
-		Load: func(started bool) {
+	}
+	if b.parentLoad {
+		feed.Load = func(started bool) {
 			// In flight only: not one of the engine's picks, whose
 			// counts by reason stay its own.
 			if started {
@@ -195,6 +198,7 @@ func (c *child) bindOutcomes(sc balancer.SubConn) {
 			} else {
 				e.inflight.Add(^uint32(0))
 			}
-		},
-	})
+		}
+	}
+	o.BindOutcomes(sc, feed)
 }

@@ -80,7 +80,8 @@ type endpointWarm struct {
 // but for done, which is immutable.
 type endpointHot struct {
 	// inflight counts the calls picked for the endpoint, probes included,
-	// that have not finished; picks counts the calls picked, by
+	// and those a parent placed there and fed in (Spec.ParentLoad), that
+	// have not finished; picks counts the calls picked, by
 	// PickReason, on the endpoint's own line, where a balancer-wide counter
 	// would be a line every core fights over. A WeightedRR picker's calls
 	// are in neither: it counts its picks on the line it advances anyway
@@ -240,7 +241,9 @@ func (e *Endpoint) Addr() string { return e.addr }
 
 // InFlight is the number of RPCs picked for this endpoint that have not
 // finished; under a WeightedRR picker, which does not count its calls in
-// flight (WeightedRR.Pick), only its probes.
+// flight (WeightedRR.Pick), only its probes. Under Spec.ParentLoad it also
+// counts the calls a parent placed on the endpoint and told the engine of
+// (EndpointFeed.Load).
 func (e *Endpoint) InFlight() int64 { return e.inFlight() }
 
 // inFlight is InFlight, small enough to inline: pickers call it for every

@@ -27,6 +27,7 @@ type EndpointFeed struct {
 	// whose child places some of the same endpoints' calls for real
 	// (pickwise_shadow's canary), so that the child's load-aware choices
 	// see the calls placed beside its own. Each start is followed by one
-	// end, on the same EndpointFeed.
+	// end, on the same EndpointFeed. Nil for a policy whose picker the
+	// parent's calls would throw off (Spec.ParentLoad).
 	Load func(started bool)
 }

@@ -56,6 +56,14 @@ type Spec struct {
 	// Metrics are the policy's metrics (RegisterMetrics); nil records
 	// none.
 	Metrics *Metrics
+	// ParentLoad makes the engine count the calls a parent places on its
+	// endpoints in their in-flight counts, when the parent offers them
+	// (EndpointFeed.Load): for pickers that compare endpoints' in-flight
+	// counts with each other, which then weigh the parent's load beside
+	// their own. Off for a picker that bounds an endpoint's count by its
+	// own total (ring hash's bounded load), which calls it did not place
+	// would throw off.
+	ParentLoad bool
 }
 
 // Options inject the engine's dependencies. The zero value means the wall

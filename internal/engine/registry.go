@@ -82,7 +82,9 @@ type LeastLoadedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterLeastLoaded registers a d-choice policy (see Register).
 func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, func(cfg C, snap *Snapshot, _ any) (balancer.Picker, any) {
+	// A d-choice picker compares in-flight counts with each other: a
+	// parent's calls are load like its own (Spec.ParentLoad).
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, true, s.Defaults, s.Settings, func(cfg C, snap *Snapshot, _ any) (balancer.Picker, any) {
 		return NewLeastLoaded(snap, s.Choices(cfg), s.Metric(cfg, snap)), nil
 	})
 }
@@ -90,11 +92,12 @@ func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[
 // registerTyped registers a policy whose config is a C: the engine's
 // policies differ only in their settings and in the picker they build.
 func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),
-	metrics *Metrics, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot, any) (balancer.Picker, any)) {
+	metrics *Metrics, parentLoad bool, defaults func() C, settings func(C) Settings, newPicker func(C, *Snapshot, any) (balancer.Picker, any)) {
 	Register(Spec{
 		Name:        name,
 		ParseConfig: parse,
 		Metrics:     metrics,
+		ParentLoad:  parentLoad,
 		NewPolicy: func() Policy {
 			return &typedPolicy[C]{name: name, defaults: defaults, settings: settings, newPicker: newPicker, cfg: defaults()}
 		},
@@ -149,7 +152,8 @@ type WeightedSpec[C serviceconfig.LoadBalancingConfig] struct {
 
 // RegisterWeighted registers a weighted round-robin policy (see Register).
 func RegisterWeighted[C serviceconfig.LoadBalancingConfig](s WeightedSpec[C]) {
-	registerTyped(s.Name, s.ParseConfig, s.Metrics, s.Defaults, s.Settings, weightedPicker[C])
+	// Its placement reads no in-flight count (Spec.ParentLoad off).
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, false, s.Defaults, s.Settings, weightedPicker[C])
 }
 
 // weightedPicker is a weighted policy's picker over snap, taking over from
