@@ -16,10 +16,9 @@ const compareLog = 256
 //
 // What a compared pick records is written under its P's shard lock, taken
 // once, and no counter shared between Ps is written: the pick is listed
-// for counting,
-// the sampled live call counted, the candidate's prediction held until a
-// call on crc would have ended (crc's recent latency from now), and the
-// predictions due by now taken out to run. An untimed call whose live
+// for counting, the sampled live call counted, the candidate's prediction
+// held until a call on crc would have ended (crc's recent latency from
+// now), and the predictions due by now taken out to run. An untimed call whose live
 // Done is nil then needs no record of its own: its end is rc's bound
 // liveDone. A call that is timed, or has a live Done to call, takes a
 // pooled record (wrap). The prediction waits for the call's end instead
