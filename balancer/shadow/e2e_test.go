@@ -105,8 +105,14 @@ func TestCanary(t *testing.T) {
 	f := fleet.StartT(t, 3)
 	c := fleet.DialT(t, f.Addrs(), shadowConfig(`{"round_robin": {}}`, `{"pick_first": {}}`, 0, 100))
 	fleet.WaitFor(t, ctx, "every call placed by the canary", func() bool {
+		// One backend is not enough: live's round_robin also places
+		// every call on one while only one is connected, taking the
+		// canary's calls the candidate cannot place yet (fallbacks).
+		before := summaryFor(t, c.Conn.CanonicalTarget())
 		res := c.Load(ctx, 30, 1, 0)
-		return res.Failed == 0 && len(res.PerBackend) == 1
+		after := summaryFor(t, c.Conn.CanonicalTarget())
+		return res.Failed == 0 && len(res.PerBackend) == 1 &&
+			after.CanaryFallbacks == before.CanaryFallbacks && after.CanaryArm.Calls >= before.CanaryArm.Calls+30
 	})
 	s := summaryFor(t, c.Conn.CanonicalTarget())
 	if s.CanaryArm.Calls == 0 || s.CanaryArm.Failed != 0 {
