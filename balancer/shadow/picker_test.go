@@ -584,6 +584,27 @@ func BenchmarkPick(b *testing.B) { benchmarkPick(b, false) }
 // other.
 func BenchmarkPickParallel(b *testing.B) { benchmarkPick(b, true) }
 
+// BenchmarkPickCanary is BenchmarkPick's shadow during a 10% canary, with
+// and without sampling: the candidate's canary picks, and live's picks
+// counted in the candidate's in-flight calls (load).
+func BenchmarkPickCanary(b *testing.B) {
+	const js = `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": %v, "canaryPercent": %v}`
+	for _, c := range []struct{ rate, canary float64 }{{0.1, 0}, {0.1, 10}, {0, 10}} {
+		cc := testkit.NewClientConn()
+		cc.Metrics = nil
+		_, cc = readyShadowWith(b, cc, engine.SystemRand{}, 10, fmt.Sprintf(js, c.rate, c.canary))
+		p := cc.State().Picker.(*picker)
+		b.Run(fmt.Sprintf("sampleRate=%v/canaryPercent=%v", c.rate, c.canary), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := pickAndFinish(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // pickAndFinish is one pick through pk and its Done, at once.
 func pickAndFinish(pk balancer.Picker) error {
 	res, err := pk.Pick(balancer.PickInfo{})
