@@ -55,16 +55,17 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 		now = r.timing.latest.Load()
 	}
 	est := crc.latency.get()
+	feed := rc.candidateFeed.Load()
 	var loaded *candidateFeed
 	if canary {
 		// The candidate sees this call's load for real: a held
 		// prediction would count it twice.
-		if loaded = startLoad(rc); loaded != nil && candDone != nil {
+		if loaded = startLoadOn(feed); loaded != nil && candDone != nil {
 			candDone(balancer.DoneInfo{Err: errNotSent})
 			candDone = nil
 		}
 	}
-	atEnd := candDone != nil && (est == 0 || (crc == rc && rc.candidateFeed.Load() == nil))
+	atEnd := candDone != nil && (est == 0 || (crc == rc && feed == nil))
 	s := r.held.shard(procid.Hint())
 	var due [drainBatch]func(balancer.DoneInfo)
 	s.mu.Lock()
@@ -78,9 +79,7 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 	s.liveCalls++
 	s.compared = append(s.compared, comparison{live: rc, cand: crc})
 	if len(s.compared) == compareLog {
-		r.conns.count(s.compared)
-		clear(s.compared)
-		s.compared = s.compared[:0]
+		s.countComparedLocked(r.conns)
 	}
 	if candDone != nil && !atEnd {
 		// Untimed, now is the latest reading, as late as the ones the

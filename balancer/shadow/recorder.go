@@ -212,8 +212,10 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits ui
 // calls there, and returns the feed its end is to be told through; nil if
 // the candidate takes no load on rc (not a pickwise policy, or one whose
 // picker does not compare loads, as ring hash's bounded load does not).
-func startLoad(rc *realConn) *candidateFeed {
-	f := rc.candidateFeed.Load()
+func startLoad(rc *realConn) *candidateFeed { return startLoadOn(rc.candidateFeed.Load()) }
+
+// startLoadOn is startLoad with rc's feed already read.
+func startLoadOn(f *candidateFeed) *candidateFeed {
 	if f == nil || f.Load == nil {
 		return nil
 	}
@@ -417,9 +419,7 @@ func (r *recorder) summary() Summary {
 	for i := range r.held.shards {
 		sh := &r.held.shards[i]
 		sh.mu.Lock()
-		c.count(sh.compared)
-		clear(sh.compared)
-		sh.compared = sh.compared[:0]
+		sh.countComparedLocked(c)
 		s.LiveArm.Calls += sh.liveCalls
 		sh.mu.Unlock()
 	}

@@ -78,6 +78,14 @@ type releaseShard struct {
 	_    [3*cacheLine - 40 - 4*unsafe.Sizeof([]release{})]byte
 }
 
+// countComparedLocked counts the shard's listed compared picks on their
+// endpoints (conns.count) and empties the list; the caller holds mu.
+func (s *releaseShard) countComparedLocked(c *conns) {
+	c.count(s.compared)
+	clear(s.compared)
+	s.compared = s.compared[:0]
+}
+
 // nextBits advances the shard's xorshift state; the caller holds mu.
 func (s *releaseShard) nextBits() uint32 {
 	x := s.bits
