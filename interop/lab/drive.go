@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,9 @@ type window struct {
 	failed, total int
 }
 
+// arrivalSeed seeds the gaps between open-loop arrivals.
+const arrivalSeed = 1
+
 // drive sends tr through c and reports progress as calls complete.
 func drive(ctx context.Context, c *channel, tr traffic, progress func(done int)) outcome {
 	var (
@@ -195,11 +199,21 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 	}
 	if tr.rate > 0 {
 		// Open loop: arrivals do not wait for earlier calls, so a slow
-		// backend's queue grows as it would under real users.
+		// backend's queue grows as it would under real users. Independent
+		// users arrive as a Poisson process: evenly spaced arrivals would
+		// hand round_robin a rotation in which each backend's calls come
+		// exactly n gaps apart, a queue-free schedule no real traffic
+		// gives. Every run draws the same gaps (a fixed seed), so the
+		// policies of a scenario see the same arrivals.
 		start := time.Now()
+		gaps := rand.New(rand.NewPCG(arrivalSeed, arrivalSeed))
+		var at float64                   // seconds from start
 		sem := make(chan struct{}, 4096) // bounds goroutines if the fleet stalls
 		for i := 0; i < tr.calls && ctx.Err() == nil; i++ {
-			if wait := time.Until(start.Add(time.Duration(float64(i) / tr.rate * float64(time.Second)))); wait > 0 {
+			if i > 0 {
+				at += gaps.ExpFloat64() / tr.rate
+			}
+			if wait := time.Until(start.Add(time.Duration(at * float64(time.Second)))); wait > 0 {
 				time.Sleep(wait)
 			}
 			sem <- struct{}{}
