@@ -116,10 +116,20 @@ func rollout(ctx context.Context, l *lab) (section, error) {
 		}
 		return sim.Ms(s.CanaryArm.MeanLatency()) + " / " + sim.Ms(s.LiveArm.MeanLatency())
 	})...)
+	t.AddRow("mean of successful calls", row(rs, func(o outcome) string { return fmt.Sprintf("%.1fms", 1000*mean(o.latencies).Seconds()) })...)
 	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
 	t.AddNote("predicted: where pickwise_p2c, asked beside round_robin on the sampled picks, would have sent them (shadow.Summary), never sent")
 	sec := newSection("rollout", t, rs)
 	return sec, nil
+}
+
+// mean is the mean of ds, 0 if there are none.
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(max(len(ds), 1))
 }
 
 // minus is s's counts since before, for one run of a balancer that lives
