@@ -292,12 +292,14 @@ func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubCon
 
 func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
 
-// BindOutcomes is how a pickwise candidate learns from live's calls
-// (engine.OutcomeObserver): the feed takes the outcome of each recorded
-// live call on the SubConn's address, and, while a canary runs, counts
-// every live call there in the candidate's in-flight calls.
+// BindOutcomes is how a pickwise child learns of the calls the other one
+// places (engine.OutcomeObserver). A candidate's feed takes the outcome
+// of each recorded live call on the SubConn's address, and, while a
+// canary runs, counts every live call there in the candidate's in-flight
+// calls. Live's feed counts the canary's calls there in live's: live is
+// told of no outcome, as it is being compared, not taught.
 func (c *childConn) BindOutcomes(sc balancer.SubConn, feed engine.EndpointFeed) {
-	if v, ok := sc.(*view); ok && c.which == candidateChild {
+	if v, ok := sc.(*view); ok {
 		v.bindOutcomes(feed)
 	}
 }

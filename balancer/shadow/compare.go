@@ -56,7 +56,7 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 	}
 	est := crc.latency.get()
 	feed := rc.candidateFeed.Load()
-	var loaded *candidateFeed
+	var loaded *childFeed
 	if canary {
 		// The candidate sees this call's load for real: a held
 		// prediction would count it twice.

@@ -77,7 +77,11 @@ type realConn struct {
 	// candidateFeed feeds the candidate's evidence about this address
 	// with live's calls on it (engine.OutcomeObserver); nil when the
 	// candidate is not a pickwise policy or holds no view here.
-	candidateFeed atomic.Pointer[candidateFeed]
+	candidateFeed atomic.Pointer[childFeed]
+	// liveFeed is live's, when live is a pickwise policy: while a canary
+	// runs, it counts the canary's calls on this address in live's
+	// in-flight calls, as candidateFeed counts live's in the candidate's.
+	liveFeed atomic.Pointer[childFeed]
 
 	// liveDone is the Done of a sampled live call on it that needs no
 	// record of its own (recorder.compare), bound once.
@@ -105,17 +109,17 @@ type realConn struct {
 // apart on, and a shard fills.
 const cacheLine = 64
 
-// candidateFeed is what the candidate's engine bound to one of its views
-// (engine.EndpointFeed), with the Done that ends a live call counted in
-// its in-flight calls, bound once: a call's end reaches the feed its
-// start did, whatever is bound to the address by then.
-type candidateFeed struct {
+// childFeed is what a child's engine bound to one of its views
+// (engine.EndpointFeed), with the Done that ends a call counted in its
+// in-flight calls, bound once: a call's end reaches the feed its start
+// did, whatever is bound to the address by then.
+type childFeed struct {
 	engine.EndpointFeed
 	loadDone func(balancer.DoneInfo)
 }
 
-func newCandidateFeed(f engine.EndpointFeed) *candidateFeed {
-	cf := &candidateFeed{EndpointFeed: f}
+func newChildFeed(f engine.EndpointFeed) *childFeed {
+	cf := &childFeed{EndpointFeed: f}
 	cf.loadDone = func(balancer.DoneInfo) { cf.Load(false) }
 	return cf
 }
@@ -136,7 +140,7 @@ type view struct {
 	replay   bool // a replay is queued and will tell the current state
 	healthFn func(balancer.SubConnState)
 	shut     bool
-	feed     *candidateFeed // bound by the candidate's engine, if any
+	feed     *childFeed // bound by the child's engine, if any
 }
 
 // newSubConn returns child's view of the real SubConn for addrs, making
@@ -336,7 +340,7 @@ func (r *realConn) onHealth(s balancer.SubConnState) {
 	}
 }
 
-// bindOutcomes makes f the real SubConn's candidate feed.
+// bindOutcomes makes f the real SubConn's feed for v's child.
 func (v *view) bindOutcomes(f engine.EndpointFeed) {
 	c := v.real.owner
 	c.mu.Lock()
@@ -344,8 +348,16 @@ func (v *view) bindOutcomes(f engine.EndpointFeed) {
 	if v.shut {
 		return
 	}
-	v.feed = newCandidateFeed(f)
-	v.real.candidateFeed.Store(v.feed)
+	v.feed = newChildFeed(f)
+	v.real.feedOf(v.child).Store(v.feed)
+}
+
+// feedOf is where child's feed for r is kept.
+func (r *realConn) feedOf(child int) *atomic.Pointer[childFeed] {
+	if child == liveChild {
+		return &r.liveFeed
+	}
+	return &r.candidateFeed
 }
 
 // UpdateAddresses is deprecated in grpc; it reaches the real SubConn only
@@ -379,7 +391,7 @@ func (v *view) Shutdown() {
 	}
 	v.shut = true
 	if v.feed != nil {
-		r.candidateFeed.CompareAndSwap(v.feed, nil)
+		r.feedOf(v.child).CompareAndSwap(v.feed, nil)
 	}
 	for i, o := range r.views {
 		if o == v {

@@ -57,23 +57,25 @@
 // simulator's rollout scenario (round_robin live, pickwise_p2c the
 // candidate, two hardware generations at 60% load), one run's predicted
 // shares were within 0.05 points of p2c's live shares at sampleRate 1 and
-// 1.9 points at 0.1; over real gRPC, within about a point at sampleRate
-// 1. The canary is what measures it for
-// real. While a canary runs, a pickwise candidate that compares loads
-// (p2c, Peak EWMA) also counts every live call in flight on an endpoint
-// as one of its own, so that it places the canary's calls knowing the
-// load live puts beside them; its sampled predictions are then let go at
-// once rather than held, as that load is now counted for real, and say
-// where it sends calls under live's load, not its shares on its own.
+// 1.9 points at 0.1; over real gRPC, within about a point at sampleRate 1.
+// The canary is what measures it for real. While a canary runs, a pickwise
+// candidate that compares loads (p2c, Peak EWMA) also counts every live
+// call in flight on an endpoint as one of its own, so that it places the
+// canary's calls knowing the load live puts beside them; its sampled
+// predictions are then let go at once rather than held, as that load is now
+// counted for real, and say where it sends calls under live's load, not its
+// shares on its own.
 //
-// Live does not see the canary's calls, and the arms' latencies are not
-// the policies' own. Where live keeps queues short by a schedule, as
-// round_robin does from one client that is its backends' whole load, the
-// canary's calls go to the backends idle when they start, which are the
-// ones live is about to send its next calls to: over real gRPC the stage
-// ran a little slower than either policy alone, and its canary arm no
-// faster than live's though p2c live was faster than round_robin. Judge
-// a canary by its arm's errors; read shares from a shadow stage.
+// A pickwise live policy that compares loads counts the canary's calls in
+// flight the same way; any other live policy does not see them. Either way
+// the arms' latencies are not the policies' own. Where live keeps queues
+// short by a schedule, as round_robin does from one client that is its
+// backends' whole load, the canary's calls go to the backends idle when
+// they start, which are the ones live is about to send its next calls to:
+// over real gRPC the stage ran a little slower than either policy alone,
+// and its canary arm no faster than live's though p2c live was faster than
+// round_robin. Judge a canary by its arm's errors; read shares from a
+// shadow stage.
 //
 // Read the counts in Go with Summaries, or as the pickwise.shadow.*
 // metrics: predictions (by agree, disagree, none), endpoint_picks (by

@@ -400,6 +400,68 @@ func testCanarySeesLiveLoad(t *testing.T, rate string) {
 	}
 }
 
+// TestLiveSeesCanaryLoad: with a pickwise live policy that compares
+// loads, the canary's calls in flight count in live's in-flight calls,
+// so that live does not pile its calls onto the endpoints the canary
+// keeps busy; once they end, live uses those endpoints again.
+func TestLiveSeesCanaryLoad(t *testing.T) {
+	b, cc := readyShadow(t, 2, `{"live": [{"pickwise_p2c": {}}], "candidate": [{"pick_first": {}}], "sampleRate": 0, "canaryPercent": 50}`)
+	p := cc.State().Picker.(*picker)
+	var open []balancer.PickResult
+	var canaryOn balancer.SubConn
+	liveOn := map[balancer.SubConn]int{}
+	for range 60 {
+		before := b.rec.summary().CanaryArm.Calls
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, res)
+		if b.rec.summary().CanaryArm.Calls == before {
+			liveOn[res.SubConn]++
+			continue
+		}
+		if canaryOn != nil && res.SubConn != canaryOn {
+			t.Fatalf("pick_first placed canary calls on two endpoints")
+		}
+		canaryOn = res.SubConn
+	}
+	lives := 0
+	for _, n := range liveOn {
+		lives += n
+	}
+	if lives < 15 || canaryOn == nil {
+		t.Fatalf("%d live calls of 60 at a 50%% canary, canary on %v", lives, canaryOn)
+	}
+	// Without the canary's load, p2c would split its own calls about
+	// evenly; with it, the loads meet only now and then.
+	if n := liveOn[canaryOn]; n > lives/3 {
+		t.Errorf("%d of %d live calls went to the endpoint the canary had %d calls in flight on, want few", n, lives, 60-lives)
+	}
+	for _, res := range open {
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+		}
+	}
+	liveOn = map[balancer.SubConn]int{}
+	for range 200 {
+		before := b.rec.summary().CanaryArm.Calls
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.rec.summary().CanaryArm.Calls == before {
+			liveOn[res.SubConn]++
+		}
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+		}
+	}
+	if liveOn[canaryOn] < 10 {
+		t.Errorf("after the canary's calls ended, %d live calls on its endpoint (%v), want its share: its load was not counted out", liveOn[canaryOn], liveOn)
+	}
+}
+
 // TestParentLoadOnlyForLoadComparingCandidates: a candidate whose picker
 // compares endpoints' in-flight counts (p2c) takes live's load during a
 // canary; a ring hash candidate, whose bounded load caps an endpoint's
@@ -440,7 +502,7 @@ func TestParentLoadOnlyForLoadComparingCandidates(t *testing.T) {
 func TestLoadEndsOnce(t *testing.T) {
 	var rc realConn
 	inFlight := 0
-	feed := newCandidateFeed(engine.EndpointFeed{Load: func(started bool) {
+	feed := newChildFeed(engine.EndpointFeed{Load: func(started bool) {
 		if started {
 			inFlight++
 		} else {
@@ -459,7 +521,7 @@ func TestLoadEndsOnce(t *testing.T) {
 			t.Fatalf("own Done %v: %d in flight after the pick, want 1", withOwn, inFlight)
 		}
 		// Rebinding the address before the end does not move it.
-		rc.candidateFeed.Store(newCandidateFeed(engine.EndpointFeed{Load: func(bool) { t.Error("the end went to a feed bound after the start") }}))
+		rc.candidateFeed.Store(newChildFeed(engine.EndpointFeed{Load: func(bool) { t.Error("the end went to a feed bound after the start") }}))
 		failure := errors.New("boom")
 		res.Done(balancer.DoneInfo{Err: failure})
 		rc.candidateFeed.Store(feed)

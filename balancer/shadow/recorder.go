@@ -199,10 +199,14 @@ func (r *recorder) predictionMetrics(outcome int, live, cand *realConn) {
 // bits are spare bits of the pick's draw, which choose whether the call is
 // timed (see timing). canary says a canary runs: a live call is then
 // counted in the candidate's in-flight calls on rc until it ends (load).
+// A canary's call is counted in live's, if live takes load there.
 func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits uint32, canary bool) balancer.PickResult {
 	r.arms[arm].calls.Add(1)
-	var feed *candidateFeed
-	if arm == armLive && canary {
+	var feed *childFeed
+	switch {
+	case arm == armCanary:
+		feed = startLoadOn(rc.liveFeed.Load())
+	case canary:
 		feed = startLoad(rc)
 	}
 	return r.wrap(res, arm, rc, nil, nil, bits, r.timing.timed(bits), 0, feed)
@@ -212,10 +216,10 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits ui
 // calls there, and returns the feed its end is to be told through; nil if
 // the candidate takes no load on rc (not a pickwise policy, or one whose
 // picker does not compare loads, as ring hash's bounded load does not).
-func startLoad(rc *realConn) *candidateFeed { return startLoadOn(rc.candidateFeed.Load()) }
+func startLoad(rc *realConn) *childFeed { return startLoadOn(rc.candidateFeed.Load()) }
 
 // startLoadOn is startLoad with rc's feed already read.
-func startLoadOn(f *candidateFeed) *candidateFeed {
+func startLoadOn(f *childFeed) *childFeed {
 	if f == nil || f.Load == nil {
 		return nil
 	}
@@ -243,7 +247,7 @@ func load(res balancer.PickResult, rc *realConn) balancer.PickResult {
 
 // loadEnd ends a loaded live call that has a Done of live's, pooled.
 type loadEnd struct {
-	feed *candidateFeed
+	feed *childFeed
 	own  func(balancer.DoneInfo)
 	done func(balancer.DoneInfo) // e.finish, bound once
 }
@@ -267,7 +271,7 @@ func (e *loadEnd) finish(info balancer.DoneInfo) {
 // and otherwise with errNotSent, at once or once a call on cand would have
 // ended (see releases). loaded, if not nil, is the candidate feed the
 // call's start was counted in (startLoad), to be told of its end.
-func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32, timed bool, start int64, loaded *candidateFeed) balancer.PickResult {
+func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32, timed bool, start int64, loaded *childFeed) balancer.PickResult {
 	t := trackPool.Get().(*tracked)
 	if timed {
 		if start == 0 {
@@ -296,7 +300,7 @@ type tracked struct {
 	start          int64 // the pick's reading; the latest one if not timed
 	timed          bool
 	own, cand      func(balancer.DoneInfo)
-	loaded         *candidateFeed          // see wrap
+	loaded         *childFeed              // see wrap
 	done           func(balancer.DoneInfo) // t.finish, bound once
 }
 
@@ -352,7 +356,7 @@ func (t *tracked) finish(info balancer.DoneInfo) {
 	if loaded != nil {
 		loaded.Load(false)
 	}
-	var observe *candidateFeed
+	var observe *childFeed
 	if arm == armLive {
 		observe = rc.candidateFeed.Load()
 	}
