@@ -70,12 +70,11 @@
 // flight the same way; any other live policy does not see them. Either way
 // the arms' latencies are not the policies' own. Where live keeps queues
 // short by a schedule, as round_robin does from one client that is its
-// backends' whole load, the canary's calls go to the backends idle when
-// they start, which are the ones live is about to send its next calls to:
-// over real gRPC the stage ran a little slower than either policy alone,
-// and its canary arm no faster than live's though p2c live was faster than
-// round_robin. Judge a canary by its arm's errors; read shares from a
-// shadow stage.
+// backends' whole load, a canary's tenth of the calls has no such
+// schedule, and live sends its next calls where the canary's just went:
+// over real gRPC the canary arm was slower than live's though p2c live
+// was faster than round_robin (README). Judge a canary by its arm's
+// errors; read shares from a shadow stage.
 //
 // Read the counts in Go with Summaries, or as the pickwise.shadow.*
 // metrics: predictions (by agree, disagree, none), endpoint_picks (by

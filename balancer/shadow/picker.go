@@ -24,7 +24,8 @@ type picker struct {
 // canary runs, every live pick on an endpoint a load-comparing candidate
 // holds is also counted in its in-flight calls (load): two atomic adds on
 // that endpoint, and a pooled record if live's call has a Done. A
-// canary's call is counted in a load-comparing live's the same way.
+// canary's call, which has its record anyway, is counted in a
+// load-comparing live's: one atomic add at its start, one at its end.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.rates == (rates{}) {
 		// Nothing sampled, no canary (a rollback, or a shadow paused):

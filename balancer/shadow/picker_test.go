@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -459,6 +460,78 @@ func TestLiveSeesCanaryLoad(t *testing.T) {
 	}
 	if liveOn[canaryOn] < 10 {
 		t.Errorf("after the canary's calls ended, %d live calls on its endpoint (%v), want its share: its load was not counted out", liveOn[canaryOn], liveOn)
+	}
+}
+
+// TestLiveFeedTakesOnlyTheCanarysLoad: a pickwise live policy's feed is
+// told of each canary call's start and end, never of an outcome (live is
+// compared, not taught), and is unbound when live is replaced.
+func TestLiveFeedTakesOnlyTheCanarysLoad(t *testing.T) {
+	const cfg = `"candidate": [{"pick_first": {}}], "sampleRate": 1, "canaryPercent": 50}`
+	b, cc := readyShadow(t, 2, `{"live": [{"pickwise_p2c": {}}], `+cfg)
+	var starts, ends atomic.Int64
+	stub := newChildFeed(engine.EndpointFeed{
+		Outcome: func(balancer.DoneInfo, int64) { t.Error("live was told the outcome of a call") },
+		Load: func(started bool) {
+			if started {
+				starts.Add(1)
+			} else {
+				ends.Add(1)
+			}
+		},
+	})
+	bound := map[*realConn]*childFeed{}
+	b.conns.mu.Lock()
+	for rc := range b.conns.all {
+		f := rc.liveFeed.Load()
+		if f == nil {
+			t.Errorf("%s: the pickwise live policy's engine bound no feed", rc.addr)
+		}
+		bound[rc] = f
+		rc.liveFeed.Store(stub)
+	}
+	b.conns.mu.Unlock()
+	p := cc.State().Picker.(*picker)
+	failure := status.Error(codes.Unavailable, "backend down")
+	for i := range 200 {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := balancer.DoneInfo{BytesSent: true, BytesReceived: true}
+		if i%2 == 0 {
+			info.Err = failure
+		}
+		res.Done(info)
+	}
+	canaries := b.rec.summary().CanaryArm.Calls
+	if canaries < 50 || starts.Load() != int64(canaries) || ends.Load() != int64(canaries) {
+		t.Errorf("live's feed told of %d starts and %d ends, want one each for the %d canary calls", starts.Load(), ends.Load(), canaries)
+	}
+	b.conns.mu.Lock()
+	for rc, f := range bound {
+		rc.liveFeed.Store(f)
+	}
+	b.conns.mu.Unlock()
+	// Replacing live with a policy from grpc shuts the old one's views
+	// down, and their feeds with them.
+	next, err := ParseConfig([]byte(`{"live": [{"round_robin": {}}], ` + cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []resolver.Endpoint
+	for _, a := range testkit.Addrs(2) {
+		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: next}); err != nil {
+		t.Fatal(err)
+	}
+	b.conns.mu.Lock()
+	defer b.conns.mu.Unlock()
+	for rc := range b.conns.all {
+		if rc.liveFeed.Load() != nil {
+			t.Errorf("%s: live's feed still bound after live was replaced", rc.addr)
+		}
 	}
 }
 

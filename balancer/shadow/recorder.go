@@ -218,7 +218,8 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits ui
 // picker does not compare loads, as ring hash's bounded load does not).
 func startLoad(rc *realConn) *childFeed { return startLoadOn(rc.candidateFeed.Load()) }
 
-// startLoadOn is startLoad with rc's feed already read.
+// startLoadOn counts a call's start in f, either child's feed, and
+// returns f; nil if f is nil or takes no load.
 func startLoadOn(f *childFeed) *childFeed {
 	if f == nil || f.Load == nil {
 		return nil
@@ -269,8 +270,9 @@ func (e *loadEnd) finish(info balancer.DoneInfo) {
 // waits for the call's end (recorder.compare): it is then called with the
 // call's outcome if cand is rc and the candidate takes no evidence feed,
 // and otherwise with errNotSent, at once or once a call on cand would have
-// ended (see releases). loaded, if not nil, is the candidate feed the
-// call's start was counted in (startLoad), to be told of its end.
+// ended (see releases). loaded, if not nil, is the child feed the call's
+// start was counted in (the candidate's for a live call, live's for a
+// canary's), to be told of its end.
 func (r *recorder) wrap(res balancer.PickResult, arm int, rc *realConn, cand *realConn, candDone func(balancer.DoneInfo), bits uint32, timed bool, start int64, loaded *childFeed) balancer.PickResult {
 	t := trackPool.Get().(*tracked)
 	if timed {

@@ -5,10 +5,12 @@ import (
 )
 
 // OutcomeObserver is implemented by a parent's ClientConn that places
-// calls on connections its child also holds (pickwise_shadow's candidate
-// shares live's), so that the child learns from them: the engine binds
-// every SubConn it makes to an EndpointFeed, which the parent calls for
-// such calls.
+// calls on connections its child also holds (pickwise_shadow's live and
+// candidate share them), so that the child learns from them: the engine
+// binds every SubConn it makes to an EndpointFeed, which the parent calls
+// for such calls. A parent may use only part of a feed: pickwise_shadow
+// tells its candidate of live's calls' outcomes and load, and live only
+// of the canary's load.
 type OutcomeObserver interface {
 	BindOutcomes(sc balancer.SubConn, feed EndpointFeed)
 }

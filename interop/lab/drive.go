@@ -99,7 +99,10 @@ type traffic struct {
 	calls int
 	// rate, when positive, sends calls open-loop at that many per second,
 	// as independent users would; otherwise workers callers loop.
-	rate    float64
+	rate float64
+	// seed seeds the gaps between open-loop arrivals (lab.run sets the
+	// lab's).
+	seed    uint64
 	workers int
 	// deadline bounds each call (0: a generous default).
 	deadline time.Duration
@@ -132,9 +135,6 @@ type window struct {
 	perBackend    map[string]int
 	failed, total int
 }
-
-// arrivalSeed seeds the gaps between open-loop arrivals.
-const arrivalSeed = 1
 
 // drive sends tr through c and reports progress as calls complete.
 func drive(ctx context.Context, c *channel, tr traffic, progress func(done int)) outcome {
@@ -203,10 +203,10 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 		// users arrive as a Poisson process: evenly spaced arrivals would
 		// hand round_robin a rotation in which each backend's calls come
 		// exactly n gaps apart, a queue-free schedule no real traffic
-		// gives. Every run draws the same gaps (a fixed seed), so the
-		// policies of a scenario see the same arrivals.
+		// gives. The gaps come from tr.seed, so that the policies of a
+		// scenario see the same arrivals.
 		start := time.Now()
-		gaps := rand.New(rand.NewPCG(arrivalSeed, arrivalSeed))
+		gaps := rand.New(rand.NewPCG(tr.seed, tr.seed))
 		var at float64                   // seconds from start
 		sem := make(chan struct{}, 4096) // bounds goroutines if the fleet stalls
 		for i := 0; i < tr.calls && ctx.Err() == nil; i++ {

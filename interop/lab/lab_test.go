@@ -33,7 +33,7 @@ func TestLabScenarios(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fleet.close()
-	l := &lab{fleet: fleet, progress: &progress{w: io.Discard}, scale: testScale()}
+	l := &lab{fleet: fleet, progress: &progress{w: io.Discard}, scale: testScale(), seed: 1}
 	if testing.Short() {
 		// The scenarios timed per policy run only the columns checked
 		// below.
@@ -508,7 +508,7 @@ func TestSimSections(t *testing.T) {
 }
 
 func TestRunLabRejectsUnknownScenario(t *testing.T) {
-	_, err := runLab(context.Background(), "no-such", "", 1)
+	_, err := runLab(context.Background(), "no-such", "", 1, 1)
 	if err == nil {
 		t.Fatal("runLab accepted an unknown scenario")
 	}
@@ -518,7 +518,7 @@ func TestRunLabRejectsUnknownScenario(t *testing.T) {
 			t.Errorf("runLab(no-such) = %v, does not name %s", err, s.Name)
 		}
 	}
-	if _, err := runLab(context.Background(), "cold-start", "", 1); err == nil || !strings.Contains(err.Error(), "-sim") {
+	if _, err := runLab(context.Background(), "cold-start", "", 1, 1); err == nil || !strings.Contains(err.Error(), "-sim") {
 		t.Errorf("runLab(cold-start) = %v, want a pointer to -sim", err)
 	}
 	_, err = runSim("no-such")
@@ -559,13 +559,13 @@ func TestScenarioHelp(t *testing.T) {
 // fails before it dials them; with enough for some, the rest are skipped.
 func TestTargetTooSmall(t *testing.T) {
 	few := "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
-	if _, err := runLab(context.Background(), "", few, 1); err == nil || !strings.Contains(err.Error(), "too few for any scenario") {
+	if _, err := runLab(context.Background(), "", few, 1, 1); err == nil || !strings.Contains(err.Error(), "too few for any scenario") {
 		t.Errorf("runLab with 3 servers = %v, want too few for any scenario", err)
 	}
-	if _, err := runLab(context.Background(), "black-hole", few, 1); err == nil || !strings.Contains(err.Error(), "black-hole needs 10") {
+	if _, err := runLab(context.Background(), "black-hole", few, 1, 1); err == nil || !strings.Contains(err.Error(), "black-hole needs 10") {
 		t.Errorf("runLab(black-hole) with 3 servers = %v, want black-hole needs 10", err)
 	}
-	if _, err := runLab(context.Background(), "", "127.0.0.1:1,127.0.0.1:1", 1); err == nil || !strings.Contains(err.Error(), "twice") {
+	if _, err := runLab(context.Background(), "", "127.0.0.1:1,127.0.0.1:1", 1, 1); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("runLab with a server listed twice = %v", err)
 	}
 	got, err := runnable(labScenarios, 10, "")

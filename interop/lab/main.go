@@ -52,6 +52,7 @@ func main() {
 		simulate = flag.Bool("sim", false, "run the simulated scenarios at full scale instead of the real-gRPC lab")
 		target   = flag.String("target", "", "comma-separated pickwise-backend addresses to use instead of a loopback fleet. "+targetHelp())
 		scale    = flag.Float64("scale", 1, "multiply the number of calls per scenario (the real-gRPC lab only)")
+		seed     = flag.Uint64("seed", 1, "seed of the open-loop scenarios' Poisson arrivals, the same for every policy of a scenario (the real-gRPC lab only)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./interop/lab [flags]\n\n"+
@@ -71,7 +72,7 @@ func main() {
 	if *simulate {
 		sections, err = runSim(*scenario)
 	} else {
-		sections, err = runLab(ctx, *scenario, *target, *scale)
+		sections, err = runLab(ctx, *scenario, *target, *scale, *seed)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lab:", err)
@@ -94,7 +95,7 @@ func checkFlags(args []string, simulate bool, scale float64) error {
 	}
 	var err error
 	flag.Visit(func(f *flag.Flag) {
-		if simulate && (f.Name == "target" || f.Name == "scale") {
+		if simulate && (f.Name == "target" || f.Name == "scale" || f.Name == "seed") {
 			err = fmt.Errorf("-%s is for the real-gRPC lab; -sim runs the simulator at full scale", f.Name)
 		}
 	})
@@ -204,6 +205,7 @@ type lab struct {
 	fleet    *labFleet
 	progress *progress
 	scale    float64
+	seed     uint64 // of open-loop arrivals (traffic.seed)
 	// only, when set for a scenario, names the policies of it to run; the
 	// others are left out. Tests use it to spend their time on the columns
 	// they check. Scenarios whose phases are timed per policy apply it.
@@ -228,7 +230,7 @@ func (l *lab) keep(scenario string, ps []labPolicy) []labPolicy {
 // calls scales a scenario's call count.
 func (l *lab) calls(n int) int { return max(1, int(float64(n)*l.scale)) }
 
-func runLab(ctx context.Context, only, target string, scale float64) ([]section, error) {
+func runLab(ctx context.Context, only, target string, scale float64, seed uint64) ([]section, error) {
 	list := labScenarios
 	if only != "" {
 		i := slices.IndexFunc(list, func(s labScenario) bool { return s.name == only })
@@ -260,7 +262,7 @@ func runLab(ctx context.Context, only, target string, scale float64) ([]section,
 		return nil, err
 	}
 	defer fleet.close()
-	l := &lab{fleet: fleet, progress: newProgress(os.Stderr), scale: scale}
+	l := &lab{fleet: fleet, progress: newProgress(os.Stderr), scale: scale, seed: seed}
 	var out []section
 	for _, s := range list {
 		sec, err := s.run(ctx, l)

@@ -114,14 +114,18 @@ func rollout(ctx context.Context, l *lab) (section, error) {
 		if s.CanaryArm.Calls == 0 {
 			return ""
 		}
-		return sim.Ms(s.CanaryArm.MeanLatency()) + " / " + sim.Ms(s.LiveArm.MeanLatency())
+		return msTenths(s.CanaryArm.MeanLatency()) + " / " + msTenths(s.LiveArm.MeanLatency())
 	})...)
-	t.AddRow("mean of successful calls", row(rs, func(o outcome) string { return fmt.Sprintf("%.1fms", 1000*mean(o.latencies).Seconds()) })...)
+	t.AddRow("mean of successful calls", row(rs, func(o outcome) string { return msTenths(mean(o.latencies)) })...)
 	t.AddRow("p99 of successful calls", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.99)) })...)
 	t.AddNote("predicted: where pickwise_p2c, asked beside round_robin on the sampled picks, would have sent them (shadow.Summary), never sent")
 	sec := newSection("rollout", t, rs)
 	return sec, nil
 }
+
+// msTenths formats d in milliseconds to a tenth: the arms' and the
+// stages' means differ by less than a millisecond.
+func msTenths(d time.Duration) string { return fmt.Sprintf("%.1fms", 1000*d.Seconds()) }
 
 // mean is the mean of ds, 0 if there are none.
 func mean(ds []time.Duration) time.Duration {

@@ -108,6 +108,7 @@ type result struct {
 
 // run drives tr through ch, reporting progress under scenario/policy.
 func (l *lab) run(ctx context.Context, scenario, policy string, ch *channel, tr traffic) outcome {
+	tr.seed = l.seed
 	prog := l.progress.start(scenario, policy, tr.calls)
 	o := drive(ctx, ch, tr, prog.update)
 	prog.total = o.total
