@@ -337,129 +337,85 @@ func TestCanarySeesLiveLoad(t *testing.T) {
 	// At sampleRate 1 every live call is also a compared pick, whose
 	// prediction is let go at once.
 	for _, rate := range []string{"0", "1"} {
-		t.Run("sampleRate="+rate, func(t *testing.T) { testCanarySeesLiveLoad(t, rate) })
-	}
-}
-
-func testCanarySeesLiveLoad(t *testing.T, rate string) {
-	b, cc := readyShadow(t, 2, `{"live": [{"pick_first": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": `+rate+`, "canaryPercent": 50}`)
-	p := cc.State().Picker.(*picker)
-	var open []balancer.PickResult
-	var liveOn balancer.SubConn
-	canaryOn := map[balancer.SubConn]int{}
-	for range 60 {
-		before := b.rec.summary().CanaryArm.Calls
-		res, err := p.Pick(balancer.PickInfo{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		open = append(open, res)
-		if b.rec.summary().CanaryArm.Calls > before {
-			canaryOn[res.SubConn]++
-			continue
-		}
-		if liveOn != nil && res.SubConn != liveOn {
-			t.Fatalf("pick_first placed calls on two endpoints")
-		}
-		liveOn = res.SubConn
-	}
-	canaries := 0
-	for _, n := range canaryOn {
-		canaries += n
-	}
-	if canaries < 15 || liveOn == nil {
-		t.Fatalf("%d canary calls of 60 at 50%%, live on %v", canaries, liveOn)
-	}
-	// Without live's load, p2c would split its own calls about evenly;
-	// with it, the loads meet only now and then, and ties go either way.
-	if n := canaryOn[liveOn]; n > canaries/3 {
-		t.Errorf("%d of %d canary calls went to the endpoint live had %d calls in flight on, want few", n, canaries, 60-canaries)
-	}
-	for _, res := range open {
-		if res.Done != nil {
-			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
-		}
-	}
-	// Every call ended: the endpoints are even again, and the canary's
-	// calls, ended at once, go to both.
-	canaryOn = map[balancer.SubConn]int{}
-	for range 200 {
-		before := b.rec.summary().CanaryArm.Calls
-		res, err := p.Pick(balancer.PickInfo{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.rec.summary().CanaryArm.Calls > before {
-			canaryOn[res.SubConn]++
-		}
-		if res.Done != nil {
-			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
-		}
-	}
-	if canaryOn[liveOn] < 10 {
-		t.Errorf("after live's calls ended, %d canary calls on its endpoint (%v), want its share: its load was not counted out", canaryOn[liveOn], canaryOn)
+		t.Run("sampleRate="+rate, func(t *testing.T) {
+			testArmSeesOthersLoad(t, `{"live": [{"pick_first": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": `+rate+`, "canaryPercent": 50}`, armCanary)
+		})
 	}
 }
 
 // TestLiveSeesCanaryLoad: with a pickwise live policy that compares
 // loads, the canary's calls in flight count in live's in-flight calls,
-// so that live does not pile its calls onto the endpoints the canary
-// keeps busy; once they end, live uses those endpoints again.
+// so that live does not pile its calls onto the endpoint the canary
+// keeps busy; once they end, live uses it again.
 func TestLiveSeesCanaryLoad(t *testing.T) {
-	b, cc := readyShadow(t, 2, `{"live": [{"pickwise_p2c": {}}], "candidate": [{"pick_first": {}}], "sampleRate": 0, "canaryPercent": 50}`)
+	testArmSeesOthersLoad(t, `{"live": [{"pickwise_p2c": {}}], "candidate": [{"pick_first": {}}], "sampleRate": 0, "canaryPercent": 50}`, armLive)
+}
+
+// testArmSeesOthersLoad runs a shadow over two endpoints under js, whose
+// arm watched is a p2c and whose other arm a pick_first, at a 50% canary.
+// With every call held open, watched must mostly avoid the endpoint the
+// other arm loads; once they end, it must use that endpoint again.
+func testArmSeesOthersLoad(t *testing.T, js string, watched int) {
+	b, cc := readyShadow(t, 2, js)
 	p := cc.State().Picker.(*picker)
-	var open []balancer.PickResult
-	var canaryOn balancer.SubConn
-	liveOn := map[balancer.SubConn]int{}
-	for range 60 {
+	// pick reports where a pick went, and whether the watched arm placed
+	// it.
+	pick := func() (balancer.PickResult, bool) {
 		before := b.rec.summary().CanaryArm.Calls
 		res, err := p.Pick(balancer.PickInfo{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		canary := b.rec.summary().CanaryArm.Calls > before
+		return res, canary == (watched == armCanary)
+	}
+	var open []balancer.PickResult
+	var loaded balancer.SubConn
+	watchedOn := map[balancer.SubConn]int{}
+	for range 60 {
+		res, byWatched := pick()
 		open = append(open, res)
-		if b.rec.summary().CanaryArm.Calls == before {
-			liveOn[res.SubConn]++
+		if byWatched {
+			watchedOn[res.SubConn]++
 			continue
 		}
-		if canaryOn != nil && res.SubConn != canaryOn {
-			t.Fatalf("pick_first placed canary calls on two endpoints")
+		if loaded != nil && res.SubConn != loaded {
+			t.Fatalf("pick_first placed calls on two endpoints")
 		}
-		canaryOn = res.SubConn
+		loaded = res.SubConn
 	}
-	lives := 0
-	for _, n := range liveOn {
-		lives += n
+	placed := 0
+	for _, n := range watchedOn {
+		placed += n
 	}
-	if lives < 15 || canaryOn == nil {
-		t.Fatalf("%d live calls of 60 at a 50%% canary, canary on %v", lives, canaryOn)
+	if placed < 15 || loaded == nil {
+		t.Fatalf("%d of 60 calls by the watched arm at a 50%% canary, pick_first's on %v", placed, loaded)
 	}
-	// Without the canary's load, p2c would split its own calls about
-	// evenly; with it, the loads meet only now and then.
-	if n := liveOn[canaryOn]; n > lives/3 {
-		t.Errorf("%d of %d live calls went to the endpoint the canary had %d calls in flight on, want few", n, lives, 60-lives)
+	// Without the other arm's load, p2c would split its own calls about
+	// evenly; with it, the loads meet only now and then, and ties go
+	// either way.
+	if n := watchedOn[loaded]; n > placed/3 {
+		t.Errorf("%d of %d calls went to the endpoint the other arm had %d calls in flight on, want few", n, placed, 60-placed)
 	}
 	for _, res := range open {
 		if res.Done != nil {
 			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
 		}
 	}
-	liveOn = map[balancer.SubConn]int{}
+	// Every call ended: the endpoints are even again, and the watched
+	// arm's calls, ended at once, go to both.
+	watchedOn = map[balancer.SubConn]int{}
 	for range 200 {
-		before := b.rec.summary().CanaryArm.Calls
-		res, err := p.Pick(balancer.PickInfo{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.rec.summary().CanaryArm.Calls == before {
-			liveOn[res.SubConn]++
+		res, byWatched := pick()
+		if byWatched {
+			watchedOn[res.SubConn]++
 		}
 		if res.Done != nil {
 			res.Done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
 		}
 	}
-	if liveOn[canaryOn] < 10 {
-		t.Errorf("after the canary's calls ended, %d live calls on its endpoint (%v), want its share: its load was not counted out", liveOn[canaryOn], liveOn)
+	if watchedOn[loaded] < 10 {
+		t.Errorf("after the other arm's calls ended, %d calls on its endpoint (%v), want its share: its load was not counted out", watchedOn[loaded], watchedOn)
 	}
 }
 
