@@ -271,6 +271,7 @@ func (b *shadowBalancer) publishLocked() {
 	p := &picker{live: live.Picker, rates: b.rates, rec: b.rec}
 	if cand := b.states[candidateChild]; cand != nil {
 		p.candidate = cand.Picker
+		p.canaryRuns = b.rates.canary != 0
 	}
 	// Held across the channel's UpdateState, which never calls back, so
 	// that pickers reach the channel in the order they were built.

@@ -60,7 +60,7 @@ func (r *recorder) compare(res balancer.PickResult, rc, crc *realConn, candDone 
 	if canary {
 		// The candidate sees this call's load for real: a held
 		// prediction would count it twice.
-		if loaded = startLoadOn(feed); loaded != nil && candDone != nil {
+		if loaded = startLoad(feed); loaded != nil && candDone != nil {
 			candDone(balancer.DoneInfo{Err: errNotSent})
 			candDone = nil
 		}

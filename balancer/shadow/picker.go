@@ -12,6 +12,9 @@ type picker struct {
 	candidate balancer.Picker // nil until the candidate reports
 	rates     rates
 	rec       *recorder
+	// canaryRuns: a canary share is set and the candidate can take it,
+	// so live's calls are counted in the candidate's load (load).
+	canaryRuns bool
 }
 
 // Pick draws once: the low half decides the canary, the high half the
@@ -73,9 +76,8 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return res, nil // not a SubConn of the shadow's: grpc judges it
 	}
 	res.SubConn = rc.sc
-	canaryOn := p.rates.canary != 0 && p.candidate != nil
 	if sample >= p.rates.sample && sample >= p.rates.canary {
-		if canaryOn {
+		if p.canaryRuns {
 			return load(res, rc), nil
 		}
 		return res, nil
@@ -83,9 +85,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if sample >= p.rates.sample || p.candidate == nil {
 		// Only the outcome is sampled, so that the live arm of a canary
 		// has figures to compare with.
-		return p.rec.track(res, armLive, rc, bits, canaryOn), nil
+		return p.rec.track(res, armLive, rc, bits, p.canaryRuns), nil
 	}
-	return p.compare(info, res, rc, bits, true, canaryOn), nil
+	return p.compare(info, res, rc, bits, true, p.canaryRuns), nil
 }
 
 // everySample are the rates at which every pick is compared and none is a

@@ -40,26 +40,16 @@ func readyShadowWith(t testing.TB, cc *fakecc.ClientConn, rnd engine.Rand, n int
 // readyShadowOpts is readyShadow on cc, with opts' clock and draws.
 func readyShadowOpts(t testing.TB, cc *fakecc.ClientConn, opts engine.Options, n int, js string) (*shadowBalancer, *fakecc.ClientConn) {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(js))
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := newBalancer(cc, balancer.BuildOptions{}, opts)
 	t.Cleanup(b.Close)
 	addrs := testkit.Addrs(n)
-	var eps []resolver.Endpoint
-	for _, a := range addrs {
-		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
-	}
-	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: cfg}); err != nil {
-		t.Fatal(err)
-	}
+	update(t, b, addrs, js)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cc.SetReady(ctx, addrs...); err != nil {
 		t.Fatal(err)
 	}
-	err = cc.WaitFor(ctx, func(s balancer.State) error {
+	err := cc.WaitFor(ctx, func(s balancer.State) error {
 		p, ok := s.Picker.(*picker)
 		if !ok || s.ConnectivityState != connectivity.Ready || p.candidate == nil {
 			return fmt.Errorf("state %v, picker %T", s.ConnectivityState, s.Picker)
@@ -437,16 +427,14 @@ func TestLiveFeedTakesOnlyTheCanarysLoad(t *testing.T) {
 		},
 	})
 	bound := map[*realConn]*childFeed{}
-	b.conns.mu.Lock()
-	for rc := range b.conns.all {
+	forEachConn(b, func(rc *realConn) {
 		f := rc.liveFeed.Load()
 		if f == nil {
 			t.Errorf("%s: the pickwise live policy's engine bound no feed", rc.addr)
 		}
 		bound[rc] = f
 		rc.liveFeed.Store(stub)
-	}
-	b.conns.mu.Unlock()
+	})
 	p := cc.State().Picker.(*picker)
 	failure := status.Error(codes.Unavailable, "backend down")
 	for i := range 200 {
@@ -464,31 +452,15 @@ func TestLiveFeedTakesOnlyTheCanarysLoad(t *testing.T) {
 	if canaries < 50 || starts.Load() != int64(canaries) || ends.Load() != int64(canaries) {
 		t.Errorf("live's feed told of %d starts and %d ends, want one each for the %d canary calls", starts.Load(), ends.Load(), canaries)
 	}
-	b.conns.mu.Lock()
-	for rc, f := range bound {
-		rc.liveFeed.Store(f)
-	}
-	b.conns.mu.Unlock()
+	forEachConn(b, func(rc *realConn) { rc.liveFeed.Store(bound[rc]) })
 	// Replacing live with a policy from grpc shuts the old one's views
 	// down, and their feeds with them.
-	next, err := ParseConfig([]byte(`{"live": [{"round_robin": {}}], ` + cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eps []resolver.Endpoint
-	for _, a := range testkit.Addrs(2) {
-		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
-	}
-	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: next}); err != nil {
-		t.Fatal(err)
-	}
-	b.conns.mu.Lock()
-	defer b.conns.mu.Unlock()
-	for rc := range b.conns.all {
+	update(t, b, testkit.Addrs(2), `{"live": [{"round_robin": {}}], `+cfg)
+	forEachConn(b, func(rc *realConn) {
 		if rc.liveFeed.Load() != nil {
 			t.Errorf("%s: live's feed still bound after live was replaced", rc.addr)
 		}
-	}
+	})
 }
 
 // TestParentLoadOnlyForLoadComparingCandidates: a candidate whose picker
@@ -578,17 +550,7 @@ func TestRemovedEndpointStaysCounted(t *testing.T) {
 		res.Done(balancer.DoneInfo{})
 	}
 	addrs := testkit.Addrs(3)
-	cfg, err := ParseConfig([]byte(`{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eps []resolver.Endpoint
-	for _, a := range addrs[1:] {
-		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: a}}})
-	}
-	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: eps}, BalancerConfig: cfg}); err != nil {
-		t.Fatal(err)
-	}
+	update(t, b, addrs[1:], `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
@@ -751,13 +713,11 @@ func benchmarkPick(b *testing.B, parallel bool) {
 func TestCandidateLearnsFromLive(t *testing.T) {
 	b, cc := readyShadow(t, 4, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
 	bad := cc.SubConns()[0]
-	b.conns.mu.Lock()
-	for rc := range b.conns.all {
+	forEachConn(b, func(rc *realConn) {
 		if rc.candidateFeed.Load() == nil {
 			t.Errorf("%s: the pickwise candidate's engine bound no outcome feed", rc.addr)
 		}
-	}
-	b.conns.mu.Unlock()
+	})
 	p := cc.State().Picker.(*picker)
 	failure := status.Error(codes.Unavailable, "backend down")
 	run := func(n int) {
@@ -801,13 +761,11 @@ func TestCandidateLearnsFromLive(t *testing.T) {
 
 	grpcCand, cc2 := readyShadow(t, 2, `{"live": [{"pickwise_p2c": {}}], "candidate": [{"round_robin": {}}]}`)
 	_ = cc2
-	grpcCand.conns.mu.Lock()
-	defer grpcCand.conns.mu.Unlock()
-	for rc := range grpcCand.conns.all {
+	forEachConn(grpcCand, func(rc *realConn) {
 		if rc.candidateFeed.Load() != nil {
 			t.Errorf("%s: an outcome feed bound for round_robin", rc.addr)
 		}
-	}
+	})
 }
 
 // TestSampledPickAllocatesNothing: with sampleRate 1, once the pools are
@@ -830,5 +788,28 @@ func TestSampledPickAllocatesNothing(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(1000, pick); allocs != 0 {
 		t.Errorf("%v allocations per sampled pick, want 0", allocs)
+	}
+}
+
+// update gives b the endpoints at addrs and the config js, as the
+// channel would.
+func update(t testing.TB, b *shadowBalancer, addrs []string, js string) {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Endpoints: testkit.Endpoints(addrs)}, BalancerConfig: cfg}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forEachConn calls f on each of b's real SubConns, under the table's
+// lock.
+func forEachConn(b *shadowBalancer, f func(rc *realConn)) {
+	b.conns.mu.Lock()
+	defer b.conns.mu.Unlock()
+	for rc := range b.conns.all {
+		f(rc)
 	}
 }

@@ -205,22 +205,19 @@ func (r *recorder) track(res balancer.PickResult, arm int, rc *realConn, bits ui
 	var feed *childFeed
 	switch {
 	case arm == armCanary:
-		feed = startLoadOn(rc.liveFeed.Load())
+		feed = startLoad(rc.liveFeed.Load())
 	case canary:
-		feed = startLoad(rc)
+		feed = startLoad(rc.candidateFeed.Load())
 	}
 	return r.wrap(res, arm, rc, nil, nil, bits, r.timing.timed(bits), 0, feed)
 }
 
-// startLoad counts a live call starting on rc in the candidate's in-flight
-// calls there, and returns the feed its end is to be told through; nil if
-// the candidate takes no load on rc (not a pickwise policy, or one whose
-// picker does not compare loads, as ring hash's bounded load does not).
-func startLoad(rc *realConn) *childFeed { return startLoadOn(rc.candidateFeed.Load()) }
-
-// startLoadOn counts a call's start in f, either child's feed, and
-// returns f; nil if f is nil or takes no load.
-func startLoadOn(f *childFeed) *childFeed {
+// startLoad counts a call's start in f, either child's feed for the
+// call's address, and returns f, which its end is to be told through; nil
+// if f is nil or takes no load (the child is not a pickwise policy, or
+// one whose picker does not compare loads, as ring hash's bounded load
+// does not).
+func startLoad(f *childFeed) *childFeed {
 	if f == nil || f.Load == nil {
 		return nil
 	}
@@ -233,7 +230,7 @@ func startLoadOn(f *childFeed) *childFeed {
 // is, while a canary runs, so that the candidate places the canary's calls
 // seeing live's load beside its own, as it would see all of it live.
 func load(res balancer.PickResult, rc *realConn) balancer.PickResult {
-	f := startLoad(rc)
+	f := startLoad(rc.candidateFeed.Load())
 	switch {
 	case f == nil:
 	case res.Done == nil:
