@@ -29,6 +29,11 @@ type Backend struct {
 	FailOnce []time.Duration
 	// Slow multiplies the service time by Factor while From <= t < To.
 	Slow []Window
+	// Pauses add Extra to the service time of the first request that
+	// starts at or after each At: a one-off stall (a collection pause, a
+	// process descheduled, on either side of the call) that says nothing
+	// about the backend's speed.
+	Pauses []Pause
 	// ColdFor and ColdFactor model a process warming up: a request that
 	// starts at age a after the backend joined takes
 	// 1 + (ColdFactor-1)*(1-a/ColdFor) times longer, for a < ColdFor.
@@ -52,6 +57,11 @@ type Backend struct {
 type Window struct {
 	From, To time.Duration
 	Factor   float64
+}
+
+// Pause is one stall of one request (Backend.Pauses).
+type Pause struct {
+	At, Extra time.Duration
 }
 
 // Dist is a service-time distribution.
@@ -87,6 +97,7 @@ type server struct {
 	served    int           // requests that reached the backend
 	failed    int           // of which failed
 	blips     int           // FailOnce instants used up
+	pauses    int           // Pauses used up
 	busyTime  time.Duration // integral of busy servers over time
 	lastBusy  time.Duration
 	maxQueued int
@@ -151,6 +162,10 @@ func (s *server) serviceTime(now time.Duration, r *rand.Rand) time.Duration {
 		if age := now - s.joinedAt; age < s.spec.ColdFor {
 			d *= 1 + (s.spec.ColdFactor-1)*(1-float64(age)/float64(s.spec.ColdFor))
 		}
+	}
+	if s.pauses < len(s.spec.Pauses) && now >= s.spec.Pauses[s.pauses].At {
+		d += float64(s.spec.Pauses[s.pauses].Extra)
+		s.pauses++
 	}
 	return time.Duration(d)
 }

@@ -18,10 +18,10 @@
 // learns before it acts is compared in its steady state.
 //
 // Scenarios (see Scenarios) reproduce the failure modes load balancers are
-// known for: balls into bins, the black hole, cold-start herding, two
-// hardware generations, one slow backend, noisy load reports, a hot key, a
-// remap storm and subsetting. Each prints one table with policies as
-// columns.
+// known for: balls into bins, the black hole, a transient failure and a
+// lone late answer, cold-start herding, two hardware generations, one slow
+// backend, noisy load reports, a hot key, a remap storm and subsetting.
+// Each prints one table with policies as columns.
 //
 // Where a policy cannot run in virtual time or with a fixed seed (grpc-go's
 // built-ins draw from the global random source; weighted_round_robin's

@@ -16,6 +16,7 @@ func Example() {
 	// balls-into-bins
 	// black-hole
 	// transient-failure
+	// one-stall
 	// flapping-backend
 	// retry-storm
 	// cold-start

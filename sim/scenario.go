@@ -61,7 +61,7 @@ func Lookup(name string) (Scenario, error) {
 // scenarioOrder is the order tables are printed in: from the simplest
 // placement question to fleet-wide effects.
 var scenarioOrder = []string{
-	"balls-into-bins", "black-hole", "transient-failure", "flapping-backend", "retry-storm",
+	"balls-into-bins", "black-hole", "transient-failure", "one-stall", "flapping-backend", "retry-storm",
 	"cold-start", "hardware-generations", "slow-backend", "noisy-reports",
 	"hot-key", "hash-black-hole", "remap-storm", "flapping-cache", "subsetting", "rollout",
 }

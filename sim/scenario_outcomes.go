@@ -19,6 +19,7 @@ func init() {
 		run  func(Scale) (*Table, error)
 	}{
 		{"transient-failure", TransientFailure},
+		{"one-stall", OneStall},
 		{"flapping-backend", FlappingBackend},
 		{"hash-black-hole", HashBlackHole},
 		{"retry-storm", RetryStorm},
@@ -54,15 +55,31 @@ func TransientFailure(Scale) (*Table, error) {
 	backends[0].FailAfter = 200 * time.Microsecond
 	policies := outcomePolicies()
 	t := &Table{Title: "One transient failure: 4 backends at 2 ms, 250 rps (idle candidates); backend-0 fails one call at 10 s", Columns: columns(policies)}
+	rows, err := shareAfter(policies, backends, blip)
+	if err != nil {
+		return nil, err
+	}
+	for s, cells := range rows {
+		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the failure (fair 25%%)", s+1), cells...)
+	}
+	t.AddNote("pickwise_p2c and pickwise_peak_ewma weigh the failure by its evidence: one failure among many successes makes the endpoint lose about one comparison in six for a few seconds, not every comparison; a cost step (the penalty before it was evidence-based) sent it nothing until wall-clock decay forgave it")
+	notes(t, policies)
+	return t, nil
+}
+
+// shareAfter runs each policy over backends at 250 calls a second until 3 s
+// after from, and returns backend 0's share of the picks in each of those
+// three seconds: a row per second, a cell per policy.
+func shareAfter(policies []Policy, backends []Backend, from time.Duration) ([][]string, error) {
 	rows := make([][]string, 3)
 	for _, p := range policies {
-		per := make([][2]int, 3) // [backend-0, all] per second after the blip
-		run := Run{Seed: 1, Backends: backends, Rate: 250, Duration: blip + 3*time.Second}
+		per := make([][2]int, 3) // [backend-0, all] per second after from
+		run := Run{Seed: 1, Backends: backends, Rate: 250, Duration: from + 3*time.Second}
 		run.OnPick = func(now time.Duration, _ *Request, backend int, _ time.Duration) {
-			if now <= blip {
+			if now <= from {
 				return
 			}
-			s := min(int((now-blip)/time.Second), 2)
+			s := min(int((now-from)/time.Second), 2)
 			per[s][1]++
 			if backend == 0 {
 				per[s][0]++
@@ -75,10 +92,30 @@ func TransientFailure(Scale) (*Table, error) {
 			rows[s] = append(rows[s], Pct(float64(per[s][0])/float64(max(per[s][1], 1))))
 		}
 	}
-	for s, cells := range rows {
-		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the failure (fair 25%%)", s+1), cells...)
+	return rows, nil
+}
+
+// OneStall: TransientFailure's fleet and traffic, where backend 0 answers
+// one call, 10 s into the run, 40 ms late (twenty times its usual 2 ms)
+// and is otherwise as fast as the others: a pause of the machine, not a
+// slow backend. Its share in each of the next three seconds shows whether
+// one late answer starved it.
+func OneStall(Scale) (*Table, error) {
+	const at = 10 * time.Second
+	backends := make([]Backend, 4)
+	for i := range backends {
+		backends[i] = Backend{Service: LogNormal(2*time.Millisecond, 0.2), Cores: 1}
 	}
-	t.AddNote("pickwise_p2c and pickwise_peak_ewma weigh the failure by its evidence: one failure among many successes makes the endpoint lose about one comparison in six for a few seconds, not every comparison; a cost step (the penalty before it was evidence-based) sent it nothing until wall-clock decay forgave it")
+	backends[0].Pauses = []Pause{{At: at, Extra: 40 * time.Millisecond}}
+	policies := outcomePolicies()
+	t := &Table{Title: "One stall: 4 backends at 2 ms, 250 rps (idle candidates); one call to backend-0 at 10 s takes 40 ms more", Columns: columns(policies)}
+	rows, err := shareAfter(policies, backends, at)
+	if err != nil {
+		return nil, err
+	}
+	for s, cells := range rows {
+		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the late answer (fair 25%%)", s+1), cells...)
+	}
 	notes(t, policies)
 	return t, nil
 }

@@ -117,3 +117,21 @@ func TestRetryStorm(t *testing.T) {
 		t.Errorf("pickwise_p2c + attempts: %.3f attempts per success, want fewer than round_robin's %.3f", v, rr)
 	}
 }
+
+// TestOneStall: one late answer from a backend as fast as the others does
+// not starve it: at idle candidates, its share in each of the three
+// seconds after stays near its fair 25%.
+func TestOneStall(t *testing.T) {
+	tb, err := OneStall(testScale())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + tb.String())
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr"} {
+		for _, s := range []string{"1", "2", "3"} {
+			if v := pct(t, cell(t, tb, "backend-0's share, second "+s, p)); v < 0.18 {
+				t.Errorf("%s: backend-0's share in second %s after one late answer = %.1f%%, want >= 18%%", p, s, 100*v)
+			}
+		}
+	}
+}

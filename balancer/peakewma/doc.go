@@ -12,7 +12,8 @@
 // round-robin turn while most endpoints are busy with the channel's calls.
 // rtt is a peak-sensitive moving average of the endpoint's round-trip
 // times: a sample above the average replaces it at once, so a backend that
-// turns slow is avoided after one slow answer; a sample below pulls it down
+// turns slow is avoided after one slow answer (two, for a lone answer over
+// three times the average: see below); a sample below pulls it down
 // with weight 1-exp(-elapsed/decayTime). While an endpoint gets no answers
 // its rtt decays towards zero with the same time constant, so a backend
 // that recovered is tried again (after about two decay times for a tenfold
@@ -27,7 +28,14 @@
 // call: the costlier one wins with a chance that falls from one half at
 // equal cost to none at three times the cost. A backend three times as
 // slow still loses every time, and with calls in flight the comparison is
-// strict.
+// strict. A pause of more than three times a call (the client's machine
+// stalling during one call) would still price a backend out of every
+// comparison until its peak decayed: so a sample over three times the
+// average, with none such within decayTime before it, waits for the
+// endpoint's next answer. A normal answer forgives it; a second far one
+// makes the larger of the two the peak, one call later than the peak
+// rule alone would. Far answers that come more often are each the peak
+// at once.
 //
 // Latency is the signal that a backend failing in a millisecond games
 // most. A server-side failure never lowers the average: timed, it is a

@@ -29,8 +29,7 @@ var loadAware = []struct {
 	{"least_request_experimental", lb("least_request_experimental", `{}`), false, false},
 }
 
-// TestOneTransientFailure: four backends at 2 ms (5 ms for a latency
-// policy), one caller making sequential calls, so that every candidate is
+// TestOneTransientFailure: four backends at 2 ms, one caller making sequential calls, so that every candidate is
 // idle at each pick. Backend 0 fails exactly one call; it must keep most
 // of its share in each second after it (a latency policy's seconds: see
 // below). The short run checks the first two seconds, where the failure
@@ -53,21 +52,22 @@ func TestOneTransientFailure(t *testing.T) {
 			if !p.timed {
 				shortParallel(t)
 			}
-			shares := oneFailure(t, p.config, p.timed, seconds)
+			shares := oneFailure(t, p.config, seconds)
 			if !p.ours {
 				return
 			}
 			problems := oneFailureProblems(shares, p.timed)
 			if len(problems) > 0 && p.timed {
 				// A latency policy at one caller follows its backends'
-				// noise (see oneFailureProblems), and one pause at the
-				// wrong moment can hold backend 0 under the mean's bound
-				// for seconds. Such a pause is rare and does not repeat;
+				// noise (see oneFailureProblems). A lone pause is
+				// forgiven, but two on backend 0 within the decay time
+				// read as a slowdown and can hold it under the mean's
+				// bound for seconds. Such pauses are rare and do not repeat;
 				// what the failure itself does repeats every time, so a
 				// second run on new backends and a new channel decides.
 				// The first fleet stays up, idle, until the test ends.
 				t.Logf("first run: %s; running once more on new backends", strings.Join(problems, "; "))
-				problems = oneFailureProblems(oneFailure(t, p.config, p.timed, seconds), p.timed)
+				problems = oneFailureProblems(oneFailure(t, p.config, seconds), p.timed)
 			}
 			for _, m := range problems {
 				t.Error(m)
@@ -79,16 +79,8 @@ func TestOneTransientFailure(t *testing.T) {
 // oneFailure starts TestOneTransientFailure's fleet under config, makes
 // backend 0 fail one call after a second of calls, and returns backend 0's
 // share in each of the seconds after it.
-func oneFailure(t *testing.T, config string, timed bool, seconds int) []float64 {
+func oneFailure(t *testing.T, config string, seconds int) []float64 {
 	ctx, f, c := start(t, 4, config, nil)
-	if timed {
-		// Slower than start's 2 ms: at one caller a latency policy
-		// passes over a backend whose last answer took 3x the others'
-		// until that peak decays, and in-process backends at 2 ms see
-		// such peaks from the client's own GC and scheduling under the
-		// race detector.
-		setLatency(f, 5*time.Millisecond)
-	}
 	drive(ctx, c, 1, time.Second, time.Second, nil)
 	f.Backends[0].FailNext(1)
 	ws := drive(ctx, c, 1, time.Duration(seconds)*time.Second, time.Second, nil)
@@ -103,20 +95,21 @@ func oneFailure(t *testing.T, config string, timed bool, seconds int) []float64 
 }
 
 // oneFailureProblems checks backend 0's shares after its one failure: at
-// least 15% on average, and in each second 15% (5% for a latency
+// least 15% on average, and in each second 15% (10% for a latency
 // policy, timed).
 //
-// A latency policy at one caller follows its backends' noise: with no
-// failure at all, one backend's share in a second ranged over 17-31% in 12
-// runs under the race detector; on a busier machine one run had a second
-// at 7.2%, as when a pause during a call to backend 0 makes that call a
-// peak, which decays over decayTime (10 s). So each of its seconds is
-// bounded only against starvation (an ejection or a penalty at its cap
-// leaves a second near 0%), and their mean as tightly as p2c's seconds.
+// A latency policy at one caller follows its backends' noise: a call
+// that a pause made slow is forgiven when it is a lone far peak, but the
+// close calls between idle candidates, and pauses of less than three
+// times a call, still move a second's share by chance: with the failure,
+// under the race detector, 16.9-33.6% in four runs. So each of its
+// seconds is bounded against starvation (an ejection or a penalty at its
+// cap leaves a second near 0%), and their mean as tightly as p2c's
+// seconds.
 func oneFailureProblems(shares []float64, timed bool) []string {
 	perSecond := 0.15
 	if timed {
-		perSecond = 0.05
+		perSecond = 0.10
 	}
 	var problems []string
 	sum := 0.0

@@ -76,6 +76,13 @@ type endpointWarm struct {
 	reportTo atomic.Pointer[orcaweight.Tracker]
 }
 
+// farPeaks are an endpoint's recent far peaks: samples over farPeak times
+// its latency average (holdFarPeak).
+type farPeaks struct {
+	held atomic.Uint64 // math.Float64bits of the far peak waiting for the next answer; 0 if none
+	last atomic.Int64  // Nanotime of the last far peak, held or taken; 0 before any
+}
+
 // endpointHot is the part of an Endpoint that picks and Dones touch. Atomic,
 // but for done, which is immutable.
 type endpointHot struct {
@@ -113,6 +120,11 @@ type endpointHot struct {
 type endpointCold struct {
 	// Immutable after creation.
 	addr string
+
+	// farPeaks are the latency average's recent far peaks, which only a
+	// timed call's Done reads and writes (observe): out of line, as timed
+	// calls are few whenever calls are many (sampleShare).
+	farPeaks farPeaks
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order

@@ -57,20 +57,64 @@ func TestPeakEWMAPeakAndDecay(t *testing.T) {
 	e.observe(ok(), int64(20*time.Millisecond), 0, l)
 	near(t, "first sample", avgOf(e), 20*time.Millisecond)
 	// A slower sample replaces the average at once.
-	e.observe(ok(), int64(200*time.Millisecond), 1*sec, l)
-	near(t, "after a peak", avgOf(e), 200*time.Millisecond)
+	e.observe(ok(), int64(50*time.Millisecond), 1*sec, l)
+	near(t, "after a peak", avgOf(e), 50*time.Millisecond)
 	// A faster one, a decay time later, starts from the decayed average
-	// pickers saw (200ms/e) and pulls it 1-1/e of the way.
-	e.observe(ok(), int64(20*time.Millisecond), 11*sec, l)
-	seen := 200e6 * math.Exp(-1)
-	want := time.Duration(seen*math.Exp(-1) + 20e6*(1-math.Exp(-1)))
+	// pickers saw (50ms/e) and pulls it 1-1/e of the way.
+	e.observe(ok(), int64(5*time.Millisecond), 11*sec, l)
+	seen := 50e6 * math.Exp(-1)
+	want := time.Duration(seen*math.Exp(-1) + 5e6*(1-math.Exp(-1)))
 	near(t, "after a fast sample one decay time later", avgOf(e), want)
 	// The same sample right after barely moves it.
 	before := avgOf(e)
-	e.observe(ok(), int64(20*time.Millisecond), 11*sec+int64(time.Millisecond), l)
+	e.observe(ok(), int64(5*time.Millisecond), 11*sec+int64(time.Millisecond), l)
 	if d := before - avgOf(e); d <= 0 || d > time.Millisecond {
 		t.Errorf("a fast sample 1ms later moved the average by %v, want a little", d)
 	}
+}
+
+// TestPeakEWMALoneFarPeak: a sample over farPeak times the average, with
+// no far one in the decay time before it, waits for the next answer: a
+// normal one forgives it, a far one makes the larger of the two the peak.
+// A far sample within the decay time of the last far one is the peak at
+// once.
+func TestPeakEWMALoneFarPeak(t *testing.T) {
+	l, e := testLatency(), newEndpoint("a", nil, false)
+	ms := int64(time.Millisecond)
+	e.observe(ok(), 20*ms, 0, l)
+	// A pause: one answer ten times late, then the usual ones.
+	e.observe(ok(), 200*ms, 1000*ms, l)
+	near(t, "after a lone far peak", avgOf(e), 20*time.Millisecond)
+	e.observe(ok(), 20*ms, 1010*ms, l)
+	near(t, "after the next, normal answer", avgOf(e), 20*time.Millisecond)
+	if held := e.farPeaks.held.Load(); held != 0 {
+		t.Errorf("a far peak is still held after a normal answer: %v", math.Float64frombits(held))
+	}
+	// Another far answer within the decay time of that one: the peak.
+	e.observe(ok(), 150*ms, 5000*ms, l)
+	near(t, "after a second far peak within the decay time", avgOf(e), 150*time.Millisecond)
+
+	// A decay time and more without a far answer: one is held again,
+	// and a far answer after it takes the larger of the two. The
+	// normal answer after 11 s idle is far over the decayed average
+	// (20 ms against 6.7), but an average that has decayed unanswered
+	// is stale, and that answer is the peak, not a far one.
+	f := newEndpoint("b", nil, false)
+	f.observe(ok(), 20*ms, 0, l)
+	f.observe(ok(), 300*ms, 1000*ms, l)
+	f.observe(ok(), 20*ms, 1010*ms, l)
+	f.observe(ok(), 20*ms, 12000*ms, l)
+	near(t, "a normal answer after 11 s idle", avgOf(f), 20*time.Millisecond)
+	f.observe(ok(), 200*ms, 12010*ms, l)
+	near(t, "a far answer a decay time after the last", avgOf(f), 20*time.Millisecond)
+	f.observe(ok(), 100*ms, 12020*ms, l)
+	near(t, "two far answers in a row", avgOf(f), 200*time.Millisecond)
+	// A peak below farPeak times the average is taken at once, held
+	// far peak or not.
+	g := newEndpoint("c", nil, false)
+	g.observe(ok(), 20*ms, 0, l)
+	g.observe(ok(), 59*ms, 1000*ms, l)
+	near(t, "a peak under farPeak times the average", avgOf(g), 59*time.Millisecond)
 }
 
 func TestPeakEWMAIdleDecay(t *testing.T) {
@@ -113,9 +157,13 @@ func TestPeakEWMAFailures(t *testing.T) {
 		e.observe(failed(codes.Internal), int64(time.Millisecond), int64(2+i), l)
 	}
 	near(t, "after many", avgOf(e), 20*time.Millisecond)
-	// A slow one, a timeout, is a sample of its latency: the peak.
+	// A slow one, a timeout, is a sample of its latency: the peak. Fifty
+	// times the average, a lone one waits for the next answer
+	// (TestPeakEWMALoneFarPeak); a second one is taken.
 	e.observe(failed(codes.DeadlineExceeded), int64(time.Second), 30, l)
-	near(t, "after a timeout", avgOf(e), time.Second)
+	near(t, "after one timeout", avgOf(e), 20*time.Millisecond)
+	e.observe(failed(codes.DeadlineExceeded), int64(time.Second), 31, l)
+	near(t, "after two timeouts", avgOf(e), time.Second)
 
 	// Before any answer, a failure is no sample: neither the fast
 	// endpoint it seems nor a slow one never tried again.
@@ -293,21 +341,21 @@ func TestBusyEndpointIsSampledNotTimedOnEveryCall(t *testing.T) {
 	// One interval later the next call is timed again, and its peak shows.
 	clk.advance(interval)
 	slow := pickDone(t, p)
-	clk.advance(300 * time.Millisecond)
+	clk.advance(50 * time.Millisecond)
 	slow(ok())
-	near(t, "average after a timed slow call", avgOf(e), 300*time.Millisecond)
+	near(t, "average after a timed slow call", avgOf(e), 50*time.Millisecond)
 
 	// An untimed call is no latency sample, failed or not (its failure is
 	// for the failure counts).
 	clk.advance(time.Millisecond)
 	first, second := pickDone(t, p), pickDone(t, p)
 	second(failed(codes.Unavailable))
-	near(t, "average after an untimed failure", avgOf(e), 300*time.Millisecond)
+	near(t, "average after an untimed failure", avgOf(e), 50*time.Millisecond)
 	first(ok())
 	clk.advance(time.Millisecond)
 	first, second = pickDone(t, p), pickDone(t, p)
 	second(failed(codes.Canceled))
-	near(t, "average after an untimed cancellation", avgOf(e), 300*time.Millisecond)
+	near(t, "average after an untimed cancellation", avgOf(e), 50*time.Millisecond)
 	first(ok())
 }
 

@@ -147,6 +147,9 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 // lost every comparison against idle peers for seconds: a step, not
 // evidence. A call that never reached the server, or ended by a client-side
 // error or a caller's cancellation, says nothing and is ignored.
+//
+// A slower sample is the peak and replaces the average at once, but for a
+// lone far one (holdFarPeak), which waits for the next answer.
 func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
 	sample := float64(took)
 	if info.Err != nil {
@@ -169,15 +172,28 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 		avg := math.Float64frombits(old)
 		idle := float64(max(now-e.rtt.stamp.Load(), 0))
 		w := decay(idle * l.perNano)
-		if idle > l.tau*staleAfter {
+		stale := idle > l.tau*staleAfter
+		if stale {
 			// After a gap the stored average is stale: pickers have watched
 			// it decay, and this sample is judged against what they saw.
 			// Without this, a backend that recovered would come back from
 			// its old peak at the decay rate after it is tried again.
 			avg *= w
 		}
+		held := e.farPeaks.held.Load()
 		switch {
-		case avg == 0, sample > avg:
+		case avg == 0:
+			avg = sample
+		case sample > farPeak*avg && !stale:
+			// Far over a stale average is no news: the average has
+			// decayed while no answer came, and this one is the peak.
+			if e.holdFarPeak(sample, now, l) {
+				return
+			}
+			// The second far answer in a row, or far answers come often:
+			// the peak, the larger of the two if one was held.
+			avg = math.Max(sample, math.Float64frombits(held))
+		case sample > avg:
 			// The peak: a slower sample replaces the average at once.
 			avg = sample
 		default:
@@ -188,9 +204,44 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 			// the later stamp wins within microseconds, which only shifts
 			// one decay weight slightly.
 			e.rtt.stamp.Store(now)
+			if held != 0 {
+				// This answer decided the held one: it was taken with
+				// it if both were far, and forgiven if not.
+				e.farPeaks.held.CompareAndSwap(held, 0)
+			}
 			return
 		}
 	}
+}
+
+// farPeak is how many times the average a sample must be to be a far peak
+// (holdFarPeak): the close-call band's edge (closeBand), beyond which an
+// idle endpoint at that cost loses every comparison to its idle peers.
+// Any peak below it still leaves the endpoint a chance, and is taken.
+const farPeak = 3.0
+
+// holdFarPeak decides what a far peak, sample at now, does: true if it is
+// held, leaving the average as it is until the next answer, false if it
+// is to be taken as the peak. One late answer from a backend as fast as
+// its peers (a collection pause or a descheduled process on either side)
+// would otherwise price it at many times their cost for seconds, during
+// which an idle endpoint that costs more than closeBand times its peers
+// loses every comparison: at a low concurrency, one pause starved a
+// healthy backend for most of the decay time. A backend that has turned
+// slow answers the next call slowly too, and is then priced at the
+// larger of the two answers, one call later than the peak rule alone
+// would. A far peak is held only when no far peak came within the decay
+// time before it, so that a backend whose slow answers are frequent (a
+// slow path taken by some of its calls, or a string of pauses) is priced
+// by each, as the peak rule prices it. Racing Dones may each see the
+// other's state or not: at worst a far peak is held or taken twice.
+func (e *Endpoint) holdFarPeak(sample float64, now int64, l *latency) bool {
+	last := e.farPeaks.last.Swap(now)
+	if last != 0 && float64(now-last) <= l.tau {
+		return false // the second in a row, or too soon after the last
+	}
+	e.farPeaks.held.Store(math.Float64bits(sample))
+	return true
 }
 
 // call carries one timed call's start from Pick to Done. Calls are pooled

@@ -74,7 +74,7 @@ func transientFailure(ctx context.Context, l *lab) (section, error) {
 	}
 	t.AddRow("backend-0's share, seconds 1-3 after", rows[4]...)
 	t.AddNote("pickwise_p2c weighs a failure by its evidence, as pickwise_peak_ewma does: one failure among many successes costs the endpoint about one comparison in six for a few seconds, not all of them")
-	t.AddNote("pickwise_peak_ewma places by latency: at one caller a backend's stall of a few ms, from the machine rather than the backend, costs it share for seconds (the latency average decays over 10 s), failure or not; the second before the failure shows how much in a run where it happens")
+	t.AddNote("pickwise_peak_ewma places by latency: at one caller its seconds move with the machine's noise; a lone answer over three times the average (a stall of the machine, not the backend) waits for the next answer before it counts, and a normal one forgives it")
 	return section{Name: "transient-failure", Table: t}, nil
 }
 
