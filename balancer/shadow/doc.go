@@ -84,7 +84,7 @@
 // figures compare like with like. Durations are those of the timed
 // calls: all of them, unless recorded calls come less than about 10 µs
 // apart, where reading the clock twice a call would cost more than the
-// rest of the recording; then a random one in up to 16.
+// rest of the recording; then a random one in up to 64.
 //
 // Changing only sampleRate or canaryPercent keeps both children and their
 // state; changing a child's policy or config replaces that child and

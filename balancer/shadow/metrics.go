@@ -33,7 +33,7 @@ var (
 	}))
 	durationMetric = estats.RegisterFloat64Histo(engine.RegisterMetricName(estats.MetricDescriptor{
 		Name:           "pickwise.shadow.call_duration",
-		Description:    "Duration of the timed recorded calls (all, unless they come less than about 10 µs apart; then a random one in up to 16), from pick to finish, by arm.",
+		Description:    "Duration of the timed recorded calls (all, unless they come less than about 10 µs apart; then a random one in up to 64), from pick to finish, by arm.",
 		Unit:           "s",
 		Labels:         []string{"grpc.target", "pickwise.arm"},
 		OptionalLabels: []string{"grpc.lb.locality"},

@@ -40,7 +40,7 @@ import (
 // that stops recording calls leaves Dones in its shard: every timed pick
 // also collects two shards chosen by its spare bits, so that a Done held there
 // waits past its due time for about GOMAXPROCS/2 timed picks, each at
-// most 16 recorded picks apart (timing).
+// most 64 recorded picks apart (timing).
 type releases struct {
 	shards []releaseShard
 	mask   uint32 // len(shards)-1: a power of two

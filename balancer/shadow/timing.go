@@ -18,7 +18,7 @@ import (
 // small, and a reading kept from an earlier call would be too old to
 // start or end a held prediction by. Calls are found sparse by a timed
 // pick's reading: when a busy spell ends, the calls before the next timed
-// one (up to 2^shift, 16 at most, on average) still take the latest
+// one (up to 2^shift, 64 at most, on average) still take the latest
 // reading, as old as the spell's end, and the held predictions due in
 // that time wait for that timed call.
 //
@@ -44,10 +44,12 @@ const (
 	// loopback gRPC call takes 50-100 µs), so that a held prediction's
 	// timing stays within a small share of the call it stands for.
 	maxStale = int64(20 * time.Microsecond)
-	// maxShift times one call in 16 at most: the arms' latencies and the
-	// endpoints' estimates still get a sample from every 16 calls, and the
-	// clock's cost per pick falls to about 2 x 35 / 16 = 4 ns.
-	maxShift = 4
+	// maxShift times one call in 64 at most, reached when recorded calls
+	// come under about 300 ns apart (maxStale / 64): the arms' latencies
+	// and the endpoints' estimates still get a sample every 20 µs or so,
+	// and the clock's cost per pick falls to about 2 x 35 / 64 = 1 ns,
+	// where one in 16 left it at 4 ns, a tenth of the recording's cost.
+	maxShift = 6
 	// gapWeight is the share of each timed pick in the smoothed gap:
 	// 1/8, so that one short gap among sparse calls does not stop timing.
 	gapWeight = 8

@@ -15,7 +15,7 @@ func (c *stepClock) Nanotime() int64 { c.now += c.step; return c.now }
 func (c *stepClock) AfterFunc(time.Duration, func()) engine.Timer { return nil }
 
 // TestTimingFollowsGap: recorded picks far apart are all timed; close
-// together, one in 16 is; and timing comes back as they spread out again.
+// together, one in 64 is; and timing comes back as they spread out again.
 func TestTimingFollowsGap(t *testing.T) {
 	clock := &stepClock{step: int64(time.Millisecond)}
 	tm := &timing{clock: clock}
