@@ -30,9 +30,9 @@ type Backend struct {
 	// Slow multiplies the service time by Factor while From <= t < To.
 	Slow []Window
 	// Pauses add Extra to the service time of the first request that
-	// starts at or after each At: a one-off stall (a collection pause, a
-	// process descheduled, on either side of the call) that says nothing
-	// about the backend's speed.
+	// starts at or after each At, in the order of their At: a one-off
+	// stall (a collection pause, a process descheduled, on either side of
+	// the call) that says nothing about the backend's speed.
 	Pauses []Pause
 	// ColdFor and ColdFactor model a process warming up: a request that
 	// starts at age a after the backend joined takes

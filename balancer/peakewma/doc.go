@@ -28,11 +28,11 @@
 // call: the costlier one wins with a chance that falls from one half at
 // equal cost to none at three times the cost. A backend three times as
 // slow still loses every time, and with calls in flight the comparison is
-// strict. A pause of more than three times a call (the client's machine
+// strict. An answer over three times the average (the client's machine
 // stalling during one call) would still price a backend out of every
-// comparison until its peak decayed: so a sample over three times the
-// average, with none such within decayTime before it, waits for the
-// endpoint's next answer. A normal answer forgives it; a second far one
+// comparison until its peak decayed: so such an answer, with none such
+// within decayTime before it, waits for the endpoint's next answer. A
+// success in time forgives it; a second far one
 // makes the larger of the two the peak, one call later than the peak
 // rule alone would. Far answers that come more often are each the peak
 // at once.

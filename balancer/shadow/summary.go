@@ -79,8 +79,8 @@ type ArmStats struct {
 	// Timed is how many of the Calls were timed: all of them while
 	// recorded calls come more than about 10 µs apart, and a random one in
 	// 2, 4, 8, 16, 32 or 64 as they come closer (one in 16 under about
-	// 1.25 µs apart, one in 64 under about 300 ns), where reading the clock twice a call would cost more than
-	// the rest of the recording.
+	// 1.25 µs apart, one in 64 under about 300 ns), where reading the
+	// clock twice a call would cost more than the rest of the recording.
 	Timed int64
 	// TotalLatency is the timed calls' summed duration, from pick to
 	// finish.

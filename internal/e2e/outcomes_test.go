@@ -29,8 +29,9 @@ var loadAware = []struct {
 	{"least_request_experimental", lb("least_request_experimental", `{}`), false, false},
 }
 
-// TestOneTransientFailure: four backends at 2 ms, one caller making sequential calls, so that every candidate is
-// idle at each pick. Backend 0 fails exactly one call; it must keep most
+// TestOneTransientFailure: four backends at 2 ms, one caller making
+// sequential calls, so that every candidate is idle at each pick.
+// Backend 0 fails exactly one call; it must keep most
 // of its share in each second after it (a latency policy's seconds: see
 // below). The short run checks the first two seconds, where the failure
 // weighs most: its evidence is gone within a few dozen of the backend's

@@ -121,9 +121,10 @@ type endpointCold struct {
 	// Immutable after creation.
 	addr string
 
-	// farPeaks are the latency average's recent far peaks, which only a
-	// timed call's Done reads and writes (observe): out of line, as timed
-	// calls are few whenever calls are many (sampleShare).
+	// farPeaks are the latency average's recent far peaks, which only
+	// observe reads and writes (a timed call's Done, or an outcome a
+	// parent fed in): out of line, as timed calls are few whenever calls
+	// are many (sampleShare).
 	farPeaks farPeaks
 
 	// Guarded by the balancer's mu.

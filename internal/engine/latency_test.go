@@ -75,9 +75,9 @@ func TestPeakEWMAPeakAndDecay(t *testing.T) {
 
 // TestPeakEWMALoneFarPeak: a sample over farPeak times the average, with
 // no far one in the decay time before it, waits for the next answer: a
-// normal one forgives it, a far one makes the larger of the two the peak.
-// A far sample within the decay time of the last far one is the peak at
-// once.
+// success in time forgives it, a far one makes the larger of the two the
+// peak. A far sample within the decay time of the last far one is the
+// peak at once.
 func TestPeakEWMALoneFarPeak(t *testing.T) {
 	l, e := testLatency(), newEndpoint("a", nil, false)
 	ms := int64(time.Millisecond)
@@ -95,20 +95,47 @@ func TestPeakEWMALoneFarPeak(t *testing.T) {
 	near(t, "after a second far peak within the decay time", avgOf(e), 150*time.Millisecond)
 
 	// A decay time and more without a far answer: one is held again,
-	// and a far answer after it takes the larger of the two. The
-	// normal answer after 11 s idle is far over the decayed average
-	// (20 ms against 6.7), but an average that has decayed unanswered
-	// is stale, and that answer is the peak, not a far one.
+	// and a far answer after it takes the larger of the two. Far is
+	// judged against the stored average, not the decayed one: after 11 s
+	// idle, 25 ms is far over the decayed 6.7 ms but not over the stored
+	// 20, and is the peak at once.
 	f := newEndpoint("b", nil, false)
 	f.observe(ok(), 20*ms, 0, l)
 	f.observe(ok(), 300*ms, 1000*ms, l)
 	f.observe(ok(), 20*ms, 1010*ms, l)
-	f.observe(ok(), 20*ms, 12000*ms, l)
-	near(t, "a normal answer after 11 s idle", avgOf(f), 20*time.Millisecond)
+	f.observe(ok(), 25*ms, 12000*ms, l)
+	near(t, "a usual answer after 11 s idle", avgOf(f), 25*time.Millisecond)
 	f.observe(ok(), 200*ms, 12010*ms, l)
-	near(t, "a far answer a decay time after the last", avgOf(f), 20*time.Millisecond)
+	near(t, "a far answer a decay time after the last", avgOf(f), 25*time.Millisecond)
 	f.observe(ok(), 100*ms, 12020*ms, l)
 	near(t, "two far answers in a row", avgOf(f), 200*time.Millisecond)
+
+	// Sparse calls, seconds apart: the lone far answer is held all the
+	// same, and the next usual one forgives it.
+	sp := newEndpoint("s", nil, false)
+	sp.observe(ok(), 20*ms, 0, l)
+	sp.observe(ok(), 20*ms, 3000*ms, l)
+	sp.observe(ok(), 200*ms, 6000*ms, l)
+	near(t, "a lone far answer 3 s after the last", avgOf(sp), 20*time.Millisecond)
+	sp.observe(ok(), 20*ms, 9000*ms, l)
+	near(t, "the next usual answer, 3 s later", avgOf(sp), 20*time.Millisecond)
+	if held := sp.farPeaks.held.Load(); held != 0 {
+		t.Errorf("sparse calls: a far peak is still held after a usual answer: %v", math.Float64frombits(held))
+	}
+
+	// A fast failure says nothing of speed: it neither forgives a held
+	// far answer nor takes it; the next far answer takes both.
+	ff := newEndpoint("f", nil, false)
+	ff.observe(ok(), 20*ms, 0, l)
+	ff.observe(failed(codes.DeadlineExceeded), 500*ms, 1000*ms, l)
+	ff.observe(failed(codes.Unavailable), ms, 1010*ms, l)
+	near(t, "a held timeout, then a fast failure", avgOf(ff), 20*time.Millisecond)
+	if ff.farPeaks.held.Load() == 0 {
+		t.Error("a fast failure forgave a held far answer")
+	}
+	ff.observe(failed(codes.DeadlineExceeded), 400*ms, 1500*ms, l)
+	near(t, "a second timeout", avgOf(ff), 500*time.Millisecond)
+
 	// A peak below farPeak times the average is taken at once, held
 	// far peak or not.
 	g := newEndpoint("c", nil, false)

@@ -149,7 +149,8 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 // error or a caller's cancellation, says nothing and is ignored.
 //
 // A slower sample is the peak and replaces the average at once, but for a
-// lone far one (holdFarPeak), which waits for the next answer.
+// lone far one (holdFarPeak), which waits for the next answer: a success
+// in time forgives it, a far answer takes it.
 func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
 	sample := float64(took)
 	if info.Err != nil {
@@ -170,10 +171,14 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 	for {
 		old := e.rtt.bits.Load()
 		avg := math.Float64frombits(old)
+		// Far is judged against the stored average, the last answers',
+		// not the decayed one pickers see after a gap: at a few calls a
+		// second an endpoint's answers are often more than staleAfter
+		// apart, and its usual answer is then far over the decayed one.
+		far := sample > farPeak*avg
 		idle := float64(max(now-e.rtt.stamp.Load(), 0))
 		w := decay(idle * l.perNano)
-		stale := idle > l.tau*staleAfter
-		if stale {
+		if idle > l.tau*staleAfter {
 			// After a gap the stored average is stale: pickers have watched
 			// it decay, and this sample is judged against what they saw.
 			// Without this, a backend that recovered would come back from
@@ -184,9 +189,7 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 		switch {
 		case avg == 0:
 			avg = sample
-		case sample > farPeak*avg && !stale:
-			// Far over a stale average is no news: the average has
-			// decayed while no answer came, and this one is the peak.
+		case far:
 			if e.holdFarPeak(sample, now, l) {
 				return
 			}
@@ -204,9 +207,11 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 			// the later stamp wins within microseconds, which only shifts
 			// one decay weight slightly.
 			e.rtt.stamp.Store(now)
-			if held != 0 {
+			if held != 0 && (far || info.Err == nil) {
 				// This answer decided the held one: it was taken with
-				// it if both were far, and forgiven if not.
+				// it if both were far, and a success in time forgives
+				// it. A failure in time, whose sample is the average
+				// itself, says nothing of the endpoint's speed.
 				e.farPeaks.held.CompareAndSwap(held, 0)
 			}
 			return
@@ -215,9 +220,10 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 }
 
 // farPeak is how many times the average a sample must be to be a far peak
-// (holdFarPeak): the close-call band's edge (closeBand), beyond which an
-// idle endpoint at that cost loses every comparison to its idle peers.
-// Any peak below it still leaves the endpoint a chance, and is taken.
+// (holdFarPeak). It is the close-call band's factor (closeBand): an idle
+// endpoint priced over three times an idle peer loses every comparison
+// with it, so a peak under it, among peers of equal speed, still leaves
+// the endpoint a chance, and is taken at once.
 const farPeak = 3.0
 
 // holdFarPeak decides what a far peak, sample at now, does: true if it is
