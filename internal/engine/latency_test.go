@@ -79,69 +79,67 @@ func TestPeakEWMAPeakAndDecay(t *testing.T) {
 // peak. A far sample within the decay time of the last far one is the
 // peak at once.
 func TestPeakEWMALoneFarPeak(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, false)
-	ms := int64(time.Millisecond)
-	e.observe(ok(), 20*ms, 0, l)
-	// A pause: one answer ten times late, then the usual ones.
-	e.observe(ok(), 200*ms, 1000*ms, l)
-	near(t, "after a lone far peak", avgOf(e), 20*time.Millisecond)
-	e.observe(ok(), 20*ms, 1010*ms, l)
-	near(t, "after the next, normal answer", avgOf(e), 20*time.Millisecond)
-	if held := e.farPeaks.held.Load(); held != 0 {
-		t.Errorf("a far peak is still held after a normal answer: %v", math.Float64frombits(held))
+	// answer is one call's end: its outcome, its latency and its end in
+	// ms, and the average it leaves, in ms.
+	type answer struct {
+		info           balancer.DoneInfo
+		took, at, want int64
 	}
-	// Another far answer within the decay time of that one: the peak.
-	e.observe(ok(), 150*ms, 5000*ms, l)
-	near(t, "after a second far peak within the decay time", avgOf(e), 150*time.Millisecond)
-
-	// A decay time and more without a far answer: one is held again,
-	// and a far answer after it takes the larger of the two. Far is
-	// judged against the stored average, not the decayed one: after 11 s
-	// idle, 25 ms is far over the decayed 6.7 ms but not over the stored
-	// 20, and is the peak at once.
-	f := newEndpoint("b", nil, false)
-	f.observe(ok(), 20*ms, 0, l)
-	f.observe(ok(), 300*ms, 1000*ms, l)
-	f.observe(ok(), 20*ms, 1010*ms, l)
-	f.observe(ok(), 25*ms, 12000*ms, l)
-	near(t, "a usual answer after 11 s idle", avgOf(f), 25*time.Millisecond)
-	f.observe(ok(), 200*ms, 12010*ms, l)
-	near(t, "a far answer a decay time after the last", avgOf(f), 25*time.Millisecond)
-	f.observe(ok(), 100*ms, 12020*ms, l)
-	near(t, "two far answers in a row", avgOf(f), 200*time.Millisecond)
-
-	// Sparse calls, seconds apart: the lone far answer is held all the
-	// same, and the next usual one forgives it.
-	sp := newEndpoint("s", nil, false)
-	sp.observe(ok(), 20*ms, 0, l)
-	sp.observe(ok(), 20*ms, 3000*ms, l)
-	sp.observe(ok(), 200*ms, 6000*ms, l)
-	near(t, "a lone far answer 3 s after the last", avgOf(sp), 20*time.Millisecond)
-	sp.observe(ok(), 20*ms, 9000*ms, l)
-	near(t, "the next usual answer, 3 s later", avgOf(sp), 20*time.Millisecond)
-	if held := sp.farPeaks.held.Load(); held != 0 {
-		t.Errorf("sparse calls: a far peak is still held after a usual answer: %v", math.Float64frombits(held))
+	pause := []answer{
+		{ok(), 20, 0, 20},
+		{ok(), 200, 1000, 20}, // a pause: one answer ten times late
+		{ok(), 20, 1010, 20},  // then the usual ones
 	}
-
-	// A fast failure says nothing of speed: it neither forgives a held
-	// far answer nor takes it; the next far answer takes both.
-	ff := newEndpoint("f", nil, false)
-	ff.observe(ok(), 20*ms, 0, l)
-	ff.observe(failed(codes.DeadlineExceeded), 500*ms, 1000*ms, l)
-	ff.observe(failed(codes.Unavailable), ms, 1010*ms, l)
-	near(t, "a held timeout, then a fast failure", avgOf(ff), 20*time.Millisecond)
-	if ff.farPeaks.held.Load() == 0 {
-		t.Error("a fast failure forgave a held far answer")
+	for _, c := range []struct {
+		name    string
+		answers []answer
+		held    bool // a far answer is still held after them
+	}{
+		{"a lone far answer forgiven by the next", pause, false},
+		{"another far answer within the decay time", append(pause[:3:3], answer{ok(), 150, 5000, 150}), false},
+		{
+			// A decay time after the last far answer one is held again,
+			// and a far answer after it takes the larger of the two. Far
+			// is judged against the stored average, not the decayed
+			// one: after 11 s idle, 25 ms is far over the decayed 6.7 ms
+			// but not over the stored 20, and is the peak at once.
+			"far answers a decay time after the last",
+			append(pause[:3:3], answer{ok(), 25, 12000, 25}, answer{ok(), 200, 12010, 25}, answer{ok(), 100, 12020, 200}),
+			false,
+		},
+		{
+			// Calls seconds apart: the lone far answer is held all the
+			// same, and the next usual one forgives it.
+			"sparse calls",
+			[]answer{{ok(), 20, 0, 20}, {ok(), 20, 3000, 20}, {ok(), 200, 6000, 20}, {ok(), 20, 9000, 20}},
+			false,
+		},
+		{
+			// A fast failure says nothing of speed: it neither forgives
+			// a held far answer nor takes it.
+			"a fast failure after a held timeout",
+			[]answer{{ok(), 20, 0, 20}, {failed(codes.DeadlineExceeded), 500, 1000, 20}, {failed(codes.Unavailable), 1, 1010, 20}},
+			true,
+		},
+		{
+			"a second timeout after a fast failure",
+			[]answer{{ok(), 20, 0, 20}, {failed(codes.DeadlineExceeded), 500, 1000, 20}, {failed(codes.Unavailable), 1, 1010, 20}, {failed(codes.DeadlineExceeded), 400, 1500, 500}},
+			false,
+		},
+		{"a peak under farPeak times the average, taken at once", []answer{{ok(), 20, 0, 20}, {ok(), 59, 1000, 59}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, e := testLatency(), newEndpoint("a", nil, false)
+			ms := int64(time.Millisecond)
+			for i, a := range c.answers {
+				e.observe(a.info, a.took*ms, a.at*ms, l)
+				near(t, fmt.Sprintf("average after answer %d (%d ms at %d ms)", i, a.took, a.at), avgOf(e), time.Duration(a.want*ms))
+			}
+			if held := e.farPeaks.held.Load() != 0; held != c.held {
+				t.Errorf("a far answer held after them: %v, want %v", held, c.held)
+			}
+		})
 	}
-	ff.observe(failed(codes.DeadlineExceeded), 400*ms, 1500*ms, l)
-	near(t, "a second timeout", avgOf(ff), 500*time.Millisecond)
-
-	// A peak below farPeak times the average is taken at once, held
-	// far peak or not.
-	g := newEndpoint("c", nil, false)
-	g.observe(ok(), 20*ms, 0, l)
-	g.observe(ok(), 59*ms, 1000*ms, l)
-	near(t, "a peak under farPeak times the average", avgOf(g), 59*time.Millisecond)
 }
 
 func TestPeakEWMAIdleDecay(t *testing.T) {
