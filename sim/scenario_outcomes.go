@@ -116,6 +116,7 @@ func OneStall(Scale) (*Table, error) {
 	for s, cells := range rows {
 		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the late answer (fair 25%%)", s+1), cells...)
 	}
+	t.AddNote("pickwise_peak_ewma holds a lone answer over three times its latency average until the endpoint's next answer, which forgives it if it succeeds in time; taken as the peak at once, as Finagle's rule takes it, the late answer priced backend-0 out of every comparison with its idle peers until the peak decayed, and it got next to nothing for seconds")
 	notes(t, policies)
 	return t, nil
 }
