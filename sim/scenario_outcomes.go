@@ -47,22 +47,38 @@ func outcomePolicies() []Policy {
 // of the next three seconds shows how much one failure moved.
 func TransientFailure(Scale) (*Table, error) {
 	const blip = 10 * time.Second
+	backends := idleFleet()
+	backends[0].FailOnce = []time.Duration{blip}
+	backends[0].FailAfter = 200 * time.Microsecond
+	return shareTable("One transient failure: 4 backends at 2 ms, 250 rps (idle candidates); backend-0 fails one call at 10 s",
+		"the failure", backends, blip,
+		"pickwise_p2c and pickwise_peak_ewma weigh the failure by its evidence: one failure among many successes makes the endpoint lose about one comparison in six for a few seconds, not every comparison; a cost step (the penalty before it was evidence-based) sent it nothing until wall-clock decay forgave it")
+}
+
+// idleFleet is the fleet of TransientFailure and OneStall: four backends
+// at 2 ms, which at 250 calls a second are nearly always idle.
+func idleFleet() []Backend {
 	backends := make([]Backend, 4)
 	for i := range backends {
 		backends[i] = Backend{Service: LogNormal(2*time.Millisecond, 0.2), Cores: 1}
 	}
-	backends[0].FailOnce = []time.Duration{blip}
-	backends[0].FailAfter = 200 * time.Microsecond
+	return backends
+}
+
+// shareTable is the table of backend 0's share in each of the three
+// seconds after from (shareAfter) under each failure-model policy, after
+// event, with note and the policies' own notes.
+func shareTable(title, event string, backends []Backend, from time.Duration, note string) (*Table, error) {
 	policies := outcomePolicies()
-	t := &Table{Title: "One transient failure: 4 backends at 2 ms, 250 rps (idle candidates); backend-0 fails one call at 10 s", Columns: columns(policies)}
-	rows, err := shareAfter(policies, backends, blip)
+	t := &Table{Title: title, Columns: columns(policies)}
+	rows, err := shareAfter(policies, backends, from)
 	if err != nil {
 		return nil, err
 	}
 	for s, cells := range rows {
-		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the failure (fair 25%%)", s+1), cells...)
+		t.AddRow(fmt.Sprintf("backend-0's share, second %d after %s (fair 25%%)", s+1, event), cells...)
 	}
-	t.AddNote("pickwise_p2c and pickwise_peak_ewma weigh the failure by its evidence: one failure among many successes makes the endpoint lose about one comparison in six for a few seconds, not every comparison; a cost step (the penalty before it was evidence-based) sent it nothing until wall-clock decay forgave it")
+	t.AddNote(note)
 	notes(t, policies)
 	return t, nil
 }
@@ -102,23 +118,11 @@ func shareAfter(policies []Policy, backends []Backend, from time.Duration) ([][]
 // one late answer starved it.
 func OneStall(Scale) (*Table, error) {
 	const at = 10 * time.Second
-	backends := make([]Backend, 4)
-	for i := range backends {
-		backends[i] = Backend{Service: LogNormal(2*time.Millisecond, 0.2), Cores: 1}
-	}
+	backends := idleFleet()
 	backends[0].Pauses = []Pause{{At: at, Extra: 40 * time.Millisecond}}
-	policies := outcomePolicies()
-	t := &Table{Title: "One stall: 4 backends at 2 ms, 250 rps (idle candidates); one call to backend-0 at 10 s takes 40 ms more", Columns: columns(policies)}
-	rows, err := shareAfter(policies, backends, at)
-	if err != nil {
-		return nil, err
-	}
-	for s, cells := range rows {
-		t.AddRow(fmt.Sprintf("backend-0's share, second %d after the late answer (fair 25%%)", s+1), cells...)
-	}
-	t.AddNote("pickwise_peak_ewma holds a lone answer over three times its latency average until the endpoint's next answer, which forgives it if it succeeds in time; taken as the peak at once, as Finagle's rule takes it, the late answer priced backend-0 out of every comparison with its idle peers until the peak decayed, and it got next to nothing for seconds")
-	notes(t, policies)
-	return t, nil
+	return shareTable("One stall: 4 backends at 2 ms, 250 rps (idle candidates); one call to backend-0 at 10 s takes 40 ms more",
+		"the late answer", backends, at,
+		"pickwise_peak_ewma holds a lone answer over three times its latency average until the endpoint's next answer, which forgives it if it succeeds in time; taken as the peak at once, as Finagle's rule takes it, the late answer priced backend-0 out of every comparison with its idle peers until the peak decayed, and it got next to nothing for seconds")
 }
 
 // FlappingBackend: ten backends at 50 ms, 1,000 calls a second; backend 0
