@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // policy's ParseConfig, and dials a channel with its service config:
 // what a Go user builds is what the policy runs.
 func TestConfigsBuiltInGoRoundTrip(t *testing.T) {
-	slow := &lbconfig.SlowStartConfig{Window: lbconfig.Duration(10 * time.Second), Aggression: 2, MinWeightPercent: 5}
+	slow := &lbconfig.SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 2, MinWeightPercent: 5}
 	penalty := lbconfig.DefaultFailurePenalty()
 	penalty.Window, penalty.HalfLife = 20, lbconfig.Duration(2*time.Second)
 	ejection := lbconfig.DefaultEjection()
@@ -88,15 +88,31 @@ func TestServiceConfigRejectsWhatDoesNotMarshal(t *testing.T) {
 
 // TestServiceConfigChecksRegisteredPolicies: a config built in Go that
 // its policy would reject (a slow start with a zero aggression, as a
-// struct literal leaves it) fails in ServiceConfig with the policy's own
-// message, not only when a channel takes it; DefaultSlowStart is the
-// base that passes; a policy this process has not registered is written
-// out unchecked.
+// struct literal leaves it, or one that sets the ramp and leaves Enabled
+// false) fails in ServiceConfig with the policy's own message, not only
+// when a channel takes it; DefaultSlowStart is the base that passes, and
+// a zero SlowStartConfig turns slow start off; a policy this process has
+// not registered is written out unchecked.
 func TestServiceConfigChecksRegisteredPolicies(t *testing.T) {
 	cfg := p2c.DefaultConfig()
-	cfg.SlowStart = &lbconfig.SlowStartConfig{Window: lbconfig.Duration(20 * time.Second)}
+	cfg.SlowStart = &lbconfig.SlowStartConfig{Enabled: true, Window: lbconfig.Duration(20 * time.Second)}
 	if _, err := lbconfig.ServiceConfig(p2c.Name, cfg); err == nil || !strings.Contains(err.Error(), "pickwise_p2c: slowStart.aggression 0") {
 		t.Errorf("zero aggression: error %v, want pickwise_p2c's slowStart.aggression message", err)
+	}
+	cfg.SlowStart = &lbconfig.SlowStartConfig{Window: lbconfig.Duration(20 * time.Second), Aggression: 1, MinWeightPercent: 10}
+	if _, err := lbconfig.ServiceConfig(p2c.Name, cfg); err == nil || !strings.Contains(err.Error(), "pickwise_p2c: slowStart: enabled is false but other fields are set") {
+		t.Errorf("a ramp without Enabled: error %v, want pickwise_p2c's slowStart.enabled message", err)
+	}
+	cfg.SlowStart = &lbconfig.SlowStartConfig{}
+	if sc, err := lbconfig.ServiceConfig(p2c.Name, cfg); err != nil || !strings.Contains(sc, `"slowStart":{"enabled":false,`) {
+		t.Errorf("slow start off: %q, %v; want a config with slowStart.enabled false", sc, err)
+	}
+	// nil turns it off too, and must not read as absent, which is on.
+	cfg.SlowStart = nil
+	if sc, err := lbconfig.ServiceConfig(p2c.Name, cfg); err != nil || !strings.Contains(sc, `"slowStart":null`) {
+		t.Errorf("slow start nil: %q, %v; want a config with slowStart null", sc, err)
+	} else if parsed, err := p2c.ParseConfig(json.RawMessage(strings.TrimSuffix(strings.TrimPrefix(sc, `{"loadBalancingConfig":[{"pickwise_p2c":`), `}]}`))); err != nil || parsed.(*p2c.Config).SlowStart != nil {
+		t.Errorf("slow start nil, parsed back: %+v, %v; want SlowStart nil", parsed, err)
 	}
 	slow := lbconfig.DefaultSlowStart()
 	slow.Window = lbconfig.Duration(20 * time.Second)

@@ -1,6 +1,7 @@
 package lbconfig
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -16,7 +17,18 @@ import (
 //	factor = max(minWeightPercent/100, (elapsed/window)^(1/aggression))
 //
 // An aggression above 1 ramps faster early on; below 1, slower.
+//
+// A weighted schedule (pickwise_orca_wrr) multiplies the endpoint's weight
+// by the factor. A d-choice policy (pickwise_p2c, pickwise_peak_ewma)
+// compares its cost unramped and passes it over while it has taken the
+// share of picks its ramped weight gives it: against long-lived calls a
+// newcomer with nothing in flight is cheaper than its loaded peers at any
+// factor, and a cost divided by the factor would still win it most
+// comparisons while cold, and among idle peers none until its ramp ends.
 type SlowStartConfig struct {
+	// Enabled turns slow start on. Default true: "slowStart": {} and a
+	// config without "slowStart" both ramp; {"enabled": false} does not.
+	Enabled bool `json:"enabled"`
 	// Window is how long the ramp lasts. Default "30s"; must be > 0.
 	Window Duration `json:"window"`
 	// Aggression shapes the ramp. Default 1.0 (linear); must be > 0.
@@ -36,10 +48,12 @@ const (
 )
 
 // DefaultSlowStart returns slow start with every default, as "slowStart":
-// {} sets it: the base for a config built in Go, whose zero Aggression and
-// MinWeightPercent the policies reject.
+// {} sets it: the base for a config built in Go, whose zero Enabled turns
+// it off and whose zero Aggression and MinWeightPercent the policies
+// reject.
 func DefaultSlowStart() SlowStartConfig {
 	return SlowStartConfig{
+		Enabled:          true,
 		Window:           Duration(DefaultSlowStartWindow),
 		Aggression:       DefaultSlowStartAggression,
 		MinWeightPercent: DefaultSlowStartMinWeightPercent,
@@ -47,20 +61,42 @@ func DefaultSlowStart() SlowStartConfig {
 }
 
 // UnmarshalJSON fills the defaults before reading the fields a user set, so
-// "slowStart": {} turns slow start on with every default.
+// "slowStart": {} turns slow start on with every default. "enabled": false
+// with any other field set is rejected: which of the two was meant cannot
+// be told.
 func (c *SlowStartConfig) UnmarshalJSON(b []byte) error {
 	type plain SlowStartConfig
 	v := plain(DefaultSlowStart())
 	if err := strictjson.Decode(b, &v); err != nil {
 		return fmt.Errorf("slowStart: %w", err)
 	}
+	if !v.Enabled {
+		// What the user set, over zeros.
+		v = plain{}
+		if err := strictjson.Decode(b, &v); err != nil {
+			return fmt.Errorf("slowStart: %w", err)
+		}
+		if v != (plain{}) {
+			return fmt.Errorf("slowStart: %w", errOffWithRamp)
+		}
+	}
 	*c = SlowStartConfig(v)
 	return nil
 }
 
+// errOffWithRamp: a slow start turned off that also sets the ramp. From
+// Go, it is a struct literal that left Enabled false.
+var errOffWithRamp = errors.New("enabled is false but other fields are set: turn slow start off with no other field, or start a config built in Go from lbconfig.DefaultSlowStart()")
+
 // Validate rejects values the ramp cannot use. policy prefixes the message.
 func (c *SlowStartConfig) Validate(policy string) error {
 	if c == nil {
+		return nil
+	}
+	if !c.Enabled {
+		if *c != (SlowStartConfig{}) {
+			return fmt.Errorf("%s: slowStart.%w", policy, errOffWithRamp)
+		}
 		return nil
 	}
 	// A zero or negative window would divide by zero in the ramp.

@@ -51,9 +51,9 @@ type Config struct {
 	// utilization. Default none: application_utilization, then
 	// cpu_utilization. (gRFC A114)
 	MetricNamesForComputingUtilization []string `json:"metricNamesForComputingUtilization"`
-	// SlowStart ramps the weight of endpoints that join or recover. Off
-	// unless present.
-	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
+	// SlowStart ramps the weight of endpoints that join or recover. On by
+	// default; {"enabled": false} turns it off, as does nil in Go.
+	SlowStart *lbconfig.SlowStartConfig `json:"slowStart"`
 	// FailurePenalty scales the weight of endpoints whose calls this
 	// client saw fail server-side by 1 - avoidance, the probability with
 	// which pickwise_p2c passes them over. Reports can hide a black hole
@@ -88,6 +88,7 @@ const (
 
 // DefaultConfig returns the config used for an empty JSON object.
 func DefaultConfig() *Config {
+	slow := lbconfig.DefaultSlowStart()
 	return &Config{
 		OOBReportingPeriod:      lbconfig.Duration(DefaultOOBReportingPeriod),
 		BlackoutPeriod:          lbconfig.Duration(DefaultBlackoutPeriod),
@@ -95,6 +96,7 @@ func DefaultConfig() *Config {
 		WeightUpdatePeriod:      lbconfig.Duration(DefaultWeightUpdatePeriod),
 		ErrorUtilizationPenalty: DefaultErrorUtilizationPenalty,
 		WeightHalfLife:          lbconfig.Duration(DefaultWeightHalfLife),
+		SlowStart:               &slow,
 		FailurePenalty:          lbconfig.DefaultFailurePenalty(),
 		Ejection:                lbconfig.DefaultEjection(),
 	}

@@ -36,7 +36,7 @@ func TestParseConfig(t *testing.T) {
 			Want: with(func(c *orcawrr.Config) { c.MetricNamesForComputingUtilization = []string{"gpu", "mem"} })},
 		{Name: "slow start", JSON: `{"slowStart": {"window": "30s"}}`,
 			Want: with(func(c *orcawrr.Config) {
-				c.SlowStart = &engine.SlowStartConfig{Window: engine.Duration(30 * time.Second), Aggression: 1, MinWeightPercent: 10}
+				c.SlowStart = &engine.SlowStartConfig{Enabled: true, Window: engine.Duration(30 * time.Second), Aggression: 1, MinWeightPercent: 10}
 			})},
 		// gRFC A58: a period below 100ms is raised to 100ms, not rejected.
 		{Name: "update period raised to 100ms", JSON: `{"weightUpdatePeriod": "10ms"}`,

@@ -23,9 +23,9 @@ type Config struct {
 	// weighs in-flight requests and weight equally, larger values favour
 	// the least loaded endpoint over the heaviest. Must be in [0, 100].
 	ActiveRequestBias float64 `json:"activeRequestBias"`
-	// SlowStart ramps the weight of endpoints that join or recover. Off
-	// unless present.
-	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
+	// SlowStart ramps the weight of endpoints that join or recover. On by
+	// default; {"enabled": false} turns it off, as does nil in Go.
+	SlowStart *lbconfig.SlowStartConfig `json:"slowStart"`
 	// FailurePenalty passes over endpoints with recent server-side
 	// failures with a probability that grows with the evidence against
 	// them (see lbconfig.FailurePenaltyConfig). On by default;
@@ -46,9 +46,11 @@ const (
 
 // DefaultConfig returns the config used for an empty JSON object.
 func DefaultConfig() *Config {
+	slow := lbconfig.DefaultSlowStart()
 	return &Config{
 		ChoiceCount:       DefaultChoiceCount,
 		ActiveRequestBias: DefaultActiveRequestBias,
+		SlowStart:         &slow,
 		FailurePenalty:    lbconfig.DefaultFailurePenalty(),
 		Ejection:          lbconfig.DefaultEjection(),
 	}

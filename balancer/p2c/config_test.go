@@ -34,13 +34,13 @@ func TestParseConfig(t *testing.T) {
 		{Name: "bias negative", JSON: `{"activeRequestBias": -0.5}`, WantErr: "pickwise_p2c: activeRequestBias -0.5: must be in [0, 100]"},
 		{Name: "bias too large", JSON: `{"activeRequestBias": 1000}`, WantErr: "pickwise_p2c: activeRequestBias 1000: must be in [0, 100]"},
 		{Name: "slowStart defaults", JSON: `{"slowStart": {}}`, Want: with(func(c *p2c.Config) {
-			c.SlowStart = &engine.SlowStartConfig{Window: engine.Duration(30 * time.Second), Aggression: 1, MinWeightPercent: 10}
+			c.SlowStart = &engine.SlowStartConfig{Enabled: true, Window: engine.Duration(30 * time.Second), Aggression: 1, MinWeightPercent: 10}
 		})},
 		{Name: "slowStart full", JSON: `{"slowStart": {"window": "10s", "aggression": 2.5, "minWeightPercent": 5}}`, Want: with(func(c *p2c.Config) {
-			c.SlowStart = &engine.SlowStartConfig{Window: engine.Duration(10 * time.Second), Aggression: 2.5, MinWeightPercent: 5}
+			c.SlowStart = &engine.SlowStartConfig{Enabled: true, Window: engine.Duration(10 * time.Second), Aggression: 2.5, MinWeightPercent: 5}
 		})},
 		{Name: "slowStart protobuf duration", JSON: `{"slowStart": {"window": "0.250s"}}`, Want: with(func(c *p2c.Config) {
-			c.SlowStart = &engine.SlowStartConfig{Window: engine.Duration(250 * time.Millisecond), Aggression: 1, MinWeightPercent: 10}
+			c.SlowStart = &engine.SlowStartConfig{Enabled: true, Window: engine.Duration(250 * time.Millisecond), Aggression: 1, MinWeightPercent: 10}
 		})},
 		{Name: "slowStart window zero", JSON: `{"slowStart": {"window": "0s"}}`, WantErr: `pickwise_p2c: slowStart.window "0s": must be > 0`},
 		{Name: "slowStart window negative", JSON: `{"slowStart": {"window": "-1s"}}`, WantErr: `pickwise_p2c: slowStart.window "-1s": must be > 0`},
@@ -50,6 +50,11 @@ func TestParseConfig(t *testing.T) {
 		{Name: "slowStart minWeightPercent zero", JSON: `{"slowStart": {"minWeightPercent": 0}}`, WantErr: "pickwise_p2c: slowStart.minWeightPercent 0: must be in (0, 100]"},
 		{Name: "slowStart minWeightPercent 101", JSON: `{"slowStart": {"minWeightPercent": 101}}`, WantErr: "pickwise_p2c: slowStart.minWeightPercent 101: must be in (0, 100]"},
 		{Name: "slowStart unknown field", JSON: `{"slowStart": {"windows": "1s"}}`, WantErr: `pickwise_p2c: slowStart: unknown field "windows"`},
+		{Name: "slowStart off", JSON: `{"slowStart": {"enabled": false}}`, Want: with(func(c *p2c.Config) { c.SlowStart = &engine.SlowStartConfig{} })},
+		{Name: "slowStart off with a ramp", JSON: `{"slowStart": {"enabled": false, "window": "5s"}}`, WantErr: `pickwise_p2c: slowStart: enabled is false but other fields are set`},
+		{Name: "slowStart off with zero fields", JSON: `{"slowStart": {"enabled": false, "window": "0s", "aggression": 0, "minWeightPercent": 0}}`, Want: with(func(c *p2c.Config) { c.SlowStart = &engine.SlowStartConfig{} })},
+		{Name: "slowStart null", JSON: `{"slowStart": null}`, Want: with(func(c *p2c.Config) { c.SlowStart = nil })},
+		{Name: "slowStart enabled string", JSON: `{"slowStart": {"enabled": "no"}}`, WantErr: `pickwise_p2c: slowStart: field "enabled"`},
 		{Name: "failurePenalty off", JSON: `{"failurePenalty": {"enabled": false}}`, Want: with(func(c *p2c.Config) { c.FailurePenalty.Enabled = false })},
 		{Name: "failurePenalty tuned", JSON: `{"failurePenalty": {"window": 50, "maxMultiplier": 10, "halfLife": "30s"}}`, Want: with(func(c *p2c.Config) {
 			c.FailurePenalty = engine.FailurePenaltyConfig{Enabled: true, Window: 50, MaxMultiplier: 10, HalfLife: engine.Duration(30 * time.Second)}

@@ -5,11 +5,15 @@
 // Each pick samples choiceCount distinct READY endpoints and sends the RPC
 // to the one with the lowest cost
 //
-//	cost = (inFlight + 1)^activeRequestBias / (weight * slowStart)
+//	cost = (inFlight + 1)^activeRequestBias / weight
 //
-// among the candidates that pass the failure check, which is Envoy's
-// weighted least-request rule with three additions: slow start ramps the
-// weight of an endpoint that joins or recovers; a candidate with recent
+// among the candidates that pass slow start and the failure check, which
+// is Envoy's weighted least-request rule with three additions: slow start,
+// on by default, holds an endpoint that joins or recovers to the share of
+// picks its ramped weight gives it (it is passed over once it has taken
+// that share), so that a cold newcomer is neither flooded, as a zero
+// in-flight count among loaded peers would have it, nor starved, as
+// dividing its cost by the ramp would among idle peers; a candidate with recent
 // server-side failures is passed over with a probability that grows with
 // the evidence against it, judged against the fleet's own failure rate
 // (failurePenalty), so one failure moves little traffic and a backend that
@@ -47,7 +51,7 @@
 //	{"loadBalancingConfig": [{"pickwise_p2c": {
 //	  "choiceCount": 2,
 //	  "activeRequestBias": 1.0,
-//	  "slowStart": {"window": "30s", "aggression": 1.0, "minWeightPercent": 10},
+//	  "slowStart": {"enabled": true, "window": "30s", "aggression": 1.0, "minWeightPercent": 10},
 //	  "failurePenalty": {"enabled": true, "window": 10, "maxMultiplier": 100, "halfLife": "5s"},
 //	  "ejection": {"enabled": true, "threshold": 0.5, "minFailures": 5, "baseEjectionTime": "1s", "maxEjectionTime": "30s",
 //	    "maxEjectionPercent": 10, "probeInterval": "300ms", "probeSuccesses": 2}

@@ -25,6 +25,7 @@ import (
 
 	_ "github.com/pickwise/pickwise/balancer/p2c" // registers pickwise_p2c
 	"github.com/pickwise/pickwise/internal/fleet"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	_ "google.golang.org/grpc/balancer/leastrequest" // the peer in TestEndToEndBlackHole
@@ -263,6 +264,7 @@ func TestEndToEndMembershipChange(t *testing.T) {
 	e2eWarmUp(t, ctx, c, f, f.Backends[:3]...)
 	e2eSetLatency(f, 2*time.Millisecond)
 
+	updated := time.Now()
 	c.SetAddrs(fleet.AddrsOf(f.Backends[1:]))
 	// SetAddrs returns once the balancer has published a picker without
 	// the removed backend, and nothing is in flight, so from here on not a
@@ -290,10 +292,15 @@ func TestEndToEndMembershipChange(t *testing.T) {
 	if n := removed.Served(); n != 0 {
 		t.Errorf("removed backend served %d calls after the update, want 0", n)
 	}
-	// Once READY, the added backend competes on equal terms (slow start is
-	// off by default), so half its fair share is a loose floor.
-	if s := e2eShare(res, added); s < 1.0/3/2 {
-		t.Errorf("added backend got %.1f%% of the calls, want at least %.1f%%", 100*s, 100.0/3/2)
+	// Once READY, the added backend ramps (slow start is on by default):
+	// it starts at 10% of its weight, a share of 0.1/2.1 against the two
+	// others, and its factor can have grown by no more than the time
+	// since the update over the 30 s window. Half the first share is a
+	// loose floor, and half as much again as the largest a loose ceiling.
+	ramp := max(0.1, float64(time.Since(updated))/float64(lbconfig.DefaultSlowStartWindow))
+	low, high := 0.1/2.1/2, 1.5*ramp/(2+ramp)
+	if s := e2eShare(res, added); s < low || s > high {
+		t.Errorf("added backend got %.1f%% of the calls, want its ramped share, %.1f%% to %.1f%%", 100*s, 100*low, 100*high)
 	}
 }
 

@@ -66,16 +66,12 @@ func Example() {
 	// Output: 30 of 30 calls succeeded
 }
 
-// A config built in Go rather than typed as JSON: the defaults, plus slow
-// start for backends that join cold, turned into the service config a
-// channel takes by lbconfig.ServiceConfig.
+// A config built in Go rather than typed as JSON: the defaults, with a
+// shorter slow start for backends that join cold, turned into the service
+// config a channel takes by lbconfig.ServiceConfig.
 func Example_goConfig() {
 	cfg := p2c.DefaultConfig()
-	cfg.SlowStart = &lbconfig.SlowStartConfig{
-		Window:           lbconfig.Duration(20 * time.Second),
-		Aggression:       1,
-		MinWeightPercent: 10,
-	}
+	cfg.SlowStart.Window = lbconfig.Duration(20 * time.Second)
 	sc, err := lbconfig.ServiceConfig(p2c.Name, cfg)
 	if err != nil {
 		fmt.Println(err)

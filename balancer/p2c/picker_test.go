@@ -10,6 +10,7 @@ import (
 
 	"github.com/pickwise/pickwise/balancer/p2c"
 	"github.com/pickwise/pickwise/internal/testkit"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/serviceconfig"
 
 	"google.golang.org/grpc/balancer"
@@ -146,8 +147,9 @@ func TestSlowStartRamp(t *testing.T) {
 		finish(pending, nil)
 		return float64(got[as[2]]) / n
 	}
-	// In-flight counts equalize cost, so the newcomer's share is
-	// factor / (2 + factor).
+	// With calls held, the newcomer would take every pick its in-flight
+	// count is below its peers': slow start holds it to factor / (2 +
+	// factor).
 	within(t, "newcomer share at 0s (factor 0.1)", share(), 0.1/2.1, 0.01)
 	h.Clock.Advance(5 * time.Second)
 	within(t, "newcomer share at 5s (factor 0.5)", share(), 0.5/2.5, 0.015)
@@ -161,6 +163,116 @@ func TestSlowStartRamp(t *testing.T) {
 		t.Errorf("%d timers pending after the ramp ended, want 0", p)
 	}
 	within(t, "newcomer share after the window", share(), 1.0/3, 0.015)
+}
+
+// TestSlowStartRampsInEveryRegime: a newcomer's share of the picks
+// follows its ramp whatever the loads. Against peers that each hold many
+// long-lived calls, where a newcomer with none is cheaper at any factor,
+// it is held to 0.1/8.1 of the picks at first (it took every pair it was
+// drawn into, about 2/9, when its cost was divided by the factor), and to
+// 0.5/8.5 halfway through. Among idle candidates, where every cost ties,
+// it gets the same shares (it got none until its ramp ended). After the
+// window it competes as the others do.
+func TestSlowStartRampsInEveryRegime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		peerLoad int // calls each old endpoint holds
+		after    float64
+	}{
+		{"long-lived calls", 400, 2.0 / 9},
+		{"idle", 0, 1.0 / 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
+			as := addrs(9)
+			h.Start(as[:8]...)
+			_, held := h.Count(8*tc.peerLoad, true)
+			defer finish(held, nil)
+			if err := h.Update(endpointsOf(as)...); err != nil {
+				t.Fatal(err)
+			}
+			h.Ready(as[8])
+			share := func() float64 {
+				// Each call ends at once: the loads stay as they are.
+				const n = 9000
+				got, _ := h.Count(n, false)
+				return float64(got[as[8]]) / n
+			}
+			within(t, "newcomer's share as its ramp starts", share(), 0.1/8.1, 0.004)
+			h.Clock.Advance(5 * time.Second)
+			within(t, "newcomer's share halfway through its ramp", share(), 0.5/8.5, 0.006)
+			h.Clock.Advance(5 * time.Second)
+			within(t, "newcomer's share after its ramp", share(), tc.after, 0.015)
+		})
+	}
+}
+
+// TestSlowStartShareWithMovingClock: the ramp's share applies to the
+// picks to come as the factor grows, not to every pick the picker has
+// made: with the clock moving on each pick, a newcomer against peers
+// holding long-lived calls takes its share of the moment, second by
+// second (once counted against all picks so far, it took twice that).
+func TestSlowStartShareWithMovingClock(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
+	as := addrs(9)
+	h.Start(as[:8]...)
+	_, held := h.Count(8*400, true)
+	defer finish(held, nil)
+	if err := h.Update(endpointsOf(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[8])
+	const perSecond = 2000
+	for second := 1; second <= 8; second++ {
+		got := 0
+		for range perSecond {
+			a, done := h.Pick()
+			if a == as[8] {
+				got++
+			}
+			done(outcome(nil))
+			h.Clock.Advance(time.Second / perSecond)
+		}
+		// The factor over this second runs from (second-1)/10 to
+		// second/10, at least 0.1: its share at the middle.
+		f := max(0.1, (float64(second)-0.5)/10)
+		want := f / (8 + f)
+		if s := float64(got) / perSecond; s < 0.75*want || s > 1.25*want {
+			t.Errorf("second %d of the ramp: newcomer's share %.2f%%, want about %.2f%%", second, 100*s, 100*want)
+		}
+	}
+}
+
+// TestSlowStartKeepsFailureCheck: when every endpoint ramps (the client
+// lost every connection and got them back), each is over its share most
+// of the time and the pick falls back to them; a backend failing every
+// call is still passed over, as without slow start.
+func TestSlowStartKeepsFailureCheck(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "30s"}, "ejection": {"enabled": false}}`)
+	as := addrs(10)
+	h.Start(as...)
+	for _, a := range as {
+		h.Down(a, errors.New("connection reset"))
+	}
+	for _, a := range as {
+		h.Up(a)
+	}
+	bad := as[0]
+	failure := status.Error(codes.Unavailable, "backend down")
+	const n = 5000
+	got := 0
+	for range n {
+		a, done := h.Pick()
+		if a == bad {
+			got++
+			done(outcome(failure))
+			continue
+		}
+		done(outcome(nil))
+	}
+	if s := float64(got) / n; s > 0.03 {
+		t.Errorf("failing backend's share with the whole fleet ramping = %.2f%%, want under 3%%", 100*s)
+	}
 }
 
 func TestSlowStartAggression(t *testing.T) {
@@ -244,8 +356,13 @@ func TestEndpointsRemovedAndAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Ready(as[3])
+	// It joined after the first picker: slow start (on by default) holds
+	// it to 10% of its weight, then lets it compete on equal terms.
 	got, _ = h.Count(3000, false)
-	within(t, "share of the added endpoint", float64(got[as[3]])/3000, 1.0/3, 0.04)
+	within(t, "share of the added endpoint as its ramp starts", float64(got[as[3]])/3000, 0.1/2.1, 0.01)
+	h.Clock.Advance(lbconfig.DefaultSlowStartWindow)
+	got, _ = h.Count(3000, false)
+	within(t, "share of the added endpoint after its ramp", float64(got[as[3]])/3000, 1.0/3, 0.04)
 }
 
 func TestEndpointFlapping(t *testing.T) {

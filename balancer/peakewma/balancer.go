@@ -19,7 +19,7 @@ const Name = "pickwise_peak_ewma"
 var metrics = engine.RegisterMetrics(engine.MetricsSpec{
 	Policy:  "peak_ewma",
 	Reasons: engine.LeastLoadedReasons,
-	Cost:    "The cost pickwise_peak_ewma compares: the endpoint's peak EWMA latency in nanoseconds times (in-flight calls + 1), divided by its weight and slow-start share, times its failure penalty.",
+	Cost:    "The cost pickwise_peak_ewma compares: the endpoint's peak EWMA latency in nanoseconds times (in-flight calls + 1), divided by its weight, times its failure penalty (slow start holds a ramping endpoint to its share of the picks instead of raising its cost).",
 })
 
 func init() {

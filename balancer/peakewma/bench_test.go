@@ -33,6 +33,13 @@ func BenchmarkPickBusy(b *testing.B) {
 	testkit.BenchmarkPickBusy(b, benchPolicies, []int{10, 100, 1000})
 }
 
+// BenchmarkPickRamping is BenchmarkPick while one more endpoint, joined
+// after the others, is in its slow-start ramp (on by default in ours; the
+// peer has none).
+func BenchmarkPickRamping(b *testing.B) {
+	testkit.BenchmarkPickRamping(b, benchPolicies, []int{10, 100, 1000})
+}
+
 // BenchmarkPickSerial is BenchmarkPick from one goroutine, up to 10k
 // endpoints, where a pick's cache misses dominate its cost.
 func BenchmarkPickSerial(b *testing.B) {

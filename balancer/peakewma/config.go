@@ -27,9 +27,9 @@ type Config struct {
 	//
 	// Deprecated: failures are weighed by failurePenalty and ejection.
 	DefaultRTT lbconfig.Duration `json:"defaultRtt,omitempty"`
-	// SlowStart ramps the weight of endpoints that join or recover. Off
-	// unless present.
-	SlowStart *lbconfig.SlowStartConfig `json:"slowStart,omitempty"`
+	// SlowStart ramps the weight of endpoints that join or recover. On by
+	// default; {"enabled": false} turns it off, as does nil in Go.
+	SlowStart *lbconfig.SlowStartConfig `json:"slowStart"`
 	// FailurePenalty passes over endpoints with recent server-side
 	// failures with a probability that grows with the evidence against
 	// them, as in pickwise_p2c. On by default.
@@ -57,9 +57,11 @@ const (
 
 // DefaultConfig returns the config used for an empty JSON object.
 func DefaultConfig() *Config {
+	slow := lbconfig.DefaultSlowStart()
 	return &Config{
 		ChoiceCount:    DefaultChoiceCount,
 		DecayTime:      lbconfig.Duration(DefaultDecayTime),
+		SlowStart:      &slow,
 		FailurePenalty: lbconfig.DefaultFailurePenalty(),
 		Ejection:       lbconfig.DefaultEjection(),
 	}

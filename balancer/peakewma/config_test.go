@@ -23,7 +23,7 @@ func TestParseConfig(t *testing.T) {
 				c.ChoiceCount = 3
 				c.DecayTime = engine.Duration(2 * time.Second)
 				c.DefaultRTT = engine.Duration(5 * time.Millisecond)
-				c.SlowStart = &engine.SlowStartConfig{Window: engine.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}
+				c.SlowStart = &engine.SlowStartConfig{Enabled: true, Window: engine.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}
 				c.FailurePenalty.Enabled = false
 			})},
 		{Name: "choiceCount 1", JSON: `{"choiceCount": 1}`, WantErr: "pickwise_peak_ewma: choiceCount 1: must be >= 2"},

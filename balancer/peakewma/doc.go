@@ -5,9 +5,11 @@
 // Each pick samples choiceCount distinct READY endpoints and sends the RPC
 // to the one with the lowest
 //
-//	cost = rtt * (inFlight + 1) / (weight * slowStart)
+//	cost = rtt * (inFlight + 1) / weight
 //
-// among the candidates that pass the failure check (see pickwise_p2c),
+// among the candidates that pass slow start and the failure check (see
+// pickwise_p2c; slow start is on by default, and holds an endpoint that
+// joins or recovers to its ramped share of the picks),
 // sampled as pickwise_p2c samples them: at random, with the first taken in
 // round-robin turn while most endpoints are busy with the channel's calls.
 // rtt is a peak-sensitive moving average of the endpoint's round-trip
@@ -19,7 +21,8 @@
 // that recovered is tried again (after about two decay times for a tenfold
 // slowdown). An endpoint that has never answered is tried at once, and,
 // while that first call is pending, costs more than any other: a newcomer
-// gets one call at a time until it has answered once (Finagle's rule).
+// gets one call at a time until it has answered once (Finagle's rule), and
+// no more than its ramped share after that.
 //
 // A latency average is peak-sensitive by design, which also makes it
 // brittle between idle backends of equal speed: the one whose last peak

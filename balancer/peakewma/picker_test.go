@@ -143,8 +143,12 @@ func TestCancellationsAreNotSamples(t *testing.T) {
 	}
 }
 
-func TestNewcomerGetsOneCallUntilItAnswers(t *testing.T) {
-	h := testkit.NewHarness(t, peakewma.Name, `{}`)
+// withNewcomer starts the policy under cfg over three endpoints, each of
+// which answers calls in 20 ms for a while, then adds a fourth and makes
+// it READY: the newcomer is the last of the returned addresses.
+func withNewcomer(t *testing.T, cfg string) (*testkit.Harness, []string) {
+	t.Helper()
+	h := testkit.NewHarness(t, peakewma.Name, cfg)
 	as := testkit.Addrs(4)
 	h.Start(as[:3]...)
 	run(h, 1, 200*time.Millisecond, func(string, time.Duration) (time.Duration, error) { return 20 * time.Millisecond, nil })
@@ -152,6 +156,13 @@ func TestNewcomerGetsOneCallUntilItAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Ready(as[3])
+	return h, as
+}
+
+// TestNewcomerGetsOneCallUntilItAnswers: the newcomer rule on its own,
+// slow start off. TestSlowStartHoldsNewcomerToItsShare has both.
+func TestNewcomerGetsOneCallUntilItAnswers(t *testing.T) {
+	h, as := withNewcomer(t, `{"slowStart": {"enabled": false}}`)
 	// The old endpoints' calls stay in flight, so their cost climbs; the
 	// newcomer still gets only its first call until that one answers.
 	var first func(balancer.DoneInfo)
@@ -179,6 +190,35 @@ func TestNewcomerGetsOneCallUntilItAnswers(t *testing.T) {
 	}
 	testkit.Finish(held, nil)
 	testkit.Finish(more, nil)
+}
+
+// TestSlowStartHoldsNewcomerToItsShare: with slow start on (the default),
+// a newcomer that answered fast, against peers whose calls stay in flight,
+// is still held to its ramped share of the picks: 10% of its weight,
+// 0.1/3.1 of them at first and 0.5/3.5 halfway through the window,
+// where it won every pair it entered (TestNewcomerGetsOneCallUntilItAnswers)
+// without slow start.
+func TestSlowStartHoldsNewcomerToItsShare(t *testing.T) {
+	h, as := withNewcomer(t, `{}`)
+	a, done := h.Pick()
+	for a != as[3] {
+		defer done(testkit.Outcome(nil))
+		a, done = h.Pick()
+	}
+	h.Clock.Advance(10 * time.Millisecond)
+	done(testkit.Outcome(nil))
+	for _, tc := range []struct {
+		at    time.Duration
+		share float64
+	}{{0, 0.1 / 3.1}, {15 * time.Second, 0.5 / 3.5}} {
+		h.Clock.Advance(tc.at)
+		const n = 3000
+		got, held := h.Count(n, true)
+		testkit.Finish(held, nil)
+		if s := float64(got[as[3]]) / n; s < tc.share*0.8 || s > tc.share*1.1 {
+			t.Errorf("newcomer's share %v into its ramp = %.1f%%, want about %.1f%%", tc.at, 100*s, 100*tc.share)
+		}
+	}
 }
 
 func TestPickAllocatesNothing(t *testing.T) {

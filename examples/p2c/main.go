@@ -47,7 +47,7 @@ import (
 
 // p2cServiceConfig selects pickwise_p2c for every call on a channel. Every
 // field of the policy's config is optional, so {} means the defaults: two
-// choices, failure penalty on, slow start off. See the package
+// choices, failure penalty and ejection on, slow start on. See the package
 // documentation of balancer/p2c for the fields.
 const p2cServiceConfig = `{"loadBalancingConfig": [{"pickwise_p2c": {}}]}`
 

@@ -9,7 +9,7 @@ import (
 )
 
 // LoadMetric is a policy's measure of how busy an endpoint is, before the
-// engine divides by weight (after slow start) and applies the failure
+// engine divides by weight and applies slow start's share and the failure
 // check. It is read on every pick from many goroutines: it must be
 // lock-free and must not allocate.
 type LoadMetric interface {
@@ -41,15 +41,20 @@ const (
 // round-robin turn (see turns), and sends the RPC to the one with the
 // lowest
 //
-//	cost = metric.Load(r) / (weight(r) * slowStart(r))
+//	cost = metric.Load(r) / weight(r)
 //
-// among the candidates that pass the failure check: each candidate with
-// recent server-side failures is passed over with its avoidance
-// probability (FailurePenaltyConfig), and if every one is passed over, the
-// one with the lowest cost / (1 - avoidance) wins. Ties go to the first
-// candidate. With d = 2 this is the power of two choices (Mitzenmacher): the
-// maximum load drops from O(log n / log log n) to O(log log n) while each
-// pick reads two counters, not n.
+// among the candidates that pass slow start and the failure check. An
+// endpoint in its slow-start ramp that has taken its ramped share of the
+// picker's picks is passed over (rampShares); its cost is not divided by
+// the ramp, which among idle candidates gave it nothing until the ramp
+// ended, and against long-lived calls every comparison it entered. Each
+// candidate with recent server-side failures is passed over with its
+// avoidance probability (FailurePenaltyConfig), and if every one is
+// passed over, the one with the lowest cost / (1 - avoidance) wins; a
+// ramping candidate over its share is preferred to those. Ties go to the
+// first candidate. With d = 2 this is the power of two choices
+// (Mitzenmacher): the maximum load drops from O(log n / log log n) to
+// O(log log n) while each pick reads two counters, not n.
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
@@ -65,8 +70,9 @@ type LeastLoaded struct {
 	// snapshot is in its slow-start ramp, uniform true when their weights
 	// are equal, penalty false when the failure penalty is off.
 	ramping, uniform, penalty bool
-	system                    bool // snap.Rand is SystemRand: drawn from without the interface
-	pair                      bool // Pick's written-out common case applies (see Pick)
+	shares                    *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
+	system                    bool        // snap.Rand is SystemRand: drawn from without the interface
+	pair                      bool        // Pick's written-out common case applies (see Pick)
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
@@ -103,7 +109,14 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 	for i := range snap.Endpoints {
 		p.uniform = p.uniform && snap.Endpoints[i].InvWeight == snap.Endpoints[0].InvWeight
 	}
-	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && !p.ramping && len(snap.Ejected) == 0
+	if p.ramping {
+		total := 0.0
+		for i := range snap.Endpoints {
+			total += 1 / snap.Endpoints[i].InvWeight
+		}
+		p.shares = newRampShares(total, len(p.cands), p.choices)
+	}
+	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
 	return p
 }
 
@@ -133,12 +146,13 @@ func (p *LeastLoaded) first() int {
 }
 
 // Pick implements balancer.Picker. The common case is written out here:
-// two choices among more than two endpoints, none ramping, none ejected,
-// and no attempt record (p.pair), under the in-flight metric (below) or
-// Peak EWMA (pickPairTimed). It takes one draw and reads the two
-// candidates' lines, and, when neither has recent failures, compares
-// their loads, deciding as choose would (TestPairPathMatchesChoose; for
-// Peak EWMA up to peakPair's rounding); everything else is pickAny's.
+// two choices among more than two endpoints, none ejected, and no attempt
+// record (p.pair), under the in-flight metric (below) or Peak EWMA
+// (pickPairTimed). It takes one draw and reads the two candidates' lines,
+// and, when neither has recent failures nor is in its slow-start ramp,
+// compares their loads, deciding as choose would
+// (TestPairPathMatchesChoose; for Peak EWMA up to peakPair's rounding);
+// a pair with either goes to choose, and everything else is pickAny's.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
 	if !p.pair || a != nil {
@@ -157,9 +171,11 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	c, d := &p.cands[i], &p.cands[j]
 	lc, ld := c.Stats.inFlight(), d.Stats.inFlight()
 	p.turns.observe(ld != 0, coin)
-	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
-		// A candidate has recent failures: the failure check decides.
+	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 || p.rampingPair(i, j) {
+		// A candidate has recent failures, or is in its slow-start
+		// ramp: the checks decide.
 		best, _, why, _ := p.choose([]int{i, j}, 0, coin)
+		p.countRamping(best)
 		return p.place(&p.cands[best], info, why, 0)
 	}
 	why := ReasonTie
@@ -198,9 +214,10 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	c, d := &p.cands[i], &p.cands[j]
 	p.turns.observe(d.Stats.inFlight() != 0, coin)
 	winner := lotteryWinner(coin) // before a close call may draw coin anew
-	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 {
+	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 || p.rampingPair(i, j) {
 		now := s.Clock.Nanotime()
 		best, _, why, now := p.choose([]int{i, j}, now, coin)
+		p.countRamping(best)
 		return p.place(&p.cands[best], info, why, now)
 	}
 	kc, kd, busyC, busyD := peakPair(c.Stats.peakState(), d.Stats.peakState(), s.latency)
@@ -300,11 +317,26 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 		cands = p.avoidEarlier(cands, a)
 	}
 	best, _, why, now := p.choose(cands, now, coin)
+	p.countRamping(best)
 	res, err := p.place(&p.cands[best], info, why, now)
 	if a != nil {
 		return a.Record(p.cands[best].Stats, res, err)
 	}
 	return res, err
+}
+
+// rampingPair reports whether either of a pair of candidates is in its
+// slow-start ramp, which choose then checks.
+func (p *LeastLoaded) rampingPair(i, j int) bool {
+	return p.ramping && p.snap.ramps[i].end|p.snap.ramps[j].end != 0
+}
+
+// countRamping counts a pick that endpoint i took, if it is ramping
+// (rampShares).
+func (p *LeastLoaded) countRamping(i int) {
+	if p.ramping && p.snap.ramps[i].end != 0 {
+		p.shares.admit(i)
+	}
 }
 
 // retryDraws bounds the fresh draws that replace one candidate an earlier
@@ -406,35 +438,41 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	// The runner-up among the candidates that passed, and whether every
 	// candidate is idle, for latency costs (see closeBand).
 	second, secondCost := -1, 0.0
+	// The best of the ramping candidates passed over for having taken
+	// their share of the picks (rampShares), in case every one is.
+	capped, cappedCost := -1, 0.0
 	idle := true
 	tie := true
 	for _, i := range cands {
 		c := &p.cands[i]
 		inv := c.InvWeight
-		if p.ramping {
+		full := false
+		if p.ramping && s.ramps[i].end != 0 {
 			// Only a ramping candidate needs the time; a timed pick has
 			// read the clock already.
-			if s.ramps[i].end != 0 {
-				if now == 0 {
-					now = s.Clock.Nanotime()
-				}
-				inv = s.EffectiveInvWeight(i, now)
+			if now == 0 {
+				now = s.Clock.Nanotime()
 			}
+			full = p.shares.drawnFull(i, 1/inv, s.RampFactor(i, now))
 		}
 		var cost float64
+		busy := false
 		switch p.kind {
 		case inFlightMetric:
 			cost = float64(c.Stats.inFlight()+1) * inv
 		case peakMetric:
-			var busy bool
 			cost, busy = c.Stats.peakLoad(now, s.latency)
 			cost *= inv
-			idle = idle && !busy
 		default:
 			cost = p.metric.Load(&s.Endpoints[i]) * inv
 		}
-		if rawBest < 0 || cost < rawBestCost {
-			rawBest, rawBestCost = i, cost
+		if !full {
+			// A candidate over its ramp's share would not have won
+			// without the failure check either.
+			if rawBest < 0 || cost < rawBestCost {
+				rawBest, rawBestCost = i, cost
+			}
+			idle = idle && !busy
 		}
 		if p.penalty && c.Stats.outcomeBits.Load()>>32 != 0 {
 			// Only an endpoint with recent failures draws: the healthy
@@ -446,6 +484,13 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 				tie = false
 				continue
 			}
+		}
+		if full {
+			if capped < 0 || cost < cappedCost {
+				capped, cappedCost = i, cost
+			}
+			tie = false
+			continue
 		}
 		switch {
 		case best < 0:
@@ -460,11 +505,23 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			}
 		}
 	}
-	if best < 0 {
+	// A ramping endpoint over its share that passed the failure check is
+	// a better fallback than one passed over for its failures: every
+	// candidate is over its share when the whole fleet ramps, as it does
+	// after the client lost every connection at once.
+	fromCapped := best < 0 && capped >= 0
+	switch {
+	case fromCapped:
+		best, bestCost = capped, cappedCost
+	case best < 0:
 		best, bestCost = avoided, avoidedCost
 	}
 	why = ReasonLeastLoaded
 	switch {
+	case fromCapped:
+		if avoided >= 0 {
+			why = ReasonAvoidedFailing
+		}
 	case rawBest != best:
 		why = ReasonAvoidedFailing
 	case tie:
@@ -517,7 +574,7 @@ func closeCall(best, second float64, coin uint32) bool {
 func (p *LeastLoaded) rawCost(i int, now int64) float64 {
 	s := p.snap
 	r := &s.Endpoints[i]
-	inv := s.EffectiveInvWeight(i, now)
+	inv := r.InvWeight
 	switch p.kind {
 	case inFlightMetric:
 		return float64(r.Stats.inFlight()+1) * inv

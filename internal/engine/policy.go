@@ -22,7 +22,8 @@ type Policy interface {
 
 // Settings are the parts of a policy's config that the engine applies.
 type Settings struct {
-	// SlowStart turns slow start on when not nil. It must be validated.
+	// SlowStart turns slow start on when not nil and enabled. It must be
+	// validated.
 	SlowStart *SlowStartConfig
 	// FailurePenalty configures the failure penalty. It must be validated.
 	FailurePenalty FailurePenaltyConfig

@@ -88,12 +88,6 @@ type Snapshot struct {
 // Ramping says that some endpoint of Endpoints is in its slow-start ramp.
 func (s *Snapshot) Ramping() bool { return s.ramps != nil }
 
-// EffectiveInvWeight is 1/weight after slow start for Endpoints[i]. now is
-// a Clock.Nanotime reading.
-func (s *Snapshot) EffectiveInvWeight(i int, now int64) float64 {
-	return s.Endpoints[i].InvWeight / s.RampFactor(i, now)
-}
-
 // RampFactor is slow start's multiplier of Endpoints[i]'s weight at now: in
 // (0, 1] during its ramp, 1 outside it.
 func (s *Snapshot) RampFactor(i int, now int64) float64 {

@@ -48,7 +48,7 @@ func (p recordingPolicy) NewPicker(s *Snapshot) balancer.Picker {
 // which the test fires now and then: the lists are then edited several
 // times between publishes.
 func TestReadyListMatchesScan(t *testing.T) {
-	slow := &SlowStartConfig{Window: lbconfig.Duration(time.Second), Aggression: 1, MinWeightPercent: 10}
+	slow := &SlowStartConfig{Enabled: true, Window: lbconfig.Duration(time.Second), Aggression: 1, MinWeightPercent: 10}
 	weights := &WeightsConfig{UpdatePeriod: time.Second} // no blackout, no expiry
 	for _, tc := range []struct {
 		name     string

@@ -701,7 +701,7 @@ func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 		Weights:   slices.Clone(weights),
 		Rand:      NewSeededRand(1),
 		Built:     now,
-		ramp:      newRamp(&SlowStartConfig{Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
+		ramp:      newRamp(&SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
 		ramps:     []rampSpan{{}, {start: now, end: now + int64(10*time.Second)}, {}},
 	}
 	p := NewWeightedRR(snap)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/pickwise/pickwise/lbconfig"
@@ -19,7 +20,7 @@ type ramp struct {
 }
 
 func newRamp(c *SlowStartConfig) *ramp {
-	if c == nil {
+	if c == nil || !c.Enabled {
 		return nil
 	}
 	return &ramp{
@@ -44,3 +45,81 @@ func (r *ramp) factor(elapsed int64) float64 {
 	}
 	return max(f, r.minFactor)
 }
+
+// rampShares holds a d-choice picker's ramping endpoints to the share of
+// its picks that their ramped weight gives them. Dividing a ramping
+// endpoint's cost by its factor, as weighted schedules do with its weight,
+// does not ramp a least-loaded choice: among idle candidates it made the
+// newcomer lose every comparison until its ramp ended, and against
+// long-lived calls, where a newcomer with nothing in flight is cheaper
+// than peers holding hundreds, it won most comparisons it entered (15%
+// of new streams against eight peers in the simulator's cold start,
+// where its fair share is 11%). So a ramping endpoint competes at its
+// full weight, and is passed over while it has taken its share of the
+// picks,
+//
+//	f*w / (total - (1-f)*w)
+//
+// at ramp factor f, its weighted share with its own weight ramped and the
+// others' full; where the loads alone keep it under that share, nothing
+// changes. Each time a pick draws it as a candidate, it earns that share
+// of n/min(d, n) picks (each pick draws a given endpoint with probability
+// min(d, n)/n), at the factor of the moment, so that a share that grows
+// with the ramp applies to the picks to come and not to those already
+// made; and it keeps at most rampBurst picks of what it earned and did
+// not take. The picker's own picks are not counted: that would write one
+// line on every pick from every core while a ramp runs, where the counts
+// are written only by the picks that draw a ramping endpoint.
+//
+// The share assumes the others at full weight: it holds one newcomer, or
+// a few, to their ramped shares. When most of the fleet ramps at once
+// (a client that lost every connection), every candidate is over its
+// share, and the pick goes to the best of them as if none ramped.
+type rampShares struct {
+	total   float64     // the snapshot's summed weight, unramped
+	perDraw float64     // picks per time an endpoint is drawn: n/min(d, n)
+	counts  []rampCount // aligned with the snapshot's endpoints
+}
+
+// rampCount is one ramping endpoint's counts in a picker, in rampUnits of
+// a pick: the share of picks it has earned, and the picks it took.
+type rampCount struct{ earned, took atomic.Int64 }
+
+// rampUnit is a pick in rampCount's fixed point: a share earned a draw is
+// a fraction of a pick.
+const rampUnit = 1 << 20
+
+// newRampShares returns the counts for a picker over n endpoints whose
+// weights sum to total, drawing choices candidates a pick.
+func newRampShares(total float64, n, choices int) *rampShares {
+	return &rampShares{total: total, perDraw: float64(n) / float64(min(choices, n)), counts: make([]rampCount, n)}
+}
+
+// rampBurst bounds the picks a ramping endpoint may take in a row to
+// catch up with its share: an endpoint that the loads kept under its
+// share would otherwise spend all it earned in one burst once they let
+// it.
+const rampBurst = 4
+
+// drawnFull credits endpoint i, of weight w at ramp factor f, with its
+// share of the picks a draw stands for, and reports whether it has taken
+// all it earned.
+func (s *rampShares) drawnFull(i int, w, f float64) bool {
+	if f >= 1 {
+		return false
+	}
+	c := &s.counts[i]
+	earned := c.earned.Add(int64(f * w / (s.total - (1-f)*w) * s.perDraw * rampUnit))
+	took := c.took.Load() * rampUnit
+	if took >= earned {
+		return true
+	}
+	if most := took + rampBurst*rampUnit; earned > most {
+		// Racing picks may both lower it; either value forgets the rest.
+		c.earned.CompareAndSwap(earned, most)
+	}
+	return false
+}
+
+// admit counts a pick that endpoint i took.
+func (s *rampShares) admit(i int) { s.counts[i].took.Add(1) }

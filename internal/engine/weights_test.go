@@ -26,13 +26,59 @@ func TestRampFactor(t *testing.T) {
 		{0.5, 1, 5 * time.Second, 0.25},       // 0.5^2
 		{1, 0.001, 0, 1e-4},                   // Envoy's 1ms floor: 1ms/10s
 	} {
-		r := newRamp(&SlowStartConfig{Window: Duration(10 * time.Second), Aggression: tc.aggression, MinWeightPercent: tc.minPct})
+		r := newRamp(&SlowStartConfig{Enabled: true, Window: Duration(10 * time.Second), Aggression: tc.aggression, MinWeightPercent: tc.minPct})
 		if got := r.factor(int64(tc.elapsed)); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("aggression %v min %v%% at %v: factor %v, want %v", tc.aggression, tc.minPct, tc.elapsed, got, tc.want)
 		}
 	}
 	if newRamp(nil) != nil {
 		t.Error("newRamp(nil) is not nil")
+	}
+	if newRamp(&SlowStartConfig{Window: Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}) != nil {
+		t.Error("newRamp of a config with Enabled false is not nil")
+	}
+}
+
+// TestRampSharesHoldShare: a ramping endpoint that would take every pick
+// it is drawn into takes its ramped share of the picker's picks, counted
+// from its draws (n/min(d, n) picks a draw); one that the loads kept
+// under its share keeps no more than rampBurst picks of credit when its
+// share grows; and at the end of its ramp nothing holds it.
+func TestRampSharesHoldShare(t *testing.T) {
+	const draws = 10000
+	s := newRampShares(9, 9, 2) // nine endpoints of weight 1: a pick draws each with probability 2/9
+	took := 0
+	for range draws {
+		if !s.drawnFull(8, 1, 0.1) {
+			s.admit(8)
+			took++
+		}
+	}
+	picks := draws * 9.0 / 2
+	if want := 0.1 / 8.1 * picks; math.Abs(float64(took)-want) > 2 {
+		t.Errorf("took %d picks of %.0f at factor 0.1, want %.1f (0.1/8.1 of them)", took, picks, want)
+	}
+
+	// Kept under its share by the loads: drawn and never taking a pick.
+	s = newRampShares(9, 9, 2)
+	for range draws {
+		s.drawnFull(8, 1, 0.1)
+	}
+	// The factor has grown to 0.5: the credit its share now gives it
+	// against every pick so far is forgotten but for rampBurst picks.
+	burst := 0
+	for !s.drawnFull(8, 1, 0.5) {
+		s.admit(8)
+		burst++
+	}
+	// rampBurst, the pick its share gives it anyway, and what that share
+	// (0.5/8.5 of 4.5 picks a draw) earns over the burst's own draws.
+	if burst < rampBurst || burst > rampBurst+2 {
+		t.Errorf("after its share grew, took %d picks in a row, want %d to %d", burst, rampBurst, rampBurst+2)
+	}
+
+	if s.drawnFull(8, 1, 1) {
+		t.Error("full at the end of its ramp")
 	}
 }
 

@@ -215,6 +215,19 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 	return cc.State().Picker, bal.Close
 }
 
+// RampingPicker is ReadyPicker over n READY endpoints and one more that
+// joined after them and turned READY last, as a scale-out's newcomer
+// does: under a policy with slow start, the picker of a fleet with one
+// endpoint in its ramp.
+func RampingPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, func()) {
+	tb.Helper()
+	cc, bal := readyBalancer(tb, policy, cfg, n)
+	as := Addrs(n + 1)
+	updateReady(tb, cc, bal, policy, cfg, as, as[n])
+	Settle(cc, n+1)
+	return cc.State().Picker, bal.Close
+}
+
 // WarmPicker is ReadyPicker for a policy whose picker changes with what
 // the calls bring back (load reports): it first makes rounds of 2n picks,
 // each finished by report of the SubConn picked, with warm of real time
@@ -250,32 +263,49 @@ func readyBalancer(tb testing.TB, policy, cfg string, n int) (*ClientConn, balan
 	if builder == nil {
 		tb.Fatalf("no balancer registered as %q", policy)
 	}
-	var parsed serviceconfig.LoadBalancingConfig
-	if p, ok := builder.(balancer.ConfigParser); ok {
-		var err error
-		if parsed, err = p.ParseConfig(json.RawMessage(cfg)); err != nil {
-			tb.Fatal(err)
-		}
-	}
 	cc := NewClientConn()
 	bal := builder.Build(cc, balancer.BuildOptions{})
 	as := Addrs(n)
-	if err := bal.UpdateClientConnState(balancer.ClientConnState{
-		ResolverState:  resolver.State{Endpoints: Endpoints(as)},
-		BalancerConfig: parsed,
-	}); err != nil {
-		tb.Fatal(err)
-	}
+	updateReady(tb, cc, bal, policy, cfg, as, as...)
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	if err := cc.SetReady(ctx, as...); err != nil {
-		tb.Fatal(err)
-	}
 	if err := cc.WaitForState(ctx, connectivity.Ready); err != nil {
 		tb.Fatal(err)
 	}
 	Settle(cc, n)
 	return cc, bal
+}
+
+// updateReady gives bal the endpoints as, under the named policy's config
+// cfg, and makes the connections of ready READY.
+func updateReady(tb testing.TB, cc *ClientConn, bal balancer.Balancer, policy, cfg string, as []string, ready ...string) {
+	tb.Helper()
+	if err := bal.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState:  resolver.State{Endpoints: Endpoints(as)},
+		BalancerConfig: parsedConfig(tb, policy, cfg),
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := cc.SetReady(ctx, ready...); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// parsedConfig is cfg parsed by the named policy's ConfigParser; nil for a
+// policy without one.
+func parsedConfig(tb testing.TB, policy, cfg string) serviceconfig.LoadBalancingConfig {
+	tb.Helper()
+	p, ok := balancer.Get(policy).(balancer.ConfigParser)
+	if !ok {
+		return nil
+	}
+	parsed, err := p.ParseConfig(json.RawMessage(cfg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return parsed
 }
 
 // Settle waits until a balancer over n endpoints has published its last
@@ -312,6 +342,16 @@ func BenchmarkPick(b *testing.B, policies [][2]string, sizes []int) {
 func BenchmarkPickDone(b *testing.B, policies [][2]string, sizes []int, info balancer.DoneInfo) {
 	benchmarkPickFrom(b, policies, sizes, info, nil, func(b *testing.B, policy, cfg string, n int) (balancer.Picker, func()) {
 		return ReadyPicker(b, policy, cfg, n)
+	})
+}
+
+// BenchmarkPickRamping is BenchmarkPick over n endpoints and a newcomer
+// in its slow-start ramp (RampingPicker), for policies with slow start on:
+// what a pick costs while a scale-out's newcomer ramps.
+func BenchmarkPickRamping(b *testing.B, policies [][2]string, sizes []int) {
+	info := Outcome(nil)
+	benchmarkPickFrom(b, policies, sizes, info, nil, func(b *testing.B, policy, cfg string, n int) (balancer.Picker, func()) {
+		return RampingPicker(b, policy, cfg, n)
 	})
 }
 
