@@ -10,7 +10,8 @@ func TestColdStart(t *testing.T) {
 	t.Log("\n" + r.Table.String())
 	col := func(name string) int { return column(t, r.Policies, name) }
 	lc, p2c, bare := col("least-conn (full scan)"), col("pickwise_p2c"), col("pickwise_p2c (no slow start)")
-	// The three columns asserted on are seeded, so these are exact replays.
+	// The pickwise and least-conn columns are seeded, so these are exact
+	// replays; round_robin's start is drawn from the global source.
 	// A full scan sees the newcomer's zero and herds onto it: it catches up
 	// 400 streams later, more than 2 s of arrivals at 150/s.
 	if s := r.Share2s[lc]; s <= 0.9 {
@@ -33,10 +34,10 @@ func TestColdStart(t *testing.T) {
 	// round_robin gives the cold newcomer its fair share from the start;
 	// with its defaults pickwise_p2c must do better for the fleet's first
 	// messages (195 ms against 255-281 in runs so far), and no worse for
-	// the newcomer's (306 ms against 310-365: round_robin's start is drawn
-	// from the global source, and the newcomer's p99 rests on few calls).
-	if rr := col("round_robin"); r.FleetP99[p2c] >= r.FleetP99[rr] || float64(r.NewcomerP99[p2c]) > 1.1*float64(r.NewcomerP99[rr]) {
-		t.Errorf("p99 first message, fleet / newcomer: pickwise_p2c %v / %v, round_robin %v / %v; want pickwise_p2c lower for the fleet, and the newcomer's within 10%%",
+	// the newcomer's beyond round_robin's spread from run to run (306 ms
+	// against 310-365: the newcomer's p99 rests on few calls).
+	if rr := col("round_robin"); r.FleetP99[p2c] >= r.FleetP99[rr] || float64(r.NewcomerP99[p2c]) > 1.2*float64(r.NewcomerP99[rr]) {
+		t.Errorf("p99 first message, fleet / newcomer: pickwise_p2c %v / %v, round_robin %v / %v; want pickwise_p2c lower for the fleet, and the newcomer's within 20%%",
 			r.FleetP99[p2c], r.NewcomerP99[p2c], r.FleetP99[rr], r.NewcomerP99[rr])
 	}
 

@@ -165,6 +165,24 @@ func TestSlowStartRamp(t *testing.T) {
 	within(t, "newcomer share after the window", share(), 1.0/3, 0.015)
 }
 
+// joinLoaded starts pickwise_p2c under cfg over eight endpoints holding
+// perPeer calls each, then adds a ninth and makes it READY: the newcomer
+// is the last of the returned addresses. The held calls end with the
+// test.
+func joinLoaded(t *testing.T, cfg string, perPeer int) (*harness, []string) {
+	t.Helper()
+	h := newHarness(t, cfg)
+	as := addrs(9)
+	h.Start(as[:8]...)
+	_, held := h.Count(8*perPeer, true)
+	t.Cleanup(func() { finish(held, nil) })
+	if err := h.Update(endpointsOf(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[8])
+	return h, as
+}
+
 // TestSlowStartRampsInEveryRegime: a newcomer's share of the picks
 // follows its ramp whatever the loads. Against peers that each hold many
 // long-lived calls, where a newcomer with none is cheaper at any factor,
@@ -183,15 +201,7 @@ func TestSlowStartRampsInEveryRegime(t *testing.T) {
 		{"idle", 0, 1.0 / 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
-			as := addrs(9)
-			h.Start(as[:8]...)
-			_, held := h.Count(8*tc.peerLoad, true)
-			defer finish(held, nil)
-			if err := h.Update(endpointsOf(as)...); err != nil {
-				t.Fatal(err)
-			}
-			h.Ready(as[8])
+			h, as := joinLoaded(t, `{"slowStart": {"window": "10s"}}`, tc.peerLoad)
 			share := func() float64 {
 				// Each call ends at once: the loads stay as they are.
 				const n = 9000
@@ -213,15 +223,7 @@ func TestSlowStartRampsInEveryRegime(t *testing.T) {
 // holding long-lived calls takes its share of the moment, second by
 // second (once counted against all picks so far, it took twice that).
 func TestSlowStartShareWithMovingClock(t *testing.T) {
-	h := newHarness(t, `{"slowStart": {"window": "10s"}}`)
-	as := addrs(9)
-	h.Start(as[:8]...)
-	_, held := h.Count(8*400, true)
-	defer finish(held, nil)
-	if err := h.Update(endpointsOf(as)...); err != nil {
-		t.Fatal(err)
-	}
-	h.Ready(as[8])
+	h, as := joinLoaded(t, `{"slowStart": {"window": "10s"}}`, 400)
 	const perSecond = 2000
 	for second := 1; second <= 8; second++ {
 		got := 0
@@ -240,6 +242,35 @@ func TestSlowStartShareWithMovingClock(t *testing.T) {
 		if s := float64(got) / perSecond; s < 0.75*want || s > 1.25*want {
 			t.Errorf("second %d of the ramp: newcomer's share %.2f%%, want about %.2f%%", second, 100*s, 100*want)
 		}
+	}
+}
+
+// TestSlowStartShareAcrossPickers: what a ramping endpoint earned and
+// took is its own, from the start of its ramp, and outlives the picker:
+// with a new picker every 50 picks (a peer's weight changing back and
+// forth), the newcomer still takes its ramped share, not a pick more for
+// each new picker.
+func TestSlowStartShareAcrossPickers(t *testing.T) {
+	h, as := joinLoaded(t, `{"slowStart": {"window": "30s"}}`, 400)
+	eps := endpointsOf(as)
+	const rounds, per = 100, 50
+	got := 0
+	for r := range rounds {
+		before := h.CC.Updates()
+		eps[0] = endpoint(as[0], uint32(1+r%2))
+		if err := h.Update(eps...); err != nil {
+			t.Fatal(err)
+		}
+		if h.CC.Updates() == before {
+			t.Fatal("a peer's new weight published no new picker")
+		}
+		n, _ := h.Count(per, false)
+		got += n[as[8]]
+	}
+	// Its share at factor 0.1 against 8 peers of weight 1 or 2 (8.1 to
+	// 9.1): 1.1% to 1.2% of the picks.
+	if s := float64(got) / (rounds * per); s < 0.008 || s > 0.016 {
+		t.Errorf("newcomer's share with a new picker every %d picks = %.2f%%, want about 1.2%%", per, 100*s)
 	}
 }
 

@@ -439,6 +439,9 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int
 	switch {
 	case st == connectivity.Ready && prev != connectivity.Ready:
 		e.ramping, e.rampStart = e.coldReady, now
+		if e.ramping {
+			e.rampShare.reset()
+		}
 		e.coldReady = false
 	case st == connectivity.TransientFailure:
 		e.coldReady = true

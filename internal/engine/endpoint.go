@@ -126,6 +126,10 @@ type endpointCold struct {
 	// parent fed in): out of line, as timed calls are few whenever calls
 	// are many (sampleShare).
 	farPeaks farPeaks
+	// rampShare is what slow start's share has earned it and what it
+	// took in its current ramp (rampShares), written by the picks that
+	// draw it while it ramps; set to zero as a ramp starts.
+	rampShare rampCount
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order

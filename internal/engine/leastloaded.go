@@ -335,7 +335,7 @@ func (p *LeastLoaded) rampingPair(i, j int) bool {
 // (rampShares).
 func (p *LeastLoaded) countRamping(i int) {
 	if p.ramping && p.snap.ramps[i].end != 0 {
-		p.shares.admit(i)
+		p.cands[i].Stats.rampShare.took.Add(1)
 	}
 }
 
@@ -420,14 +420,15 @@ func (p *LeastLoaded) shared(e *Endpoint) *doneShared {
 }
 
 // choose returns the index of the cheapest candidate that passes the
-// failure check, its cost, why it won, and the clock reading now, taken if
-// a candidate needed it and not taken before; coin, if not 0, is spare
+// failure check and is not over its slow-start share (among those over
+// their share if every candidate that passed is), its cost, why it won,
+// and the clock reading now, taken if a candidate needed it and not taken
+// before; coin, if not 0, is spare
 // randomness for a close call (pairFrom, pairAfter). The cost is rawCost's,
 // computed here, inline: rawCost is too large to inline, and a call per
 // candidate is a measurable share of a pick.
 func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
-	best = -1
 	// The candidate that would have won without the failure check: when it
 	// is not best, the check steered this call away from a failing
 	// endpoint.
@@ -435,14 +436,12 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	// The best of the candidates passed over, by expected cost, in case
 	// every one is.
 	avoided, avoidedCost := -1, 0.0
-	// The runner-up among the candidates that passed, and whether every
-	// candidate is idle, for latency costs (see closeBand).
-	second, secondCost := -1, 0.0
-	// The best of the ramping candidates passed over for having taken
-	// their share of the picks (rampShares), in case every one is.
-	capped, cappedCost := -1, 0.0
-	idle := true
-	tie := true
+	// The candidates that passed, and apart those that passed the failure
+	// check but are over their ramp's share (rampShares), in case every
+	// one that passed is; whether every candidate is idle, for latency
+	// costs (see closeBand), but for those over their share, and all.
+	passed, capped := newRanking(), newRanking()
+	idle, idleAll := true, true
 	for _, i := range cands {
 		c := &p.cands[i]
 		inv := c.InvWeight
@@ -453,7 +452,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			if now == 0 {
 				now = s.Clock.Nanotime()
 			}
-			full = p.shares.drawnFull(i, 1/inv, s.RampFactor(i, now))
+			full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now))
 		}
 		var cost float64
 		busy := false
@@ -466,6 +465,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		default:
 			cost = p.metric.Load(&s.Endpoints[i]) * inv
 		}
+		idleAll = idleAll && !busy
 		if !full {
 			// A candidate over its ramp's share would not have won
 			// without the failure check either.
@@ -481,62 +481,75 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 				if c := cost / (1 - q); avoided < 0 || c < avoidedCost {
 					avoided, avoidedCost = i, c
 				}
-				tie = false
 				continue
 			}
 		}
 		if full {
-			if capped < 0 || cost < cappedCost {
-				capped, cappedCost = i, cost
-			}
-			tie = false
-			continue
-		}
-		switch {
-		case best < 0:
-			best, bestCost = i, cost
-		case cost < bestCost:
-			second, secondCost = best, bestCost
-			best, bestCost, tie = i, cost, false
-		case cost > bestCost:
-			tie = false
-			if second < 0 || cost < secondCost {
-				second, secondCost = i, cost
-			}
+			capped.add(i, cost)
+		} else {
+			passed.add(i, cost)
 		}
 	}
-	// A ramping endpoint over its share that passed the failure check is
-	// a better fallback than one passed over for its failures: every
-	// candidate is over its share when the whole fleet ramps, as it does
-	// after the client lost every connection at once.
-	fromCapped := best < 0 && capped >= 0
-	switch {
-	case fromCapped:
-		best, bestCost = capped, cappedCost
-	case best < 0:
+	// Ramping endpoints over their share that passed the failure check
+	// are a better fallback than those passed over for their failures:
+	// every candidate is over its share when most of the fleet ramps, as
+	// it does after the client lost every connection at once, and the
+	// pick then goes among them as if none ramped.
+	r, tie := passed, avoided < 0 && capped.best < 0
+	if passed.best < 0 && capped.best >= 0 {
+		r, tie, idle = capped, avoided < 0, idleAll
+		if rawBest < 0 || capped.bestCost <= rawBestCost {
+			// No candidate the failure check passed over was cheaper.
+			rawBest = capped.best
+		}
+	}
+	best, bestCost = r.best, r.bestCost
+	if best < 0 {
 		best, bestCost = avoided, avoidedCost
 	}
 	why = ReasonLeastLoaded
 	switch {
-	case fromCapped:
-		if avoided >= 0 {
-			why = ReasonAvoidedFailing
-		}
 	case rawBest != best:
 		why = ReasonAvoidedFailing
-	case tie:
+	case tie && !r.differ:
 		why = ReasonTie
 	}
-	if why != ReasonAvoidedFailing && p.kind == peakMetric && idle && second >= 0 && secondCost < closeBand*bestCost {
+	if why != ReasonAvoidedFailing && p.kind == peakMetric && idle && r.second >= 0 && r.secondCost < closeBand*bestCost {
 		if coin == 0 {
 			coin = uint32(s.Rand.Uint64())
 		}
-		if closeCall(bestCost, secondCost, coin) {
+		if closeCall(bestCost, r.secondCost, coin) {
 			// A close call is still a decision by load.
-			best, bestCost, why = second, secondCost, ReasonLeastLoaded
+			best, bestCost, why = r.second, r.secondCost, ReasonLeastLoaded
 		}
 	}
 	return best, bestCost, why, now
+}
+
+// ranking is the cheapest and the runner-up of the candidates added to
+// it, and whether their costs differ.
+type ranking struct {
+	best, second         int
+	bestCost, secondCost float64
+	differ               bool
+}
+
+func newRanking() ranking { return ranking{best: -1, second: -1} }
+
+// add ranks candidate i at cost: a tie goes to the one added first.
+func (r *ranking) add(i int, cost float64) {
+	switch {
+	case r.best < 0:
+		r.best, r.bestCost = i, cost
+	case cost < r.bestCost:
+		r.second, r.secondCost = r.best, r.bestCost
+		r.best, r.bestCost, r.differ = i, cost, true
+	case cost > r.bestCost:
+		r.differ = true
+		if r.second < 0 || cost < r.secondCost {
+			r.second, r.secondCost = i, cost
+		}
+	}
 }
 
 // oneIf is 1 if b, 0 if not, without a branch (a flag set and widened).

@@ -67,48 +67,53 @@ func (r *ramp) factor(elapsed int64) float64 {
 // min(d, n)/n), at the factor of the moment, so that a share that grows
 // with the ramp applies to the picks to come and not to those already
 // made; and it keeps at most rampBurst picks of what it earned and did
-// not take. The picker's own picks are not counted: that would write one
-// line on every pick from every core while a ramp runs, where the counts
-// are written only by the picks that draw a ramping endpoint.
+// not take. The counts are the endpoint's own (rampCount), from the start
+// of its ramp, whatever pickers come and go meanwhile, and only the picks
+// that draw a ramping endpoint write them: counting the picker's own
+// picks would write one line on every pick from every core.
 //
 // The share assumes the others at full weight: it holds one newcomer, or
 // a few, to their ramped shares. When most of the fleet ramps at once
 // (a client that lost every connection), every candidate is over its
 // share, and the pick goes to the best of them as if none ramped.
 type rampShares struct {
-	total   float64     // the snapshot's summed weight, unramped
-	perDraw float64     // picks per time an endpoint is drawn: n/min(d, n)
-	counts  []rampCount // aligned with the snapshot's endpoints
+	total   float64 // the snapshot's summed weight, unramped
+	perDraw float64 // picks per time an endpoint is drawn: n/min(d, n)
 }
 
-// rampCount is one ramping endpoint's counts in a picker, in rampUnits of
-// a pick: the share of picks it has earned, and the picks it took.
+// rampCount is one endpoint's counts in its current slow-start ramp: the
+// share of picks it has earned, in rampUnits, and the picks it took.
 type rampCount struct{ earned, took atomic.Int64 }
+
+// reset starts the counts over, for a new ramp.
+func (c *rampCount) reset() {
+	c.earned.Store(0)
+	c.took.Store(0)
+}
 
 // rampUnit is a pick in rampCount's fixed point: a share earned a draw is
 // a fraction of a pick.
 const rampUnit = 1 << 20
 
-// newRampShares returns the counts for a picker over n endpoints whose
+// newRampShares returns the shares of a picker over n endpoints whose
 // weights sum to total, drawing choices candidates a pick.
 func newRampShares(total float64, n, choices int) *rampShares {
-	return &rampShares{total: total, perDraw: float64(n) / float64(min(choices, n)), counts: make([]rampCount, n)}
+	return &rampShares{total: total, perDraw: float64(n) / float64(min(choices, n))}
 }
 
-// rampBurst bounds the picks a ramping endpoint may take in a row to
-// catch up with its share: an endpoint that the loads kept under its
-// share would otherwise spend all it earned in one burst once they let
-// it.
+// rampBurst bounds what a ramping endpoint keeps of the share it earned
+// and did not take: one that the loads kept under its share would
+// otherwise spend all of it in one run of picks once they let it. (A run
+// can be a pick or two longer: any part of a pick earned admits one.)
 const rampBurst = 4
 
-// drawnFull credits endpoint i, of weight w at ramp factor f, with its
-// share of the picks a draw stands for, and reports whether it has taken
-// all it earned.
-func (s *rampShares) drawnFull(i int, w, f float64) bool {
+// drawnFull credits c, the counts of an endpoint of weight w at ramp
+// factor f, with its share of the picks a draw stands for, and reports
+// whether it has taken all it earned.
+func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 	if f >= 1 {
 		return false
 	}
-	c := &s.counts[i]
 	earned := c.earned.Add(int64(f * w / (s.total - (1-f)*w) * s.perDraw * rampUnit))
 	took := c.took.Load() * rampUnit
 	if took >= earned {
@@ -120,6 +125,3 @@ func (s *rampShares) drawnFull(i int, w, f float64) bool {
 	}
 	return false
 }
-
-// admit counts a pick that endpoint i took.
-func (s *rampShares) admit(i int) { s.counts[i].took.Add(1) }

@@ -47,10 +47,11 @@ func TestRampFactor(t *testing.T) {
 func TestRampSharesHoldShare(t *testing.T) {
 	const draws = 10000
 	s := newRampShares(9, 9, 2) // nine endpoints of weight 1: a pick draws each with probability 2/9
+	c := &rampCount{}
 	took := 0
 	for range draws {
-		if !s.drawnFull(8, 1, 0.1) {
-			s.admit(8)
+		if !s.drawnFull(c, 1, 0.1) {
+			c.took.Add(1)
 			took++
 		}
 	}
@@ -60,15 +61,15 @@ func TestRampSharesHoldShare(t *testing.T) {
 	}
 
 	// Kept under its share by the loads: drawn and never taking a pick.
-	s = newRampShares(9, 9, 2)
+	c.reset()
 	for range draws {
-		s.drawnFull(8, 1, 0.1)
+		s.drawnFull(c, 1, 0.1)
 	}
 	// The factor has grown to 0.5: the credit its share now gives it
 	// against every pick so far is forgotten but for rampBurst picks.
 	burst := 0
-	for !s.drawnFull(8, 1, 0.5) {
-		s.admit(8)
+	for !s.drawnFull(c, 1, 0.5) {
+		c.took.Add(1)
 		burst++
 	}
 	// rampBurst, the pick its share gives it anyway, and what that share
@@ -77,7 +78,8 @@ func TestRampSharesHoldShare(t *testing.T) {
 		t.Errorf("after its share grew, took %d picks in a row, want %d to %d", burst, rampBurst, rampBurst+2)
 	}
 
-	if s.drawnFull(8, 1, 1) {
+	c.took.Add(100) // far over any share it earned
+	if s.drawnFull(c, 1, 1) {
 		t.Error("full at the end of its ramp")
 	}
 }
