@@ -423,10 +423,10 @@ func (p *LeastLoaded) shared(e *Endpoint) *doneShared {
 // failure check and is not over its slow-start share (among those over
 // their share if every candidate that passed is), its cost, why it won,
 // and the clock reading now, taken if a candidate needed it and not taken
-// before; coin, if not 0, is spare
-// randomness for a close call (pairFrom, pairAfter). The cost is rawCost's,
-// computed here, inline: rawCost is too large to inline, and a call per
-// candidate is a measurable share of a pick.
+// before; coin, if not 0, is spare randomness for a close call (pairFrom,
+// pairAfter). The cost is rawCost's, computed here, inline: rawCost is too
+// large to inline, and a call per candidate is a measurable share of a
+// pick.
 func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
 	// The candidate that would have won without the failure check: when it
@@ -436,10 +436,12 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	// The best of the candidates passed over, by expected cost, in case
 	// every one is.
 	avoided, avoidedCost := -1, 0.0
-	// The candidates that passed, and apart those that passed the failure
-	// check but are over their ramp's share (rampShares), in case every
-	// one that passed is; whether every candidate is idle, for latency
-	// costs (see closeBand), but for those over their share, and all.
+	// passed ranks the candidates that passed the failure check and are
+	// not over their slow-start share (rampShares); capped, those that
+	// passed it but are over their share, in case every one that passed
+	// is. idle says whether every candidate but those over their share is
+	// idle, for latency costs (see closeBand); idleAll, whether every one
+	// is.
 	passed, capped := newRanking(), newRanking()
 	idle, idleAll := true, true
 	for _, i := range cands {
