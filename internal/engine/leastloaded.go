@@ -331,10 +331,13 @@ func (p *LeastLoaded) rampingPair(i, j int) bool {
 	return p.ramping && p.snap.ramps[i].end|p.snap.ramps[j].end != 0
 }
 
+// rampingAt reports whether endpoint i is in its slow-start ramp.
+func (p *LeastLoaded) rampingAt(i int) bool { return p.ramping && p.snap.ramps[i].end != 0 }
+
 // countRamping counts a pick that endpoint i took, if it is ramping
 // (rampShares).
 func (p *LeastLoaded) countRamping(i int) {
-	if p.ramping && p.snap.ramps[i].end != 0 {
+	if p.rampingAt(i) {
 		p.cands[i].Stats.rampShare.took.Add(1)
 	}
 }
@@ -448,7 +451,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		c := &p.cands[i]
 		inv := c.InvWeight
 		full := false
-		if p.ramping && s.ramps[i].end != 0 {
+		if p.rampingAt(i) {
 			// Only a ramping candidate needs the time; a timed pick has
 			// read the clock already.
 			if now == 0 {
