@@ -20,6 +20,8 @@ func Example() {
 	// flapping-backend
 	// retry-storm
 	// cold-start
+	// cold-join-unary
+	// warm-rejoin
 	// hardware-generations
 	// slow-backend
 	// noisy-reports

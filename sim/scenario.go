@@ -62,7 +62,7 @@ func Lookup(name string) (Scenario, error) {
 // placement question to fleet-wide effects.
 var scenarioOrder = []string{
 	"balls-into-bins", "black-hole", "transient-failure", "one-stall", "flapping-backend", "retry-storm",
-	"cold-start", "hardware-generations", "slow-backend", "noisy-reports",
+	"cold-start", "cold-join-unary", "warm-rejoin", "hardware-generations", "slow-backend", "noisy-reports",
 	"hot-key", "hash-black-hole", "remap-storm", "flapping-cache", "subsetting", "rollout",
 }
 

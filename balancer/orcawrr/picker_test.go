@@ -290,6 +290,63 @@ func TestSlowStartRampsNewcomer(t *testing.T) {
 	near(t, "newcomer's share after the ramp", shareOf(late, as[2]), 1.0/3, 0.01)
 }
 
+// TestSlowStartEndsOnEvidence: a newcomer whose answers are as fast as
+// its peers' proves warm and gets its full weight at the next picker,
+// long before its window is over; one whose answers are ten times slower,
+// as a cold process's are, keeps its ramp, and so does a fast one whose
+// ramp goes by time alone. Calls go one at a time, each answered after its
+// endpoint's latency on the test's clock.
+func TestSlowStartEndsOnEvidence(t *testing.T) {
+	const peerLatency = 2 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		slowStart string
+		latency   time.Duration // the newcomer's
+		proved    bool
+	}{
+		{"as fast as its peers", `{"window": "30s"}`, peerLatency, true},
+		{"ten times slower", `{"window": "30s"}`, 10 * peerLatency, false},
+		{"fast, timeOnly", `{"window": "30s", "timeOnly": true}`, peerLatency, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "slowStart": `+tc.slowStart+`}`)
+			as := testkit.Addrs(3)
+			h.Start(as[:2]...)
+			r := report(100, 0.5, 0)
+			serve(h, 200, time.Second, map[string]*v3orcapb.OrcaLoadReport{as[0]: r, as[1]: r})
+			if err := h.Update(testkit.Endpoints(as)...); err != nil {
+				t.Fatal(err)
+			}
+			h.Ready(as[2])
+			// calls makes n calls and returns the newcomer's share.
+			calls := func(n int) float64 {
+				got := 0
+				for range n {
+					a, done := h.Pick()
+					if a == as[2] {
+						got++
+						h.Clock.Advance(tc.latency)
+					} else {
+						h.Clock.Advance(peerLatency)
+					}
+					done(balancer.DoneInfo{ServerLoad: r})
+				}
+				return float64(got) / float64(n)
+			}
+			calls(1000) // 2 s or more of answers
+			s := calls(1000)
+			switch {
+			case tc.proved && s < 0.3:
+				t.Errorf("newcomer's share after its answers = %.2f, want its fair 0.33", s)
+			case !tc.proved && s > 0.15:
+				// At most about 5 s into a 30 s ramp: a factor under 0.2,
+				// a share under 0.2/2.2.
+				t.Errorf("newcomer's share = %.2f, want its ramped share, under 0.15", s)
+			}
+		})
+	}
+}
+
 func TestPickAllocatesNothing(t *testing.T) {
 	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s"}`)
 	as := testkit.Addrs(10)

@@ -54,6 +54,9 @@ func TestParseConfig(t *testing.T) {
 		{Name: "slowStart off with a ramp", JSON: `{"slowStart": {"enabled": false, "window": "5s"}}`, WantErr: `pickwise_p2c: slowStart: enabled is false but other fields are set`},
 		{Name: "slowStart off with zero fields", JSON: `{"slowStart": {"enabled": false, "window": "0s", "aggression": 0, "minWeightPercent": 0}}`, Want: with(func(c *p2c.Config) { c.SlowStart = &engine.SlowStartConfig{} })},
 		{Name: "slowStart null", JSON: `{"slowStart": null}`, Want: with(func(c *p2c.Config) { c.SlowStart = nil })},
+		{Name: "slowStart timeOnly", JSON: `{"slowStart": {"timeOnly": true}}`, Want: with(func(c *p2c.Config) { c.SlowStart.TimeOnly = true })},
+		{Name: "slowStart off with timeOnly", JSON: `{"slowStart": {"enabled": false, "timeOnly": true}}`, WantErr: `pickwise_p2c: slowStart: enabled is false but other fields are set`},
+		{Name: "slowStart timeOnly string", JSON: `{"slowStart": {"timeOnly": "yes"}}`, WantErr: `pickwise_p2c: slowStart: field "timeOnly"`},
 		{Name: "slowStart enabled string", JSON: `{"slowStart": {"enabled": "no"}}`, WantErr: `pickwise_p2c: slowStart: field "enabled"`},
 		{Name: "failurePenalty off", JSON: `{"failurePenalty": {"enabled": false}}`, Want: with(func(c *p2c.Config) { c.FailurePenalty.Enabled = false })},
 		{Name: "failurePenalty tuned", JSON: `{"failurePenalty": {"window": 50, "maxMultiplier": 10, "halfLife": "30s"}}`, Want: with(func(c *p2c.Config) {

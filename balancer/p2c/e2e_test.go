@@ -254,13 +254,40 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 
 // TestEndToEndMembershipChange checks that the policy follows the resolver:
 // a removed backend gets no call once the update has been applied, and an
-// added one gets its share.
+// added one gets its share: at once with the defaults, as it answers as
+// fast as the others and so proves warm, and its ramped share when its
+// ramp goes by time alone.
 func TestEndToEndMembershipChange(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		e2eMembershipChange(t, e2eConfig, func(time.Duration) (float64, float64) {
+			// Its fair share is a third; its first answers end its ramp
+			// within a few calls.
+			return 0.2, 0.5
+		})
+	})
+	t.Run("timeOnly", func(t *testing.T) {
+		const cfg = `{"loadBalancingConfig": [{"pickwise_p2c": {"slowStart": {"timeOnly": true}}}]}`
+		e2eMembershipChange(t, cfg, func(since time.Duration) (float64, float64) {
+			// It starts at 10% of its weight, a share of 0.1/2.1 against
+			// the two others, and its factor can have grown by no more
+			// than the time since the update over the 30 s window. Half
+			// the first share is a loose floor, and half as much again as
+			// the largest a loose ceiling.
+			ramp := max(0.1, float64(since)/float64(lbconfig.DefaultSlowStartWindow))
+			return 0.1 / 2.1 / 2, 1.5 * ramp / (2 + ramp)
+		})
+	})
+}
+
+// e2eMembershipChange is TestEndToEndMembershipChange under serviceConfig;
+// bounds gives the added backend's least and most share, from the time
+// since the update.
+func e2eMembershipChange(t *testing.T, serviceConfig string, bounds func(since time.Duration) (low, high float64)) {
 	const workers = 8
 	ctx := fleet.Context(t, e2eTimeout)
 	f := fleet.StartT(t, 4)
 	removed, added := f.Backends[0], f.Backends[3]
-	c := fleet.DialT(t, fleet.AddrsOf(f.Backends[:3]), e2eConfig)
+	c := fleet.DialT(t, fleet.AddrsOf(f.Backends[:3]), serviceConfig)
 	e2eWarmUp(t, ctx, c, f, f.Backends[:3]...)
 	e2eSetLatency(f, 2*time.Millisecond)
 
@@ -292,15 +319,9 @@ func TestEndToEndMembershipChange(t *testing.T) {
 	if n := removed.Served(); n != 0 {
 		t.Errorf("removed backend served %d calls after the update, want 0", n)
 	}
-	// Once READY, the added backend ramps (slow start is on by default):
-	// it starts at 10% of its weight, a share of 0.1/2.1 against the two
-	// others, and its factor can have grown by no more than the time
-	// since the update over the 30 s window. Half the first share is a
-	// loose floor, and half as much again as the largest a loose ceiling.
-	ramp := max(0.1, float64(time.Since(updated))/float64(lbconfig.DefaultSlowStartWindow))
-	low, high := 0.1/2.1/2, 1.5*ramp/(2+ramp)
+	low, high := bounds(time.Since(updated))
 	if s := e2eShare(res, added); s < low || s > high {
-		t.Errorf("added backend got %.1f%% of the calls, want its ramped share, %.1f%% to %.1f%%", 100*s, 100*low, 100*high)
+		t.Errorf("added backend got %.1f%% of the calls, want %.1f%% to %.1f%%", 100*s, 100*low, 100*high)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/serviceconfig"
@@ -217,13 +218,83 @@ func TestSlowStartRampsInEveryRegime(t *testing.T) {
 	}
 }
 
+// TestSlowStartEndsOnEvidence: a ramp ends once the newcomer's answers
+// show it warm, and not before, nor otherwise. Calls go one at a time,
+// each answered after its endpoint's latency on the test's clock: a
+// newcomer answering as fast as its peers proves warm within its first
+// answers and gets its fair share long before its 30 s window is over; one
+// ten times slower, as a cold process is, keeps its ramp, and so does one
+// whose ramp goes by time alone (timeOnly) or whose calls fail fast.
+func TestSlowStartEndsOnEvidence(t *testing.T) {
+	const peerLatency = 2 * time.Millisecond
+	failure := status.Error(codes.Unavailable, "backend down")
+	for _, tc := range []struct {
+		name     string
+		cfg      string
+		latency  time.Duration // the newcomer's
+		err      error         // the newcomer's answers' error
+		provedBy int           // picks within which the ramp ends; 0: never
+	}{
+		{"as fast as its peers", `{}`, peerLatency, nil, 3000},
+		{"a little slower", `{}`, peerLatency * 5 / 4, nil, 3000},
+		{"ten times slower", `{}`, 10 * peerLatency, nil, 0},
+		{"fast, timeOnly", `{"slowStart": {"timeOnly": true}}`, peerLatency, nil, 0},
+		{"failing fast", `{"ejection": {"enabled": false}}`, peerLatency / 10, failure, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, as := joinLoaded(t, tc.cfg, 0)
+			newcomer := as[8]
+			// share runs n calls and returns the newcomer's share.
+			share := func(n int) float64 {
+				got := 0
+				for range n {
+					a, done := h.Pick()
+					info := outcome(nil)
+					if a == newcomer {
+						got++
+						h.Clock.Advance(tc.latency)
+						info = outcome(tc.err)
+					} else {
+						h.Clock.Advance(peerLatency)
+					}
+					done(info)
+				}
+				return float64(got) / float64(n)
+			}
+			ramping := func() bool {
+				return h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping()
+			}
+			if tc.provedBy > 0 {
+				share(tc.provedBy)
+				if s := share(9000); s < 0.09 {
+					t.Errorf("after its answers: newcomer's share %.2f%%, want its fair 11.1%%", 100*s)
+				}
+				if ramping() {
+					t.Error("the balancer still publishes the newcomer as ramping after it proved warm")
+				}
+				return
+			}
+			// At most 16 s into a 30 s ramp: a factor of about 0.53 at
+			// the end, a share of 0.53/8.53, 6.2%.
+			if s := share(6000); s > 0.05 {
+				t.Errorf("newcomer's share %.2f%% over its first 6,000 calls, want its ramped share, under 5%%", 100*s)
+			}
+			if !ramping() {
+				t.Error("the balancer no longer publishes the newcomer as ramping, 16 s into its 30 s window")
+			}
+		})
+	}
+}
+
 // TestSlowStartShareWithMovingClock: the ramp's share applies to the
 // picks to come as the factor grows, not to every pick the picker has
 // made: with the clock moving on each pick, a newcomer against peers
 // holding long-lived calls takes its share of the moment, second by
 // second (once counted against all picks so far, it took twice that).
 func TestSlowStartShareWithMovingClock(t *testing.T) {
-	h, as := joinLoaded(t, `{"slowStart": {"window": "10s"}}`, 400)
+	// By time alone: each call here ends at once, which shows the
+	// newcomer as fast as its peers, and would end its ramp.
+	h, as := joinLoaded(t, `{"slowStart": {"window": "10s", "timeOnly": true}}`, 400)
 	const perSecond = 2000
 	for second := 1; second <= 8; second++ {
 		got := 0

@@ -221,6 +221,40 @@ func TestSlowStartHoldsNewcomerToItsShare(t *testing.T) {
 	}
 }
 
+// TestSlowStartEndsOnEvidence: a newcomer that answers as fast as its
+// peers proves warm and gets its share long before its window is over; one
+// that answers ten times slower, as a cold process does, keeps its ramp.
+// Its peers answer in 20 ms, 4 calls a millisecond.
+func TestSlowStartEndsOnEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		latency time.Duration // the newcomer's
+		proved  bool
+	}{
+		{"as fast as its peers", 20 * time.Millisecond, true},
+		{"ten times slower", 200 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, as := withNewcomer(t, `{"slowStart": {"window": "30s"}}`)
+			backend := func(a string, _ time.Duration) (time.Duration, error) {
+				if a == as[3] {
+					return tc.latency, nil
+				}
+				return 20 * time.Millisecond, nil
+			}
+			run(h, 4, time.Second, backend)
+			s := share(run(h, 4, time.Second, backend), as[3])
+			switch {
+			case tc.proved && s < 0.2:
+				t.Errorf("newcomer's share in its second second = %.1f%%, want about its fair 25%%", 100*s)
+			case !tc.proved && s > 0.05:
+				// Its ramped share 2 s into a 30 s window: 0.1/3.1.
+				t.Errorf("newcomer's share in its second second = %.1f%%, want its ramped 3.2%% or less", 100*s)
+			}
+		})
+	}
+}
+
 func TestPickAllocatesNothing(t *testing.T) {
 	h := testkit.NewHarness(t, peakewma.Name, `{"slowStart": {"window": "10s"}}`)
 	as := testkit.Addrs(10)

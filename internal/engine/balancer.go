@@ -441,6 +441,7 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int
 		e.ramping, e.rampStart = e.coldReady, now
 		if e.ramping {
 			e.rampShare.reset()
+			e.rampProof.reset()
 		}
 		e.coldReady = false
 	case st == connectivity.TransientFailure:
@@ -488,7 +489,7 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 // rampEndLocked is when e's slow-start ramp ends, or 0 if e is not
 // ramping at now.
 func (b *engineBalancer) rampEndLocked(e *Endpoint, now int64) int64 {
-	if b.ramp == nil || !e.ramping {
+	if b.ramp == nil || !e.ramping || e.rampProof.proven.Load() {
 		return 0
 	}
 	if end := e.rampStart + b.ramp.window; end > now {
@@ -519,6 +520,18 @@ func (b *engineBalancer) publishNoneLocked() {
 	}
 	state := b.mode.aggregate(b.counts, len(b.order))
 	b.updateStateLocked(state, b.noReadyPickerLocked(state))
+}
+
+// rampsProven republishes once ramping endpoints' answers have shown them
+// warm (rampProof): their pickers have stopped ramping them already, and
+// the new one no longer lists them as ramping.
+func (b *engineBalancer) rampsProven() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.publishLocked(b.clock.Nanotime())
 }
 
 // scheduleRampEndLocked arranges a republish when the earliest running ramp

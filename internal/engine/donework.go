@@ -34,6 +34,8 @@ type doneWorkOwner interface {
 	// readmitFromProbe readmits an ejected endpoint whose probes
 	// succeeded, or makes sure a health tick will once its time is over.
 	readmitFromProbe(*Endpoint)
+	// rampsProven republishes after ramping endpoints proved warm.
+	rampsProven()
 }
 
 // doneWork is the balancer's queue of work asked for by Dones: one
@@ -50,6 +52,10 @@ type doneWork struct {
 	health task // the decay-and-assess tick, every penalty.tick while needed
 	assess task // an assessment now, asked for by the evidence of a failure
 	flush  task // the pick counts' flush, within metricsFlushPeriod of a Done
+	proven task // a republish, once ramping endpoints proved warm
+	// provenLast is when the last republish for proven ramps ran
+	// (Clock.Nanotime), 0 before the first.
+	provenLast atomic.Int64
 }
 
 // startHealth makes sure a health tick is scheduled after tick.
@@ -80,6 +86,36 @@ func (w *doneWork) armFlush() {
 	}
 }
 
+// provenSoon asks for a republish within provenRepublish, for an
+// endpoint whose answers ended its ramp: every one that proves warm while
+// it is pending shares it.
+func (w *doneWork) provenSoon() {
+	if w.owner != nil && w.proven.claim() {
+		wait := provenBatch
+		if last := w.provenLast.Load(); last != 0 {
+			wait = max(time.Duration(last+int64(provenRepublish)-w.clock.Nanotime()), wait)
+		}
+		w.proven.arm(w.clock, wait, func() {
+			w.provenLast.Store(w.clock.Nanotime())
+			w.owner.rampsProven()
+		})
+	}
+}
+
+// provenRepublish is the least time between two republishes for ramps
+// that ended on evidence: the first comes within provenBatch, and those
+// that prove warm within provenRepublish of it share the next. d-choice pickers stop
+// ramping a proven endpoint as soon as it proves warm, and a weighted
+// schedule gives it its full weight at the republish. When many endpoints
+// come back at once they prove warm over a few hundred milliseconds, and
+// a publish apiece would be a pass over the fleet apiece.
+const provenRepublish = 100 * time.Millisecond
+
+// provenBatch is how long even the first republish for proven ramps waits:
+// endpoints that came back together prove warm within milliseconds of
+// each other, and one publish then covers them all.
+const provenBatch = 20 * time.Millisecond
+
 // readmit passes on a probe's request to readmit e. It is rare (once per
 // ejection) and needs no coalescing.
 func (w *doneWork) readmit(e *Endpoint) {
@@ -94,6 +130,7 @@ func (w *doneWork) stop() {
 	w.health.stop()
 	w.assess.stop()
 	w.flush.stop()
+	w.proven.stop()
 }
 
 // task is one kind of deferred work: at most one is pending at a time, and

@@ -49,8 +49,8 @@ func (c *queueClock) fire() int {
 
 // countingOwner counts the work doneWork hands it.
 type countingOwner struct {
-	health, assess, flush, readmits int
-	again                           func() // called from healthTick, if set
+	health, assess, flush, readmits, proven int
+	again                                   func() // called from healthTick, if set
 }
 
 func (o *countingOwner) healthTick() {
@@ -62,6 +62,7 @@ func (o *countingOwner) healthTick() {
 func (o *countingOwner) assessNow()                 { o.assess++ }
 func (o *countingOwner) flushTick()                 { o.flush++ }
 func (o *countingOwner) readmitFromProbe(*Endpoint) { o.readmits++ }
+func (o *countingOwner) rampsProven()               { o.proven++ }
 
 // TestDoneWorkCoalesces checks that many Dones asking for the same work
 // while it is pending arm one timer and get one run, that the work can
@@ -74,15 +75,17 @@ func TestDoneWorkCoalesces(t *testing.T) {
 		w.startHealth(time.Second)
 		w.assessSoon()
 		w.armFlush()
+		w.provenSoon()
 	}
-	if got := len(clk.timers); got != 3 {
-		t.Fatalf("1000 requests of each kind armed %d timers, want 3", got)
+	if got := len(clk.timers); got != 4 {
+		t.Fatalf("1000 requests of each kind armed %d timers, want 4", got)
 	}
 	// While each is pending, a request is a load: no timer, no closure.
 	if a := testing.AllocsPerRun(100, func() {
 		w.startHealth(time.Second)
 		w.assessSoon()
 		w.armFlush()
+		w.provenSoon()
 	}); a != 0 {
 		t.Errorf("a request while pending allocates %v times, want 0", a)
 	}
@@ -92,8 +95,11 @@ func TestDoneWorkCoalesces(t *testing.T) {
 	if d := clk.timers[2].d; d != metricsFlushPeriod {
 		t.Errorf("flush armed after %v, want %v", d, metricsFlushPeriod)
 	}
-	if n := clk.fire(); n != 3 || owner.health != 1 || owner.assess != 1 || owner.flush != 1 {
-		t.Fatalf("fired %d: health %d, assess %d, flush %d; want one each", n, owner.health, owner.assess, owner.flush)
+	if d := clk.timers[3].d; d != provenBatch {
+		t.Errorf("the first republish for proven ramps armed after %v, want %v", d, provenBatch)
+	}
+	if n := clk.fire(); n != 4 || owner.health != 1 || owner.assess != 1 || owner.flush != 1 || owner.proven != 1 {
+		t.Fatalf("fired %d: health %d, assess %d, flush %d, proven %d; want one each", n, owner.health, owner.assess, owner.flush, owner.proven)
 	}
 
 	// A tick that finds more to watch asks for the next one itself.
@@ -113,6 +119,7 @@ func TestDoneWorkCoalesces(t *testing.T) {
 	w.startHealth(time.Second)
 	w.assessSoon()
 	w.armFlush()
+	w.provenSoon()
 	if n := clk.fire(); n != 0 {
 		t.Errorf("%d timers ran after stop, want 0", n)
 	}
@@ -128,6 +135,7 @@ func TestDoneWorkZeroValue(t *testing.T) {
 	w.startHealth(time.Second)
 	w.assessSoon()
 	w.armFlush()
+	w.provenSoon()
 	w.readmit(nil)
 	w.stop()
 }

@@ -130,6 +130,9 @@ type endpointCold struct {
 	// took in its current ramp (rampShares), written by the picks that
 	// draw it while it ramps; set to zero as a ramp starts.
 	rampShare rampCount
+	// rampProof is the evidence, from its timed answers, that it is warm
+	// and its ramp can end (rampProof); set to zero as a ramp starts.
+	rampProof rampProof
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order
@@ -437,6 +440,11 @@ type doneShared struct {
 	// call.
 	probes       atomic.Uint64 // probe picks of ejected endpoints
 	avoidedRetry atomic.Uint64 // attempts placed away from an endpoint an earlier attempt used
+
+	// peers is the average answer of the endpoints compared with a
+	// ramping one, that a ramping endpoint's own answers are judged
+	// against (rampProof).
+	peers proofAverage
 }
 
 // fleetRate is the fleet's failure rate as of the last health tick.

@@ -70,9 +70,12 @@ type LeastLoaded struct {
 	// snapshot is in its slow-start ramp, uniform true when their weights
 	// are equal, penalty false when the failure penalty is off.
 	ramping, uniform, penalty bool
-	shares                    *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
-	system                    bool        // snap.Rand is SystemRand: drawn from without the interface
-	pair                      bool        // Pick's written-out common case applies (see Pick)
+	// proving is set while ramping if ramps end on evidence: the picks
+	// that draw a ramping endpoint time some answers (rampProof).
+	proving bool
+	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
+	system  bool        // snap.Rand is SystemRand: drawn from without the interface
+	pair    bool        // Pick's written-out common case applies (see Pick)
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
@@ -115,6 +118,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 			total += 1 / snap.Endpoints[i].InvWeight
 		}
 		p.shares = newRampShares(total, len(p.cands), p.choices)
+		p.proving = snap.ramp != nil && snap.ramp.proves
 	}
 	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
 	return p
@@ -174,9 +178,9 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 || p.rampingPair(i, j) {
 		// A candidate has recent failures, or is in its slow-start
 		// ramp: the checks decide.
-		best, _, why, _ := p.choose([]int{i, j}, 0, coin)
-		p.countRamping(best)
-		return p.place(&p.cands[best], info, why, 0)
+		cands := []int{i, j}
+		best, _, why, now := p.choose(cands, 0, coin)
+		return p.placeChosen(cands, best, info, why, now)
 	}
 	why := ReasonTie
 	if p.uniform {
@@ -215,10 +219,9 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	p.turns.observe(d.Stats.inFlight() != 0, coin)
 	winner := lotteryWinner(coin) // before a close call may draw coin anew
 	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 || p.rampingPair(i, j) {
-		now := s.Clock.Nanotime()
-		best, _, why, now := p.choose([]int{i, j}, now, coin)
-		p.countRamping(best)
-		return p.place(&p.cands[best], info, why, now)
+		cands := []int{i, j}
+		best, _, why, now := p.choose(cands, s.Clock.Nanotime(), coin)
+		return p.placeChosen(cands, best, info, why, now)
 	}
 	kc, kd, busyC, busyD := peakPair(c.Stats.peakState(), d.Stats.peakState(), s.latency)
 	kc, kd = kc*c.InvWeight, kd*d.InvWeight
@@ -317,8 +320,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 		cands = p.avoidEarlier(cands, a)
 	}
 	best, _, why, now := p.choose(cands, now, coin)
-	p.countRamping(best)
-	res, err := p.place(&p.cands[best], info, why, now)
+	res, err := p.placeChosen(cands, best, info, why, now)
 	if a != nil {
 		return a.Record(p.cands[best].Stats, res, err)
 	}
@@ -331,8 +333,11 @@ func (p *LeastLoaded) rampingPair(i, j int) bool {
 	return p.ramping && p.snap.ramps[i].end|p.snap.ramps[j].end != 0
 }
 
-// rampingAt reports whether endpoint i is in its slow-start ramp.
-func (p *LeastLoaded) rampingAt(i int) bool { return p.ramping && p.snap.ramps[i].end != 0 }
+// rampingAt reports whether endpoint i is in its slow-start ramp: listed
+// as ramping by the snapshot, and not yet proved warm by its answers.
+func (p *LeastLoaded) rampingAt(i int) bool {
+	return p.ramping && p.snap.ramps[i].end != 0 && !p.cands[i].Stats.rampProof.proven.Load()
+}
 
 // countRamping counts a pick that endpoint i took, if it is ramping
 // (rampShares).
@@ -395,6 +400,51 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 	return 0, false
 }
 
+// placeChosen places the call on cands[best], which choose picked at now
+// (0 if it did not read the clock), counting it in its ramp's share, and
+// timing it if its answer is wanted as evidence for a ramp (rampProof): a
+// ramping endpoint's answer, for its own average, or that of an endpoint
+// it was compared with, for its peers'.
+func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
+	p.countRamping(best)
+	if p.proving && now != 0 {
+		if proof := p.proofFor(cands, best, now); proof != proofNone {
+			c := &p.cands[best]
+			res, err := c.Stats.pickChild(info)
+			if err != nil {
+				return res, err
+			}
+			var lat *latency
+			if p.timed {
+				lat = p.snap.latency
+			}
+			return startProof(c.Stats, res, p.shared(c.Stats), why, now, p.snap.Clock, lat, proof), nil
+		}
+	}
+	return p.place(&p.cands[best], info, why, now)
+}
+
+// proofFor says what a call placed on cands[best] at now is to be timed as
+// evidence of, if anything: of a ramping endpoint's speed, or of its
+// peers', each at most once in proofGap.
+func (p *LeastLoaded) proofFor(cands []int, best int, now int64) proofKind {
+	if p.rampingAt(best) {
+		if p.cands[best].Stats.rampProof.own.claim(now) {
+			return proofOwn
+		}
+		return proofNone
+	}
+	for _, i := range cands {
+		if i != best && p.rampingAt(i) {
+			if p.shared(p.cands[best].Stats).peers.claim(now) {
+				return proofBaseline
+			}
+			return proofNone
+		}
+	}
+	return proofNone
+}
+
 // place asks c's child for a connection with the reason why, timing the
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
@@ -412,15 +462,8 @@ func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, no
 	return withDone(res, c.Stats.done), nil
 }
 
-// shared is e's doneShared, for a timed call's Done: the snapshot's, which
-// is every endpoint's own, so that the Done need not read it from the
-// endpoint's second line; e's where the snapshot was built by hand.
-func (p *LeastLoaded) shared(e *Endpoint) *doneShared {
-	if p.snap.shared != nil {
-		return p.snap.shared
-	}
-	return e.shared
-}
+// shared is e's doneShared, for a timed call's Done (Snapshot.sharedOf).
+func (p *LeastLoaded) shared(e *Endpoint) *doneShared { return p.snap.sharedOf(e) }
 
 // choose returns the index of the cheapest candidate that passes the
 // failure check and is not over its slow-start share (among those over

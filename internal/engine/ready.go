@@ -100,6 +100,16 @@ func (s *Snapshot) RampFactor(i int, now int64) float64 {
 	return 1
 }
 
+// sharedOf is e's doneShared, for a timed call's Done: the snapshot's,
+// which is every endpoint's own, so that the Done need not read it from
+// the endpoint's second line; e's where the snapshot was built by hand.
+func (s *Snapshot) sharedOf(e *Endpoint) *doneShared {
+	if s.shared != nil {
+		return s.shared
+	}
+	return e.shared
+}
+
 // Avoidance is the probability, in [0, 1), with which a picker passes e
 // over for its recent server-side failures (FailurePenaltyConfig): 0 when
 // the penalty is off or e has no recent failure.

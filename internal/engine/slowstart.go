@@ -17,6 +17,9 @@ type ramp struct {
 	window        int64 // nanoseconds
 	invAggression float64
 	minFactor     float64
+	// proves says that a d-choice picker ends a ramp once the endpoint's
+	// answers show it warm (rampProof): SlowStartConfig.TimeOnly unset.
+	proves bool
 }
 
 func newRamp(c *SlowStartConfig) *ramp {
@@ -27,6 +30,7 @@ func newRamp(c *SlowStartConfig) *ramp {
 		window:        int64(c.Window),
 		invAggression: 1 / c.Aggression,
 		minFactor:     c.MinWeightPercent / 100,
+		proves:        !c.TimeOnly,
 	}
 }
 
@@ -124,4 +128,177 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 		c.earned.CompareAndSwap(earned, most)
 	}
 	return false
+}
+
+// A ramp is for a cold process, and the only sign of one a client sees is
+// its answers: a backend whose connection failed for a moment, or that
+// left the endpoint list and came back, is as often the same warm process,
+// and a ramp over the whole window then keeps its share of the load on
+// the rest of the fleet for as long: four of twelve backends back from a
+// two-second blip, held to their ramp, left the other eight over capacity
+// for most of half a minute in the simulator (warm-rejoin). So a d-choice
+// picker times the answers of ramping endpoints, and of the endpoints it
+// compared them with, and ends an endpoint's ramp once its answers show it
+// warm: proofAnswers successful answers, whose average is no more than
+// warmRatio times its peers', or sooner, quickAnswers of them none slower
+// than quickRatio times its peers' (a client that sends it few calls
+// while it ramps waits for fewer). Its peers' answers are timed only in picks
+// that drew a ramping endpoint, so both averages cover the same span and
+// the same mix of calls. A cold process answers slower (a JIT not yet
+// compiled, caches to fill) and keeps its ramp until it is as fast; so
+// does one with only long-lived calls, which give no answers to time. When
+// the rest of the fleet is overloaded, its answers slow down and a
+// ramping endpoint's compare better: the ramp gives way before it
+// overloads the others.
+const (
+	// proofAnswers is how many successful timed answers a ramping
+	// endpoint gives before they can end its ramp.
+	proofAnswers = 8
+	// warmRatio is how much slower than its peers' a ramping endpoint's
+	// answers may be, on average, and still show it warm: noise between
+	// backends, and their peers' queueing, which a ramping endpoint with
+	// its small share does not meet, both stay under it; a process that
+	// has yet to warm up answers several times slower.
+	warmRatio = 1.5
+	// quickAnswers and quickRatio are the sooner proof: as many answers
+	// as the ramp earns a client in a few hundred milliseconds at a few
+	// hundred calls a second, each within noise of its peers' average;
+	// three answers that a process several times slower gives all within
+	// it are improbable.
+	quickAnswers = 3
+	quickRatio   = 1.2
+	// proofGap is the least time between two timed calls that feed one
+	// average: at high rates a thousand answers a second are plenty, and
+	// the clock's reading is spared on the others.
+	proofGap = int64(time.Millisecond)
+)
+
+// proofKind says what a timed call's answer is evidence of.
+type proofKind uint8
+
+const (
+	proofNone     proofKind = iota
+	proofOwn                // the answer of a ramping endpoint: its own average (rampProof)
+	proofBaseline           // the answer of an endpoint compared with a ramping one: its peers' average (proofAverage)
+)
+
+// proofAverage is a moving average of timed answers, in nanoseconds, and
+// when the last call that feeds it started.
+type proofAverage struct {
+	bits      atomic.Uint64 // math.Float64bits; 0 before the first answer
+	lastTimed atomic.Int64  // Clock.Nanotime; 0 before the first
+	// firstTimed is when the first call timed for it started, if none
+	// has answered yet: until one does, its age is the least the average
+	// will be (atLeast).
+	firstTimed atomic.Int64
+}
+
+// claim reports whether a call placed at now is to be timed for the
+// average, and if so counts it as the latest: at most one in proofGap,
+// which racing picks may exceed.
+func (a *proofAverage) claim(now int64) bool {
+	last := a.lastTimed.Load()
+	if last != 0 && now-last < proofGap {
+		return false
+	}
+	a.lastTimed.Store(now)
+	if last == 0 {
+		a.firstTimed.CompareAndSwap(0, now)
+	}
+	return true
+}
+
+// atLeast is the average, or before the first answer the time the first
+// timed call has been waiting for it at now: a lower bound, and 0 when no
+// call was timed. When the fleet is slow to answer, as an overloaded one
+// is, a ramping endpoint's answers come back first, and the wait alone
+// already shows them faster.
+func (a *proofAverage) atLeast(now int64) float64 {
+	if avg := a.get(); avg != 0 {
+		return avg
+	}
+	if first := a.firstTimed.Load(); first != 0 && now > first {
+		return float64(now - first)
+	}
+	return 0
+}
+
+// add folds an answer that took took nanoseconds into the average, with
+// weight 1/2^shift, the first answer setting it, and returns the new
+// average. With capped set, an answer counts as at most capRatio times
+// the average: the peers' average must not read slow because of one long
+// call (a stream, whose answer is its lifetime), which would make a cold
+// endpoint's answers look fast.
+func (a *proofAverage) add(took int64, shift uint, capped bool) float64 {
+	sample := float64(max(took, 1))
+	for {
+		old := a.bits.Load()
+		avg := sample
+		if old != 0 {
+			prev := math.Float64frombits(old)
+			if capped {
+				sample = min(sample, capRatio*prev)
+			}
+			avg = prev + (sample-prev)/float64(int(1)<<shift)
+		}
+		if a.bits.CompareAndSwap(old, math.Float64bits(avg)) {
+			return avg
+		}
+	}
+}
+
+// get is the average, 0 before any answer.
+func (a *proofAverage) get() float64 { return math.Float64frombits(a.bits.Load()) }
+
+// The averages' weights: a ramping endpoint's follows its last few
+// answers, as it warms; its peers' is the answers of the last 16 ms or
+// more, which a few slow ones do not move, each counted as at most
+// capRatio times the average. A ramping endpoint's own slow answers are
+// not capped: they keep its ramp, the safe side.
+const (
+	ownShift      = 2
+	baselineShift = 4
+	capRatio      = 4
+)
+
+// rampProof is one endpoint's evidence, in its current ramp, that it is
+// warm: the average of its timed successful answers, their count, and the
+// verdict, which ends the ramp for pickers at once and for the balancer
+// at its next publish (rampEndLocked).
+type rampProof struct {
+	own     proofAverage
+	slowest atomic.Int64 // the slowest of its answers, in nanoseconds
+	answers atomic.Int32
+	proven  atomic.Bool
+}
+
+// reset starts the evidence over, for a new ramp.
+func (p *rampProof) reset() {
+	p.own.bits.Store(0)
+	p.own.lastTimed.Store(0)
+	p.own.firstTimed.Store(0)
+	p.slowest.Store(0)
+	p.answers.Store(0)
+	p.proven.Store(false)
+}
+
+// add records an answer that took took nanoseconds, and reports whether
+// the answers so far show the endpoint warm against its peers' average,
+// peers (0: not known yet).
+func (p *rampProof) add(took int64, peers float64) bool {
+	avg := p.own.add(took, ownShift, false)
+	slowest := p.slowest.Load()
+	for took > slowest && !p.slowest.CompareAndSwap(slowest, took) {
+		slowest = p.slowest.Load()
+	}
+	slowest = max(slowest, took)
+	n := p.answers.Add(1)
+	switch {
+	case peers <= 0:
+		return false
+	case n >= proofAnswers && avg <= warmRatio*peers:
+		return true
+	default:
+		return n >= quickAnswers && float64(slowest) <= quickRatio*peers
+	}
 }

@@ -258,8 +258,12 @@ type call struct {
 	shared *doneShared // e.shared, which the picker has at hand: not read from e's second line
 	start  int64
 	clock  Clock
-	lat    *latency
-	done   func(balancer.DoneInfo)
+	lat    *latency  // nil: the call is not a sample of the latency average
+	proof  proofKind // what the answer is evidence of for slow start, if anything
+	// weighted says a WeightedRR placed the call: it ends as
+	// e.weightedDone, not in the in-flight count.
+	weighted bool
+	done     func(balancer.DoneInfo)
 }
 
 var callPool sync.Pool
@@ -274,16 +278,25 @@ func init() {
 }
 
 func (c *call) finish(info balancer.DoneInfo) {
-	e, shared, start, clock, lat := c.e, c.shared, c.start, c.clock, c.lat
+	e, shared, start, clock, lat, proof, weighted := c.e, c.shared, c.start, c.clock, c.lat, c.proof, c.weighted
 	*c = call{done: c.done}
 	callPool.Put(c)
 	// The call ends before the clock is read, not after: reading the clock
 	// stalls the pipeline, and the endpoint's line, which a call that took
 	// a while no longer finds in cache, is then fetched while it does. The
 	// sample is longer by the time that takes, tens of nanoseconds.
-	e.settle(info, shared)
+	if weighted {
+		e.weightedDone(info)
+	} else {
+		e.settle(info, shared)
+	}
 	now := clock.Nanotime()
-	e.observe(info, now-start, now, lat)
+	if lat != nil {
+		e.observe(info, now-start, now, lat)
+	}
+	if proof != proofNone && shared.answer(e, proof, info, now-start, now) {
+		shared.work.provenSoon()
+	}
 }
 
 // pickTimed is PickEndpoint for a call whose latency is to be sampled,
@@ -299,9 +312,42 @@ func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why Pick
 // startTimed counts a call its child has placed on e, res its result,
 // as a timed call that started at now.
 func startTimed(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency) balancer.PickResult {
-	e.started(why)
-	e.rtt.lastTimed.Store(now)
+	return startProof(e, res, shared, why, now, clock, lat, proofNone)
+}
+
+// startWeightedProof is startProof for a call a WeightedRR placed, which
+// counts no call in flight: its Done is e.weightedDone, then the answer's
+// evidence.
+func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared, now int64, clock Clock, proof proofKind) balancer.PickResult {
 	c := callPool.Get().(*call)
-	c.e, c.shared, c.start, c.clock, c.lat = e, shared, now, clock, lat
+	c.e, c.shared, c.start, c.clock, c.proof, c.weighted = e, shared, now, clock, proof, true
 	return withDone(res, c.done)
+}
+
+// startProof is startTimed for a call whose answer may also be evidence
+// for slow start (proof), and, if lat is nil, only that.
+func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency, proof proofKind) balancer.PickResult {
+	e.started(why)
+	if lat != nil {
+		e.rtt.lastTimed.Store(now)
+	}
+	c := callPool.Get().(*call)
+	c.e, c.shared, c.start, c.clock, c.lat, c.proof = e, shared, now, clock, lat, proof
+	return withDone(res, c.done)
+}
+
+// answer records a timed call's outcome as evidence of kind about e,
+// which took took nanoseconds and ended at now: only a success is, as a
+// failure is the failure penalty's to weigh. It reports whether the
+// answer proved e warm just now.
+func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo, took, now int64) bool {
+	if info.Err != nil {
+		return false
+	}
+	if kind == proofBaseline {
+		d.peers.add(took, baselineShift, true)
+		return false
+	}
+	p := &e.rampProof
+	return p.add(took, d.peers.atLeast(now)) && p.proven.CompareAndSwap(false, true)
 }

@@ -36,6 +36,9 @@ type WeightedRR struct {
 	mask       uint32
 	fallback   bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
 	checksRate bool // the picker has cursors and a clock to spread its picks by
+	// proving is set while some endpoint ramps, if ramps end on evidence:
+	// picks time some answers (rampProof, pickProving).
+	proving bool
 
 	// spread is set by a rate check that finds picks coming faster than
 	// spreadRate from more than one P, and cleared by one that finds them
@@ -226,6 +229,7 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 // clients with the same weights do not move through the backends in step.
 func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
 	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, shared: &cursor{}}
+	p.proving = snap.ramps != nil && snap.ramp != nil && snap.ramp.proves && snap.Clock != nil
 	p.shared.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
 	if n > 1 {
 		p.cursors, p.mask = make([]cursor, n), uint32(n-1)
@@ -407,7 +411,13 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			}
 		}
 	}
-	res, err := pickWeighted(r, info)
+	var res balancer.PickResult
+	var err error
+	if p.proving {
+		res, err = p.pickProving(i, r, info, pos)
+	} else {
+		res, err = pickWeighted(r, info)
+	}
 	if err != nil {
 		c.uncount() // nothing placed
 	}
@@ -415,6 +425,43 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return a.Record(r.Stats, res, err)
 	}
 	return res, err
+}
+
+// proofEvery is how often, in positions, a pick on an endpoint that is
+// not ramping reads the clock to see whether its answer is wanted for its
+// ramping peers' evidence (rampProof): the schedule interleaves the
+// endpoints, so one pick in 16 gives their average plenty of answers, and
+// spares the others the clock.
+const proofEvery = 16
+
+// pickProving is pickWeighted while some endpoint ramps and ramps end on
+// evidence: a call on endpoint i, r, at position pos is timed if its
+// answer is wanted as evidence, its own if i is ramping, its peers'
+// otherwise (rampProof).
+func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32) (balancer.PickResult, error) {
+	ramping := p.snap.ramps[i].end != 0 && !r.Stats.rampProof.proven.Load()
+	if !ramping && pos%proofEvery != 0 {
+		return pickWeighted(r, info)
+	}
+	now := p.snap.Clock.Nanotime()
+	shared := p.snap.sharedOf(r.Stats)
+	proof := proofNone
+	switch {
+	case ramping:
+		if r.Stats.rampProof.own.claim(now) {
+			proof = proofOwn
+		}
+	case shared.peers.claim(now):
+		proof = proofBaseline
+	}
+	if proof == proofNone {
+		return pickWeighted(r, info)
+	}
+	res, err := r.Stats.pickChild(info)
+	if err != nil {
+		return res, err
+	}
+	return startWeightedProof(r.Stats, res, shared, now, p.snap.Clock, proof), nil
 }
 
 // uncount takes back the count of a pick that placed no call of the

@@ -209,3 +209,71 @@ func TestDurationJSON(t *testing.T) {
 		t.Errorf("MarshalJSON = %s, %v", b, err)
 	}
 }
+
+// TestProofAverage: the averages that end a ramp on evidence. A call is
+// timed for one at most once in proofGap; before any answer the wait of
+// its first timed call is a lower bound on it; an answer of the peers'
+// counts as at most capRatio times their average, so that one long call
+// (a stream) does not make them read slow, while a ramping endpoint's own
+// slow answers count in full.
+func TestProofAverage(t *testing.T) {
+	var a proofAverage
+	ms := int64(time.Millisecond)
+	if a.atLeast(5*ms) != 0 {
+		t.Errorf("atLeast before any timed call = %v, want 0", a.atLeast(5*ms))
+	}
+	if !a.claim(10*ms) || a.claim(10*ms+proofGap/2) || !a.claim(10*ms+proofGap) {
+		t.Error("claim: want the first call timed, one within proofGap not, one a proofGap later timed")
+	}
+	if got := a.atLeast(15 * ms); got != float64(5*ms) {
+		t.Errorf("atLeast 5 ms after the first timed call, before its answer = %v, want %v", got, 5*ms)
+	}
+	if got := a.add(2*ms, baselineShift, true); got != float64(2*ms) {
+		t.Errorf("the first answer sets the average: %v, want %v", got, 2*ms)
+	}
+	if got := a.atLeast(100 * ms); got != float64(2*ms) {
+		t.Errorf("atLeast after an answer = %v, want the average %v", got, 2*ms)
+	}
+	// A stream's hour counts as 8 ms, four times the average.
+	if got, want := a.add(int64(time.Hour), baselineShift, true), float64(2*ms)+float64(6*ms)/16; got != want {
+		t.Errorf("a peers' answer of an hour moves the average to %v, want %v", got, want)
+	}
+	var own proofAverage
+	own.add(2*ms, ownShift, false)
+	if got, want := own.add(42*ms, ownShift, false), float64(2*ms)+float64(40*ms)/4; got != want {
+		t.Errorf("a ramping endpoint's slow answer moves its average to %v, want %v (uncapped)", got, want)
+	}
+}
+
+// TestRampProof: what ends a ramp. Three answers none slower than 1.2
+// times the peers' average, or eight averaging at most 1.5 times it; not
+// before the peers' average is known, and never for answers several times
+// slower.
+func TestRampProof(t *testing.T) {
+	ms := float64(time.Millisecond)
+	answers := func(peers float64, took ...time.Duration) int {
+		var p rampProof
+		for i, d := range took {
+			if p.add(int64(d), peers) {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	for _, tc := range []struct {
+		name  string
+		peers float64
+		took  []time.Duration
+		want  int // the answer that proves it, 0: none
+	}{
+		{"as fast", 2 * ms, []time.Duration{2e6, 2e6, 2e6, 2e6}, 3},
+		{"one answer a little slow", 2 * ms, []time.Duration{2e6, 3e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 8},
+		{"a quarter slower", 2 * ms, []time.Duration{25e5, 25e5, 25e5, 25e5, 25e5, 25e5, 25e5, 25e5}, 8},
+		{"twice as slow", 2 * ms, []time.Duration{4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6}, 0},
+		{"peers not known", 0, []time.Duration{2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 0},
+	} {
+		if got := answers(tc.peers, tc.took...); got != tc.want {
+			t.Errorf("%s: proved by answer %d, want %d (0: never)", tc.name, got, tc.want)
+		}
+	}
+}

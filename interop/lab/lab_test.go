@@ -43,6 +43,7 @@ func TestLabScenarios(t *testing.T) {
 			"hash-black-hole":   {"pickwise_ring_hash", "pickwise_ring_hash (maglev, bounded 1.25)"},
 			"flapping-cache":    {"pickwise_ring_hash (no hold)", "pickwise_ring_hash (hold 6s, ramp 2s)"},
 			"rollout":           {"shadow, sampleRate 1", "pickwise_p2c"},
+			"warm-rejoin":       {"pickwise_p2c", "pickwise_p2c (timeOnly)"},
 		}
 	}
 	var sections []section
@@ -96,6 +97,19 @@ func TestLabScenarios(t *testing.T) {
 	slow := named(t, sections, "slow-backend").Table
 	if share := pct(t, cell(t, slow, 0, "pickwise_peak_ewma")); share > 5 {
 		t.Errorf("pickwise_peak_ewma slow-backend share %.1f%%, want below 5%%", share)
+	}
+
+	// Warm rejoin: the four backends back from a blip answer as fast as
+	// ever, which ends their ramp, and get their fair third back within
+	// half a second (a ramp by time holds them near a tenth of their
+	// weight, a share under 5%), so the other eight do not queue for the
+	// rest of the run as they do under a ramp by time.
+	wr := named(t, sections, "warm-rejoin").Table
+	if s, ramped := pct(t, cell(t, wr, 1, "pickwise_p2c")), pct(t, cell(t, wr, 1, "pickwise_p2c (timeOnly)")); s < 25 || ramped > 15 {
+		t.Errorf("warm-rejoin: returning backends' share after their first 0.5 s back %.1f%% (want >= 25%%), with timeOnly %.1f%% (want <= 15%%)", s, ramped)
+	}
+	if p99, ramped := cell(t, wr, 2, "pickwise_p2c"), cell(t, wr, 2, "pickwise_p2c (timeOnly)"); millis(t, p99) >= millis(t, ramped) {
+		t.Errorf("warm-rejoin: p99 %s, with timeOnly %s; want the evidence's lower", p99, ramped)
 	}
 
 	// Rollout: the shadow's prediction moves load off the old generation,
@@ -623,6 +637,16 @@ func pct(t *testing.T, s string) float64 {
 	var v float64
 	if _, err := fmt.Sscanf(strings.TrimSuffix(s, "%"), "%g", &v); err != nil {
 		t.Fatalf("not a percentage: %q", s)
+	}
+	return v
+}
+
+// millis parses a table's latency cell, such as "18ms".
+func millis(t *testing.T, s string) float64 {
+	t.Helper()
+	var v float64
+	if _, err := fmt.Sscanf(strings.TrimSuffix(s, "ms"), "%g", &v); err != nil {
+		t.Fatalf("not a latency in ms: %q", s)
 	}
 	return v
 }

@@ -91,6 +91,7 @@ var labScenarios = []labScenario{
 	{name: "transient-failure", backends: 4, run: transientFailure},
 	{name: "flapping-backend", backends: 10, run: flappingBackend},
 	{name: "retry-storm", backends: 10, run: retryStorm},
+	{name: "warm-rejoin", backends: 12, run: warmRejoin},
 	{name: "slow-backend", backends: 10, run: slowBackend},
 	{name: "hardware-generations", backends: 12, run: hardwareGenerations},
 	{name: "hot-key", backends: 10, run: hotKey},
