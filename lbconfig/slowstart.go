@@ -26,9 +26,10 @@ import (
 // factor, and a cost divided by the factor would still win it most
 // comparisons while cold, and among idle peers none until its ramp ends.
 //
-// A d-choice policy also ends a ramp early once the endpoint's answers show
-// it warm: its first successful answers, timed, average no more than 1.5
-// times the answers of the endpoints it was compared with meanwhile. A
+// Every policy also ends a ramp early once the endpoint's answers show it
+// warm: its first five successful answers, timed, none slower than 1.2
+// times its peers' average meanwhile, or eight or more whose mean is no
+// more than 1.5 times it. A
 // backend that only lost its connection for a moment, or left the endpoint
 // list and came back, is the same warm process, and ramping it would load
 // the rest of the fleet with its share for the whole window; a process
@@ -45,10 +46,9 @@ type SlowStartConfig struct {
 	// MinWeightPercent is the floor of the ramp, in percent of the
 	// endpoint's weight. Default 10; must be in (0, 100].
 	MinWeightPercent float64 `json:"minWeightPercent"`
-	// TimeOnly ramps by time alone: a d-choice policy keeps an endpoint's
-	// ramp for the whole window even when its answers show it as fast as
-	// its peers. Default false. A weighted schedule (pickwise_orca_wrr)
-	// ramps by time alone either way.
+	// TimeOnly ramps by time alone: an endpoint keeps its ramp for the
+	// whole window even when its answers show it as fast as its peers.
+	// Default false.
 	TimeOnly bool `json:"timeOnly,omitempty"`
 }
 

@@ -179,7 +179,7 @@ func WarmRejoin(Scale) (*RejoinResult, error) {
 	t.AddRow("p99 latency, calls in the first 10 s after", p99...)
 	t.AddRow("p99 latency, calls 10-30 s after", p99Later...)
 	t.AddNote("the first 10 s include draining the queues the 2 s without the four built on the other eight (at 112% of their capacity): every policy's p99 there is mostly that")
-	t.AddNote("pickwise policies: slow start is on by default and ramps an endpoint that joins after the first picker, as these do when they come back; each ends its ramp once its first timed answers (8 of them) average at most 1.5 times its peers', here within a fraction of a second")
+	t.AddNote("pickwise policies: slow start is on by default and ramps an endpoint that joins after the first picker, as these do when they come back; each ends its ramp once its first timed answers show it warm (five none slower than 1.2 times its peers' average, or eight or more averaging at most 1.5 times it), here within a fraction of a second")
 	t.AddNote("(timeOnly): slowStart {\"timeOnly\": true}, the ramp by time alone (Envoy's): the four stay at their ramped share for most of the 30 s window while the other eight queue")
 	notes(t, policies)
 	addWallClockColumn(t)
@@ -267,7 +267,7 @@ func ColdJoinUnary(Scale) (*ColdJoinResult, error) {
 	t.AddRow("newcomer's p99 latency, first 10 s", p99...)
 	t.AddRow("fleet's p99 latency, first 10 s", fleetP99...)
 	t.AddNote("the newcomer serves 80 calls a second at first against its peers' 800; its fair share of the offered load is 600, so a policy that gives it that share queues its calls for as long as it stays cold")
-	t.AddNote("pickwise policies time the newcomer's first answers: they average several times its peers', so its ramp goes on, as the (timeOnly) column's does; the power of two choices alone also keeps it below its share, as its calls pile up in flight")
+	t.AddNote("pickwise policies time the newcomer's first answers: they are several times slower than its peers', so its ramp goes on, as the (timeOnly) column's does; the power of two choices alone also keeps it below its share, as its calls pile up in flight")
 	t.AddNote("pickwise_orca_wrr: for its first 10 s a newcomer's reports are ignored (blackout) and its weight is the median of its peers', scaled by the ramp, which by then outpaces this newcomer's warm-up; its reports then cut its weight")
 	notes(t, policies)
 	out.Table = t

@@ -14,9 +14,9 @@
 // that share), so that a cold newcomer is neither flooded, as a zero
 // in-flight count among loaded peers would have it, nor starved, as
 // dividing its cost by the ramp would among idle peers, until its first
-// answers, timed, show it as fast as the endpoints it was compared with
-// (a warm backend back from a blip), which ends its ramp (timeOnly turns
-// that off); a candidate with recent
+// answers, timed, show it as fast as its peers (a warm backend back from
+// a blip), which ends its ramp (timeOnly turns that off); a candidate
+// with recent
 // server-side failures is passed over with a probability that grows with
 // the evidence against it, judged against the fleet's own failure rate
 // (failurePenalty), so one failure moves little traffic and a backend that

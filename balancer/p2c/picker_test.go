@@ -286,6 +286,78 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 	}
 }
 
+// TestSlowStartEvidenceIsPerRamp: a backend proved warm in one ramp is
+// ramped again when its connection fails and comes back, as a restarted
+// process would be; its evidence starts over with the new ramp.
+func TestSlowStartEvidenceIsPerRamp(t *testing.T) {
+	const latency = 2 * time.Millisecond
+	h, as := joinLoaded(t, `{}`, 0)
+	newcomer := as[8]
+	calls := func(n int) (got int) {
+		for range n {
+			a, done := h.Pick()
+			if a == newcomer {
+				got++
+			}
+			h.Clock.Advance(latency)
+			done(outcome(nil))
+		}
+		return got
+	}
+	calls(3000)
+	if h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping() {
+		t.Fatal("the newcomer did not prove warm")
+	}
+	h.Down(newcomer, errors.New("connection refused"))
+	h.Up(newcomer)
+	if !h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping() {
+		t.Fatal("no ramp after the newcomer's connection failed and came back")
+	}
+	// Held calls, which give no answers: the ramp holds it to 0.1/8.1.
+	got, held := h.Count(8100, true)
+	finish(held, nil)
+	if s := float64(got[newcomer]) / 8100; s > 0.03 {
+		t.Errorf("share after it came back = %.2f%%, want its ramped 1.2%%", 100*s)
+	}
+}
+
+// TestSlowStartEvidenceActsAtOnce: a picker stops holding an endpoint to
+// its ramp as soon as the endpoint proves warm, before the balancer
+// publishes the picker that no longer lists it as ramping.
+func TestSlowStartEvidenceActsAtOnce(t *testing.T) {
+	h, as := joinLoaded(t, `{}`, 0)
+	newcomer := as[8]
+	p := h.CC.State().Picker
+	updates := h.CC.Updates()
+	// Calls answered in 10 µs, the newcomer's timed at most one a
+	// millisecond: five take about 5 ms, a republish waits for 20.
+	step := 10 * time.Microsecond
+	pick := func() string {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Clock.Advance(step)
+		res.Done(outcome(nil))
+		return res.SubConn.(*testkit.SubConn).Addr()
+	}
+	for range 1000 { // 10 ms
+		pick()
+	}
+	got := 0
+	for range 900 { // 9 ms more
+		if pick() == newcomer {
+			got++
+		}
+	}
+	if h.CC.Updates() != updates {
+		t.Fatal("the balancer published a new picker before the measured picks; the test measures the old one")
+	}
+	if s := float64(got) / 900; s < 0.08 {
+		t.Errorf("the same picker's share to the newcomer after it proved warm = %.2f%%, want its fair 11.1%%", 100*s)
+	}
+}
+
 // TestSlowStartShareWithMovingClock: the ramp's share applies to the
 // picks to come as the factor grows, not to every pick the picker has
 // made: with the clock moving on each pick, a newcomer against peers

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/balancer/peakewma"
+	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -250,6 +251,11 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 			case !tc.proved && s > 0.05:
 				// Its ramped share 2 s into a 30 s window: 0.1/3.1.
 				t.Errorf("newcomer's share in its second second = %.1f%%, want its ramped 3.2%% or less", 100*s)
+			}
+			// Peak EWMA alone would keep a slow newcomer's share low:
+			// whether its ramp goes on is the balancer's to say.
+			if ramping := h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping(); ramping == tc.proved {
+				t.Errorf("the balancer publishes the newcomer as ramping: %v, want %v", ramping, !tc.proved)
 			}
 		})
 	}

@@ -442,6 +442,7 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int
 		if e.ramping {
 			e.rampShare.reset()
 			e.rampProof.reset()
+			b.shared.peers.restartIfStale(now)
 		}
 		e.coldReady = false
 	case st == connectivity.TransientFailure:

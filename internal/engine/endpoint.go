@@ -444,7 +444,7 @@ type doneShared struct {
 	// peers is the average answer of the endpoints compared with a
 	// ramping one, that a ramping endpoint's own answers are judged
 	// against (rampProof).
-	peers proofAverage
+	peers peerAverage
 }
 
 // fleetRate is the fleet's failure rate as of the last health tick.

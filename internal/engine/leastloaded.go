@@ -429,14 +429,14 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 // peers', each at most once in proofGap.
 func (p *LeastLoaded) proofFor(cands []int, best int, now int64) proofKind {
 	if p.rampingAt(best) {
-		if p.cands[best].Stats.rampProof.own.claim(now) {
+		if p.cands[best].Stats.rampProof.timer.claim(now) {
 			return proofOwn
 		}
 		return proofNone
 	}
 	for _, i := range cands {
 		if i != best && p.rampingAt(i) {
-			if p.shared(p.cands[best].Stats).peers.claim(now) {
+			if p.shared(p.cands[best].Stats).peers.timer.claim(now) {
 				return proofBaseline
 			}
 			return proofNone

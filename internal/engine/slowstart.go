@@ -17,8 +17,8 @@ type ramp struct {
 	window        int64 // nanoseconds
 	invAggression float64
 	minFactor     float64
-	// proves says that a d-choice picker ends a ramp once the endpoint's
-	// answers show it warm (rampProof): SlowStartConfig.TimeOnly unset.
+	// proves says that pickers end a ramp once the endpoint's answers
+	// show it warm (rampProof): SlowStartConfig.TimeOnly unset.
 	proves bool
 }
 
@@ -136,15 +136,16 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 // and a ramp over the whole window then keeps its share of the load on
 // the rest of the fleet for as long: four of twelve backends back from a
 // two-second blip, held to their ramp, left the other eight over capacity
-// for most of half a minute in the simulator (warm-rejoin). So a d-choice
-// picker times the answers of ramping endpoints, and of the endpoints it
-// compared them with, and ends an endpoint's ramp once its answers show it
-// warm: proofAnswers successful answers, whose average is no more than
-// warmRatio times its peers', or sooner, quickAnswers of them none slower
-// than quickRatio times its peers' (a client that sends it few calls
-// while it ramps waits for fewer). Its peers' answers are timed only in picks
-// that drew a ramping endpoint, so both averages cover the same span and
-// the same mix of calls. A cold process answers slower (a JIT not yet
+// for most of half a minute in the simulator (warm-rejoin). So pickers
+// time the answers of ramping endpoints, and of their peers, and end an
+// endpoint's ramp once its answers show it
+// warm: proofAnswers successful answers, whose mean is no more than
+// warmRatio times its peers' average, or sooner, quickAnswers of them none
+// slower than quickRatio times it (a client that sends it few calls while
+// it ramps waits for fewer). Its peers' answers are timed while it ramps
+// (in a d-choice picker, those of the endpoints it was compared with; in
+// a weighted schedule, a sample of the others), so that both cover the
+// same span and the same mix of calls. A cold process answers slower (a JIT not yet
 // compiled, caches to fill) and keeps its ramp until it is as fast; so
 // does one with only long-lived calls, which give no answers to time. When
 // the rest of the fleet is overloaded, its answers slow down and a
@@ -161,11 +162,15 @@ const (
 	// has yet to warm up answers several times slower.
 	warmRatio = 1.5
 	// quickAnswers and quickRatio are the sooner proof: as many answers
-	// as the ramp earns a client in a few hundred milliseconds at a few
-	// hundred calls a second, each within noise of its peers' average;
-	// three answers that a process several times slower gives all within
-	// it are improbable.
-	quickAnswers = 3
+	// as the ramp earns a client in half a second at a few hundred calls
+	// a second, none slower than noise allows against its peers' average.
+	// A cold process slower on every call cannot give them; one whose
+	// calls are often fast (a cache that holds part of what it serves)
+	// can, with the chance that its first five all are: for one slow on
+	// three calls in ten, 17%, after which it gets its full share, as it
+	// would without slow start, and the power of two choices still sees
+	// its calls pile up in flight.
+	quickAnswers = 5
 	quickRatio   = 1.2
 	// proofGap is the least time between two timed calls that feed one
 	// average: at high rates a thousand answers a second are plenty, and
@@ -178,34 +183,92 @@ type proofKind uint8
 
 const (
 	proofNone     proofKind = iota
-	proofOwn                // the answer of a ramping endpoint: its own average (rampProof)
-	proofBaseline           // the answer of an endpoint compared with a ramping one: its peers' average (proofAverage)
+	proofOwn                // the answer of a ramping endpoint (rampProof)
+	proofBaseline           // the answer of one of its peers (peerAverage)
 )
 
-// proofAverage is a moving average of timed answers, in nanoseconds, and
-// when the last call that feeds it started.
-type proofAverage struct {
-	bits      atomic.Uint64 // math.Float64bits; 0 before the first answer
-	lastTimed atomic.Int64  // Clock.Nanotime; 0 before the first
-	// firstTimed is when the first call timed for it started, if none
-	// has answered yet: until one does, its age is the least the average
-	// will be (atLeast).
+// proofTimer spaces the calls timed for one side of the evidence: at most
+// one in proofGap.
+type proofTimer struct {
+	lastTimed atomic.Int64 // Clock.Nanotime; 0 before the first
+	// firstTimed is when the first call timed since the last reset
+	// started, until one has answered (peerAverage.atLeast).
 	firstTimed atomic.Int64
 }
 
-// claim reports whether a call placed at now is to be timed for the
-// average, and if so counts it as the latest: at most one in proofGap,
-// which racing picks may exceed.
-func (a *proofAverage) claim(now int64) bool {
-	last := a.lastTimed.Load()
+// claim reports whether a call placed at now is to be timed, and if so
+// counts it as the latest; racing picks may both claim one.
+func (t *proofTimer) claim(now int64) bool {
+	last := t.lastTimed.Load()
 	if last != 0 && now-last < proofGap {
 		return false
 	}
-	a.lastTimed.Store(now)
+	t.lastTimed.Store(now)
 	if last == 0 {
-		a.firstTimed.CompareAndSwap(0, now)
+		t.firstTimed.CompareAndSwap(0, now)
 	}
 	return true
+}
+
+func (t *proofTimer) reset() {
+	t.lastTimed.Store(0)
+	t.firstTimed.Store(0)
+}
+
+// peerAverage is the balancer's average of its peers' answers, the
+// answers of endpoints that are not ramping, that a ramping endpoint's
+// own are judged against. It is robust to the long calls of a channel
+// that mixes streams with short calls, whose answer is the stream's
+// lifetime and would make the peers read slow, and a cold endpoint fast:
+// its first peerWarmup answers give their minimum, and after them an
+// answer over capRatio times the average is left out; the others move it
+// by 1/2^peerShift. It starts over at a ramp's start when it has not been
+// fed for peersStale, so that a ramp is judged against the fleet of the
+// moment.
+type peerAverage struct {
+	timer   proofTimer
+	bits    atomic.Uint64 // math.Float64bits of the average; 0 before the first answer
+	answers atomic.Int32  // folded in since the last reset
+}
+
+// The peers' average's parameters (peerAverage).
+const (
+	peerWarmup = 4
+	peerShift  = 4 // the answers of the last 16 ms or more, at one a proofGap
+	capRatio   = 4
+	peersStale = int64(10 * time.Second)
+)
+
+// add folds in an answer that took took nanoseconds.
+func (a *peerAverage) add(took int64) {
+	sample := float64(max(took, 1))
+	n := a.answers.Add(1)
+	for {
+		old := a.bits.Load()
+		prev := math.Float64frombits(old)
+		avg := sample
+		switch {
+		case old == 0:
+		case n <= peerWarmup:
+			avg = min(prev, sample)
+		case sample > capRatio*prev:
+			return
+		default:
+			avg = prev + (sample-prev)/(1<<peerShift)
+		}
+		if a.bits.CompareAndSwap(old, math.Float64bits(avg)) {
+			return
+		}
+	}
+}
+
+// failed notes that a timed call failed: if it may have been the first
+// timed one and none has answered, its start no longer bounds anything
+// (atLeast), and the next timed call's will.
+func (a *peerAverage) failed() {
+	if a.bits.Load() == 0 {
+		a.timer.firstTimed.Store(0)
+	}
 }
 
 // atLeast is the average, or before the first answer the time the first
@@ -213,70 +276,45 @@ func (a *proofAverage) claim(now int64) bool {
 // call was timed. When the fleet is slow to answer, as an overloaded one
 // is, a ramping endpoint's answers come back first, and the wait alone
 // already shows them faster.
-func (a *proofAverage) atLeast(now int64) float64 {
-	if avg := a.get(); avg != 0 {
+func (a *peerAverage) atLeast(now int64) float64 {
+	if avg := math.Float64frombits(a.bits.Load()); avg != 0 {
 		return avg
 	}
-	if first := a.firstTimed.Load(); first != 0 && now > first {
+	if first := a.timer.firstTimed.Load(); first != 0 && now > first {
 		return float64(now - first)
 	}
 	return 0
 }
 
-// add folds an answer that took took nanoseconds into the average, with
-// weight 1/2^shift, the first answer setting it, and returns the new
-// average. With capped set, an answer counts as at most capRatio times
-// the average: the peers' average must not read slow because of one long
-// call (a stream, whose answer is its lifetime), which would make a cold
-// endpoint's answers look fast.
-func (a *proofAverage) add(took int64, shift uint, capped bool) float64 {
-	sample := float64(max(took, 1))
-	for {
-		old := a.bits.Load()
-		avg := sample
-		if old != 0 {
-			prev := math.Float64frombits(old)
-			if capped {
-				sample = min(sample, capRatio*prev)
-			}
-			avg = prev + (sample-prev)/float64(int(1)<<shift)
-		}
-		if a.bits.CompareAndSwap(old, math.Float64bits(avg)) {
-			return avg
-		}
+// restartIfStale starts the average over if it has not been fed since
+// peersStale before now.
+func (a *peerAverage) restartIfStale(now int64) {
+	if last := a.timer.lastTimed.Load(); last != 0 && now-last > peersStale {
+		a.bits.Store(0)
+		a.answers.Store(0)
+		a.timer.reset()
 	}
 }
 
-// get is the average, 0 before any answer.
-func (a *proofAverage) get() float64 { return math.Float64frombits(a.bits.Load()) }
-
-// The averages' weights: a ramping endpoint's follows its last few
-// answers, as it warms; its peers' is the answers of the last 16 ms or
-// more, which a few slow ones do not move, each counted as at most
-// capRatio times the average. A ramping endpoint's own slow answers are
-// not capped: they keep its ramp, the safe side.
-const (
-	ownShift      = 2
-	baselineShift = 4
-	capRatio      = 4
-)
-
 // rampProof is one endpoint's evidence, in its current ramp, that it is
-// warm: the average of its timed successful answers, their count, and the
+// warm: its timed successful answers' count, sum and slowest, and the
 // verdict, which ends the ramp for pickers at once and for the balancer
-// at its next publish (rampEndLocked).
+// at its next publish (rampEndLocked). The mean is over every answer of
+// the ramp, not the last few: a cold process that answers some calls from
+// a warm cache and others slowly would otherwise be proved by the first
+// run of fast ones.
 type rampProof struct {
-	own     proofAverage
-	slowest atomic.Int64 // the slowest of its answers, in nanoseconds
+	timer   proofTimer
+	sum     atomic.Int64 // nanoseconds
+	slowest atomic.Int64 // nanoseconds
 	answers atomic.Int32
 	proven  atomic.Bool
 }
 
 // reset starts the evidence over, for a new ramp.
 func (p *rampProof) reset() {
-	p.own.bits.Store(0)
-	p.own.lastTimed.Store(0)
-	p.own.firstTimed.Store(0)
+	p.timer.reset()
+	p.sum.Store(0)
 	p.slowest.Store(0)
 	p.answers.Store(0)
 	p.proven.Store(false)
@@ -284,9 +322,12 @@ func (p *rampProof) reset() {
 
 // add records an answer that took took nanoseconds, and reports whether
 // the answers so far show the endpoint warm against its peers' average,
-// peers (0: not known yet).
+// peers (0: not known yet): quickAnswers or more, none slower than
+// quickRatio times it, or proofAnswers or more whose mean is at most
+// warmRatio times it.
 func (p *rampProof) add(took int64, peers float64) bool {
-	avg := p.own.add(took, ownShift, false)
+	took = max(took, 1)
+	sum := p.sum.Add(took)
 	slowest := p.slowest.Load()
 	for took > slowest && !p.slowest.CompareAndSwap(slowest, took) {
 		slowest = p.slowest.Load()
@@ -296,7 +337,7 @@ func (p *rampProof) add(took int64, peers float64) bool {
 	switch {
 	case peers <= 0:
 		return false
-	case n >= proofAnswers && avg <= warmRatio*peers:
+	case n >= proofAnswers && float64(sum)/float64(n) <= warmRatio*peers:
 		return true
 	default:
 		return n >= quickAnswers && float64(slowest) <= quickRatio*peers

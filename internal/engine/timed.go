@@ -341,11 +341,14 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 // failure is the failure penalty's to weigh. It reports whether the
 // answer proved e warm just now.
 func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo, took, now int64) bool {
-	if info.Err != nil {
+	switch {
+	case kind == proofBaseline && info.Err != nil:
+		d.peers.failed()
 		return false
-	}
-	if kind == proofBaseline {
-		d.peers.add(took, baselineShift, true)
+	case info.Err != nil:
+		return false
+	case kind == proofBaseline:
+		d.peers.add(took)
 		return false
 	}
 	p := &e.rampProof

@@ -427,12 +427,13 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return res, err
 }
 
-// proofEvery is how often, in positions, a pick on an endpoint that is
-// not ramping reads the clock to see whether its answer is wanted for its
-// ramping peers' evidence (rampProof): the schedule interleaves the
-// endpoints, so one pick in 16 gives their average plenty of answers, and
-// spares the others the clock.
-const proofEvery = 16
+// proofSampled says whether the pick at position pos, on an endpoint that
+// is not ramping, reads the clock to see whether its answer is wanted for
+// the peers' average (peerAverage): one position in 16, enough answers
+// for it, the others spared the clock. Chosen by a multiplicative hash of
+// the position: every 16th position of a schedule whose length is a
+// multiple of 16 would be the same few slots, and the same endpoints.
+func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 
 // pickProving is pickWeighted while some endpoint ramps and ramps end on
 // evidence: a call on endpoint i, r, at position pos is timed if its
@@ -440,7 +441,7 @@ const proofEvery = 16
 // otherwise (rampProof).
 func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32) (balancer.PickResult, error) {
 	ramping := p.snap.ramps[i].end != 0 && !r.Stats.rampProof.proven.Load()
-	if !ramping && pos%proofEvery != 0 {
+	if !ramping && !proofSampled(pos) {
 		return pickWeighted(r, info)
 	}
 	now := p.snap.Clock.Nanotime()
@@ -448,10 +449,10 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 	proof := proofNone
 	switch {
 	case ramping:
-		if r.Stats.rampProof.own.claim(now) {
+		if r.Stats.rampProof.timer.claim(now) {
 			proof = proofOwn
 		}
-	case shared.peers.claim(now):
+	case shared.peers.timer.claim(now):
 		proof = proofBaseline
 	}
 	if proof == proofNone {

@@ -210,45 +210,58 @@ func TestDurationJSON(t *testing.T) {
 	}
 }
 
-// TestProofAverage: the averages that end a ramp on evidence. A call is
-// timed for one at most once in proofGap; before any answer the wait of
-// its first timed call is a lower bound on it; an answer of the peers'
-// counts as at most capRatio times their average, so that one long call
-// (a stream) does not make them read slow, while a ramping endpoint's own
-// slow answers count in full.
-func TestProofAverage(t *testing.T) {
-	var a proofAverage
+// TestPeerAverage: the peers' average that a ramping endpoint's answers
+// are judged against. A call is timed for it at most once in proofGap;
+// before any answer the wait of its first timed call is a lower bound on
+// it, unless that call failed; its first answers give their minimum, so
+// that a stream among them does not make it read slow, and after them an
+// answer over capRatio times it is left out; it starts over when it has
+// not been fed for peersStale.
+func TestPeerAverage(t *testing.T) {
+	var a peerAverage
 	ms := int64(time.Millisecond)
-	if a.atLeast(5*ms) != 0 {
-		t.Errorf("atLeast before any timed call = %v, want 0", a.atLeast(5*ms))
+	if got := a.atLeast(5 * ms); got != 0 {
+		t.Errorf("atLeast before any timed call = %v, want 0", got)
 	}
-	if !a.claim(10*ms) || a.claim(10*ms+proofGap/2) || !a.claim(10*ms+proofGap) {
+	if !a.timer.claim(10*ms) || a.timer.claim(10*ms+proofGap/2) || !a.timer.claim(10*ms+proofGap) {
 		t.Error("claim: want the first call timed, one within proofGap not, one a proofGap later timed")
 	}
 	if got := a.atLeast(15 * ms); got != float64(5*ms) {
 		t.Errorf("atLeast 5 ms after the first timed call, before its answer = %v, want %v", got, 5*ms)
 	}
-	if got := a.add(2*ms, baselineShift, true); got != float64(2*ms) {
-		t.Errorf("the first answer sets the average: %v, want %v", got, 2*ms)
+	a.failed()
+	if got := a.atLeast(15 * ms); got != 0 {
+		t.Errorf("atLeast after the first timed call failed = %v, want 0 until another is timed", got)
+	}
+	a.add(int64(time.Minute)) // a stream, first
+	for _, took := range []int64{2 * ms, 3 * ms, 2 * ms} {
+		a.add(took)
 	}
 	if got := a.atLeast(100 * ms); got != float64(2*ms) {
-		t.Errorf("atLeast after an answer = %v, want the average %v", got, 2*ms)
+		t.Errorf("after a stream and three answers of 2-3 ms the average is %v, want their least, %v", got, 2*ms)
 	}
-	// A stream's hour counts as 8 ms, four times the average.
-	if got, want := a.add(int64(time.Hour), baselineShift, true), float64(2*ms)+float64(6*ms)/16; got != want {
-		t.Errorf("a peers' answer of an hour moves the average to %v, want %v", got, want)
+	a.add(int64(time.Hour)) // a stream, later: left out
+	a.add(4 * ms)
+	if got, want := a.atLeast(100*ms), float64(2*ms)+float64(2*ms)/16; got != want {
+		t.Errorf("average after a stream and a 4 ms answer = %v, want %v", got, want)
 	}
-	var own proofAverage
-	own.add(2*ms, ownShift, false)
-	if got, want := own.add(42*ms, ownShift, false), float64(2*ms)+float64(40*ms)/4; got != want {
-		t.Errorf("a ramping endpoint's slow answer moves its average to %v, want %v (uncapped)", got, want)
+	a.timer.claim(200 * ms)
+	a.restartIfStale(200*ms + peersStale/2)
+	if a.atLeast(300*ms) == 0 {
+		t.Error("restartIfStale cleared an average fed within peersStale")
+	}
+	a.restartIfStale(200*ms + 2*peersStale)
+	if got := a.atLeast(300 * ms); got != 0 {
+		t.Errorf("after restartIfStale past peersStale, atLeast = %v, want 0", got)
 	}
 }
 
-// TestRampProof: what ends a ramp. Three answers none slower than 1.2
-// times the peers' average, or eight averaging at most 1.5 times it; not
-// before the peers' average is known, and never for answers several times
-// slower.
+// TestRampProof: what ends a ramp. Five answers none slower than 1.2
+// times the peers' average, or eight or more whose mean is at most 1.5
+// times it; not before the peers' average is known, never for answers
+// several times slower, and not for a run of fast answers after slow ones
+// (the mean is of every answer, as a cold process whose cache serves some
+// calls gives).
 func TestRampProof(t *testing.T) {
 	ms := float64(time.Millisecond)
 	answers := func(peers float64, took ...time.Duration) int {
@@ -266,8 +279,9 @@ func TestRampProof(t *testing.T) {
 		took  []time.Duration
 		want  int // the answer that proves it, 0: none
 	}{
-		{"as fast", 2 * ms, []time.Duration{2e6, 2e6, 2e6, 2e6}, 3},
+		{"as fast", 2 * ms, []time.Duration{2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 5},
 		{"one answer a little slow", 2 * ms, []time.Duration{2e6, 3e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 8},
+		{"slow, then a run of fast", 2 * ms, []time.Duration{20e6, 20e6, 20e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 0},
 		{"a quarter slower", 2 * ms, []time.Duration{25e5, 25e5, 25e5, 25e5, 25e5, 25e5, 25e5, 25e5}, 8},
 		{"twice as slow", 2 * ms, []time.Duration{4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6}, 0},
 		{"peers not known", 0, []time.Duration{2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 0},
@@ -275,5 +289,33 @@ func TestRampProof(t *testing.T) {
 		if got := answers(tc.peers, tc.took...); got != tc.want {
 			t.Errorf("%s: proved by answer %d, want %d (0: never)", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestProofSampledSpreads: the weighted schedule's sample of peers'
+// answers takes one position in 16, spread over a schedule's slots
+// rather than every 16th of them, which in a cycle whose length is a
+// multiple of 16 would always be the same slots.
+func TestProofSampledSpreads(t *testing.T) {
+	const cycle, rounds = 1024, 64
+	var perSlot [cycle]int
+	n := 0
+	for pos := range uint32(cycle * rounds) {
+		if proofSampled(pos) {
+			perSlot[pos%cycle]++
+			n++
+		}
+	}
+	if share := float64(n) / (cycle * rounds); share < 0.055 || share > 0.07 {
+		t.Errorf("sampled share %.4f, want about 1/16", share)
+	}
+	hit := 0
+	for _, c := range perSlot {
+		if c > 0 {
+			hit++
+		}
+	}
+	if hit < cycle*3/4 {
+		t.Errorf("samples fell on %d of %d slots, want most of them", hit, cycle)
 	}
 }
