@@ -288,36 +288,54 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 
 // TestSlowStartEvidenceIsPerRamp: a backend proved warm in one ramp is
 // ramped again when its connection fails and comes back, as a restarted
-// process would be; its evidence starts over with the new ramp.
+// process would be, and its evidence starts over with the new ramp: come
+// back ten times slower, it keeps that ramp, though its answers of the
+// first one would have proved it.
 func TestSlowStartEvidenceIsPerRamp(t *testing.T) {
 	const latency = 2 * time.Millisecond
 	h, as := joinLoaded(t, `{}`, 0)
 	newcomer := as[8]
-	calls := func(n int) (got int) {
+	ramping := func() bool {
+		return h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping()
+	}
+	calls := func(n int, newcomerLatency time.Duration) (got int) {
 		for range n {
 			a, done := h.Pick()
 			if a == newcomer {
 				got++
+				h.Clock.Advance(newcomerLatency)
+			} else {
+				h.Clock.Advance(latency)
 			}
-			h.Clock.Advance(latency)
 			done(outcome(nil))
 		}
 		return got
 	}
-	calls(3000)
-	if h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping() {
+	calls(3000, latency)
+	if ramping() {
 		t.Fatal("the newcomer did not prove warm")
 	}
 	h.Down(newcomer, errors.New("connection refused"))
 	h.Up(newcomer)
-	if !h.CC.State().Picker.(interface{ Snapshot() *engine.Snapshot }).Snapshot().Ramping() {
+	if !ramping() {
 		t.Fatal("no ramp after the newcomer's connection failed and came back")
 	}
-	// Held calls, which give no answers: the ramp holds it to 0.1/8.1.
-	got, held := h.Count(8100, true)
-	finish(held, nil)
-	if s := float64(got[newcomer]) / 8100; s > 0.03 {
-		t.Errorf("share after it came back = %.2f%%, want its ramped 1.2%%", 100*s)
+	// One fast answer in the new ramp is not five.
+	for calls(1, latency) == 0 {
+	}
+	h.Clock.Advance(time.Second) // past any republish
+	if !ramping() {
+		t.Fatal("one answer in its new ramp proved the newcomer warm: the first ramp's answers counted")
+	}
+	h.Down(newcomer, errors.New("connection refused"))
+	h.Up(newcomer)
+	// At most 6 s into the new 30 s ramp: a factor of 0.2 at most, a
+	// share under 0.2/8.2.
+	if s := float64(calls(3000, 10*latency)) / 3000; s > 0.03 {
+		t.Errorf("share after it came back ten times slower = %.2f%%, want its ramped share, under 3%%", 100*s)
+	}
+	if !ramping() {
+		t.Error("the newcomer, back ten times slower, no longer ramps: its first ramp's answers proved it")
 	}
 }
 

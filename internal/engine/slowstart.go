@@ -145,12 +145,16 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 // it ramps waits for fewer). Its peers' answers are timed while it ramps
 // (in a d-choice picker, those of the endpoints it was compared with; in
 // a weighted schedule, a sample of the others), so that both cover the
-// same span and the same mix of calls. A cold process answers slower (a JIT not yet
-// compiled, caches to fill) and keeps its ramp until it is as fast; so
-// does one with only long-lived calls, which give no answers to time. When
-// the rest of the fleet is overloaded, its answers slow down and a
-// ramping endpoint's compare better: the ramp gives way before it
-// overloads the others.
+// same span and the same mix of calls. A cold process answers slower (a
+// JIT not yet compiled, caches to fill) and keeps its ramp until it is as
+// fast; so does one with only long-lived calls, which give no answers to
+// time, and one that fails or drops a call it was sent: a failure is the
+// failure penalty's to weigh, and the slow calls of a cold process that
+// time out would otherwise leave only its fast ones to judge it by. When
+// the rest of the fleet slows down under the load the ramp leaves it, a
+// ramping endpoint's answers compare better and the ramp gives way; a
+// step of more than capRatio at once is taken for long calls and left out
+// (peerAverage), and the ramp then runs by time.
 const (
 	// proofAnswers is how many successful timed answers a ramping
 	// endpoint gives before they can end its ramp.
@@ -191,8 +195,8 @@ const (
 // one in proofGap.
 type proofTimer struct {
 	lastTimed atomic.Int64 // Clock.Nanotime; 0 before the first
-	// firstTimed is when the first call timed since the last reset
-	// started, until one has answered (peerAverage.atLeast).
+	// firstTimed is when the earliest call timed since it was last
+	// cleared started (peerAverage.atLeast); 0 until one is.
 	firstTimed atomic.Int64
 }
 
@@ -204,9 +208,7 @@ func (t *proofTimer) claim(now int64) bool {
 		return false
 	}
 	t.lastTimed.Store(now)
-	if last == 0 {
-		t.firstTimed.CompareAndSwap(0, now)
-	}
+	t.firstTimed.CompareAndSwap(0, now)
 	return true
 }
 
@@ -222,13 +224,20 @@ func (t *proofTimer) reset() {
 // lifetime and would make the peers read slow, and a cold endpoint fast:
 // its first peerWarmup answers give their minimum, and after them an
 // answer over capRatio times the average is left out; the others move it
-// by 1/2^peerShift. It starts over at a ramp's start when it has not been
-// fed for peersStale, so that a ramp is judged against the fleet of the
-// moment.
+// by 1/2^peerShift. peerRedo answers left out in a row are not long
+// calls but a fleet that slowed down at once: the warm-up starts over.
+// A channel whose calls come in kinds more than capRatio apart keeps an
+// average near the faster kind's, which only makes proofs harder. It also
+// starts over at a ramp's start when no answer has moved it for
+// peersStale, so that a ramp is judged against the fleet of the moment;
+// an answer to a call timed before it started over is left out.
 type peerAverage struct {
-	timer   proofTimer
-	bits    atomic.Uint64 // math.Float64bits of the average; 0 before the first answer
-	answers atomic.Int32  // folded in since the last reset
+	timer     proofTimer
+	bits      atomic.Uint64 // math.Float64bits of the average; 0 before the first answer
+	answers   atomic.Int32  // folded in since the last restart, counted up to peerWarmup+1
+	dropped   atomic.Int32  // answers left out in a row
+	fedAt     atomic.Int64  // Clock.Nanotime of the last answer folded in
+	restarted atomic.Int64  // Clock.Nanotime of the last restart
 }
 
 // The peers' average's parameters (peerAverage).
@@ -236,13 +245,20 @@ const (
 	peerWarmup = 4
 	peerShift  = 4 // the answers of the last 16 ms or more, at one a proofGap
 	capRatio   = 4
+	peerRedo   = 8
 	peersStale = int64(10 * time.Second)
 )
 
-// add folds in an answer that took took nanoseconds.
-func (a *peerAverage) add(took int64) {
+// add folds in an answer that took took nanoseconds and came at now.
+func (a *peerAverage) add(took, now int64) {
+	if now-took < a.restarted.Load() {
+		return // timed before the average started over
+	}
 	sample := float64(max(took, 1))
-	n := a.answers.Add(1)
+	n := a.answers.Load()
+	if n <= peerWarmup {
+		n = a.answers.Add(1)
+	}
 	for {
 		old := a.bits.Load()
 		prev := math.Float64frombits(old)
@@ -252,19 +268,34 @@ func (a *peerAverage) add(took int64) {
 		case n <= peerWarmup:
 			avg = min(prev, sample)
 		case sample > capRatio*prev:
+			if a.dropped.Add(1) >= peerRedo {
+				a.restart(now)
+			}
 			return
 		default:
 			avg = prev + (sample-prev)/(1<<peerShift)
 		}
 		if a.bits.CompareAndSwap(old, math.Float64bits(avg)) {
+			a.dropped.Store(0)
+			a.fedAt.Store(now)
 			return
 		}
 	}
 }
 
-// failed notes that a timed call failed: if it may have been the first
+// restart starts the average over at now: its next answers are a new
+// warm-up.
+func (a *peerAverage) restart(now int64) {
+	a.restarted.Store(now)
+	a.bits.Store(0)
+	a.answers.Store(0)
+	a.dropped.Store(0)
+	a.timer.firstTimed.Store(0)
+}
+
+// failed notes that a timed call failed: if it may have been the earliest
 // timed one and none has answered, its start no longer bounds anything
-// (atLeast), and the next timed call's will.
+// (atLeast), and the next call timed sets the bound again.
 func (a *peerAverage) failed() {
 	if a.bits.Load() == 0 {
 		a.timer.firstTimed.Store(0)
@@ -286,28 +317,28 @@ func (a *peerAverage) atLeast(now int64) float64 {
 	return 0
 }
 
-// restartIfStale starts the average over if it has not been fed since
+// restartIfStale starts the average over if no answer has moved it since
 // peersStale before now.
 func (a *peerAverage) restartIfStale(now int64) {
-	if last := a.timer.lastTimed.Load(); last != 0 && now-last > peersStale {
-		a.bits.Store(0)
-		a.answers.Store(0)
-		a.timer.reset()
+	if fed := a.fedAt.Load(); fed != 0 && now-fed > peersStale {
+		a.restart(now)
 	}
 }
 
 // rampProof is one endpoint's evidence, in its current ramp, that it is
-// warm: its timed successful answers' count, sum and slowest, and the
-// verdict, which ends the ramp for pickers at once and for the balancer
-// at its next publish (rampEndLocked). The mean is over every answer of
-// the ramp, not the last few: a cold process that answers some calls from
-// a warm cache and others slowly would otherwise be proved by the first
-// run of fast ones.
+// warm: its timed successful answers' count, sum and slowest, whether a
+// timed call it was sent failed (spoiled: the ramp then runs by time),
+// and the verdict, which ends the ramp for pickers at once and for the
+// balancer at its next publish (rampEndLocked). The mean is over every
+// answer of the ramp, not the last few: a cold process that answers some
+// calls from a warm cache and others slowly would otherwise be proved by
+// the first run of fast ones.
 type rampProof struct {
 	timer   proofTimer
 	sum     atomic.Int64 // nanoseconds
 	slowest atomic.Int64 // nanoseconds
 	answers atomic.Int32
+	spoiled atomic.Bool
 	proven  atomic.Bool
 }
 
@@ -317,6 +348,7 @@ func (p *rampProof) reset() {
 	p.sum.Store(0)
 	p.slowest.Store(0)
 	p.answers.Store(0)
+	p.spoiled.Store(false)
 	p.proven.Store(false)
 }
 
@@ -335,7 +367,7 @@ func (p *rampProof) add(took int64, peers float64) bool {
 	slowest = max(slowest, took)
 	n := p.answers.Add(1)
 	switch {
-	case peers <= 0:
+	case peers <= 0 || p.spoiled.Load():
 		return false
 	case n >= proofAnswers && float64(sum)/float64(n) <= warmRatio*peers:
 		return true

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // This file is latency's pick side: which calls are timed, the peak-EWMA
@@ -338,17 +340,23 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 
 // answer records a timed call's outcome as evidence of kind about e,
 // which took took nanoseconds and ended at now: only a success is, as a
-// failure is the failure penalty's to weigh. It reports whether the
-// answer proved e warm just now.
+// failure is the failure penalty's to weigh; a ramping endpoint's own
+// call that reached it and failed, timed out or was cancelled leaves its
+// ramp to time. It reports whether the answer proved e warm just now.
 func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo, took, now int64) bool {
 	switch {
 	case kind == proofBaseline && info.Err != nil:
 		d.peers.failed()
 		return false
 	case info.Err != nil:
+		if (info.BytesSent || info.BytesReceived) && (IsServerFailure(info.Err) || status.Code(info.Err) == codes.Canceled) {
+			// Sent, and failed, timed out or was given up on: the ramp
+			// runs by time (rampProof).
+			e.rampProof.spoiled.Store(true)
+		}
 		return false
 	case kind == proofBaseline:
-		d.peers.add(took)
+		d.peers.add(took, now)
 		return false
 	}
 	p := &e.rampProof

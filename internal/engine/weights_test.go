@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -212,11 +213,12 @@ func TestDurationJSON(t *testing.T) {
 
 // TestPeerAverage: the peers' average that a ramping endpoint's answers
 // are judged against. A call is timed for it at most once in proofGap;
-// before any answer the wait of its first timed call is a lower bound on
-// it, unless that call failed; its first answers give their minimum, so
+// before any answer the wait of its earliest timed call is a lower bound
+// on it, unless that call failed; its first answers give their minimum, so
 // that a stream among them does not make it read slow, and after them an
-// answer over capRatio times it is left out; it starts over when it has
-// not been fed for peersStale.
+// answer over capRatio times it is left out, unless peerRedo in a row
+// are, which starts it over; it starts over when no answer has moved it
+// for peersStale, and leaves out answers to calls timed before that.
 func TestPeerAverage(t *testing.T) {
 	var a peerAverage
 	ms := int64(time.Millisecond)
@@ -233,26 +235,47 @@ func TestPeerAverage(t *testing.T) {
 	if got := a.atLeast(15 * ms); got != 0 {
 		t.Errorf("atLeast after the first timed call failed = %v, want 0 until another is timed", got)
 	}
-	a.add(int64(time.Minute)) // a stream, first
-	for _, took := range []int64{2 * ms, 3 * ms, 2 * ms} {
-		a.add(took)
+	a.timer.claim(20 * ms)
+	if got := a.atLeast(25 * ms); got != float64(5*ms) {
+		t.Errorf("atLeast 5 ms after the next timed call = %v, want %v", got, 5*ms)
 	}
-	if got := a.atLeast(100 * ms); got != float64(2*ms) {
+	now := int64(time.Hour) * 2
+	a.add(int64(time.Minute), now) // a stream, first
+	for _, took := range []int64{2 * ms, 3 * ms, 2 * ms} {
+		a.add(took, now)
+	}
+	if got := a.atLeast(now); got != float64(2*ms) {
 		t.Errorf("after a stream and three answers of 2-3 ms the average is %v, want their least, %v", got, 2*ms)
 	}
-	a.add(int64(time.Hour)) // a stream, later: left out
-	a.add(4 * ms)
-	if got, want := a.atLeast(100*ms), float64(2*ms)+float64(2*ms)/16; got != want {
+	a.add(int64(time.Hour), now) // a stream, later: left out
+	a.add(4*ms, now)
+	if got, want := a.atLeast(now), float64(2*ms)+float64(2*ms)/16; got != want {
 		t.Errorf("average after a stream and a 4 ms answer = %v, want %v", got, want)
 	}
-	a.timer.claim(200 * ms)
-	a.restartIfStale(200*ms + peersStale/2)
-	if a.atLeast(300*ms) == 0 {
-		t.Error("restartIfStale cleared an average fed within peersStale")
+	// The fleet ten times slower at once: the answers are left out, then
+	// the average starts over from them.
+	for range peerRedo {
+		a.add(30*ms, now)
 	}
-	a.restartIfStale(200*ms + 2*peersStale)
-	if got := a.atLeast(300 * ms); got != 0 {
+	now += 100 * ms // calls timed after it started over
+	for range peerWarmup {
+		a.add(30*ms, now)
+	}
+	if got := a.atLeast(now); got != float64(30*ms) {
+		t.Errorf("after %d answers ten times the average, then %d more, the average is %v, want %v", peerRedo, peerWarmup, got, 30*ms)
+	}
+	a.restartIfStale(now + peersStale/2)
+	if a.atLeast(now) == 0 {
+		t.Error("restartIfStale cleared an average moved within peersStale")
+	}
+	later := now + 2*peersStale
+	a.restartIfStale(later)
+	if got := a.atLeast(later); got != 0 {
 		t.Errorf("after restartIfStale past peersStale, atLeast = %v, want 0", got)
+	}
+	a.add(int64(time.Minute), later+ms) // timed before the restart
+	if got := a.atLeast(later + ms); got != 0 {
+		t.Errorf("an answer to a call timed before the restart moved the average to %v, want it left out", got)
 	}
 }
 
@@ -317,5 +340,37 @@ func TestProofSampledSpreads(t *testing.T) {
 	}
 	if hit < cycle*3/4 {
 		t.Errorf("samples fell on %d of %d slots, want most of them", hit, cycle)
+	}
+}
+
+// TestRampProofSpoiled: a ramping endpoint whose own timed call reached
+// it and failed, timed out or was cancelled proves nothing for the rest
+// of its ramp, however fast its other answers: a cold process's slow
+// calls that time out would leave only its fast ones. A call that never
+// reached it, or a client-side error, does not spoil it.
+func TestRampProofSpoiled(t *testing.T) {
+	sent := func(err error) balancer.DoneInfo { return balancer.DoneInfo{Err: err, BytesSent: true} }
+	for _, tc := range []struct {
+		name    string
+		info    balancer.DoneInfo
+		spoiled bool
+	}{
+		{"deadline", sent(status.Error(codes.DeadlineExceeded, "")), true},
+		{"cancelled", sent(status.Error(codes.Canceled, "")), true},
+		{"unavailable", sent(status.Error(codes.Unavailable, "")), true},
+		{"not found", sent(status.Error(codes.NotFound, "")), false},
+		{"never sent", balancer.DoneInfo{Err: status.Error(codes.Unavailable, "")}, false},
+	} {
+		var d doneShared
+		d.peers.add(int64(2*time.Millisecond), int64(time.Second))
+		e := newEndpoint("x", &d, false)
+		d.answer(e, proofOwn, tc.info, int64(time.Second), int64(time.Second))
+		proved := false
+		for range quickAnswers {
+			proved = d.answer(e, proofOwn, balancer.DoneInfo{}, int64(2*time.Millisecond), int64(time.Second)) || proved
+		}
+		if proved == tc.spoiled {
+			t.Errorf("%s: five fast answers after it proved it warm: %v, want %v", tc.name, proved, !tc.spoiled)
+		}
 	}
 }
