@@ -29,7 +29,8 @@ import (
 // Every policy also ends a ramp early once the endpoint's answers show it
 // warm: its first five successful answers, timed, none slower than 1.2
 // times its peers' average meanwhile, or eight or more whose mean is no
-// more than 1.5 times it, and none of its timed calls failed. A
+// more than 1.5 times it, and none of its timed calls failed with a
+// server-side status, timed out or was cancelled once sent. A
 // backend that only lost its connection for a moment, or left the endpoint
 // list and came back, is the same warm process, and ramping it would load
 // the rest of the fleet with its share for the whole window; a process

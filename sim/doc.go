@@ -19,8 +19,9 @@
 //
 // Scenarios (see Scenarios) reproduce the failure modes load balancers are
 // known for: balls into bins, the black hole, a transient failure and a
-// lone late answer, cold-start herding, two hardware generations, one slow
-// backend, noisy load reports, a hot key, a remap storm and subsetting.
+// lone late answer, cold-start herding, a cold and a warm backend joining
+// (slow start's two sides), two hardware generations, one slow backend,
+// noisy load reports, a hot key, a remap storm and subsetting.
 // Each prints one table with policies as columns.
 //
 // Where a policy cannot run in virtual time or with a fixed seed (grpc-go's

@@ -441,7 +441,7 @@ func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int
 		e.ramping, e.rampStart = e.coldReady, now
 		if e.ramping {
 			e.rampShare.reset()
-			e.rampProof.reset()
+			e.rampProof.reset(now)
 			b.shared.peers.restartIfStale(now)
 		}
 		e.coldReady = false

@@ -429,7 +429,7 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 // peers', each at most once in proofGap.
 func (p *LeastLoaded) proofFor(cands []int, best int, now int64) proofKind {
 	if p.rampingAt(best) {
-		if p.cands[best].Stats.rampProof.timer.claim(now) {
+		if proof := &p.cands[best].Stats.rampProof; !proof.spoiled.Load() && proof.timer.claim(now) {
 			return proofOwn
 		}
 		return proofNone

@@ -154,7 +154,8 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 // the rest of the fleet slows down under the load the ramp leaves it, a
 // ramping endpoint's answers compare better and the ramp gives way; a
 // step of more than capRatio at once is taken for long calls and left out
-// (peerAverage), and the ramp then runs by time.
+// for up to peerRedo answers in a row, after which the peers' average
+// starts over at the new level (peerAverage).
 const (
 	// proofAnswers is how many successful timed answers a ramping
 	// endpoint gives before they can end its ramp.
@@ -293,11 +294,12 @@ func (a *peerAverage) restart(now int64) {
 	a.timer.firstTimed.Store(0)
 }
 
-// failed notes that a timed call failed: if it may have been the earliest
-// timed one and none has answered, its start no longer bounds anything
-// (atLeast), and the next call timed sets the bound again.
-func (a *peerAverage) failed() {
-	if a.bits.Load() == 0 {
+// failed notes that a call timed at start failed: if it may have been
+// the earliest timed one and none has answered, its start no longer
+// bounds anything (atLeast), and the next call timed sets the bound
+// again. A call timed before the average started over is not its.
+func (a *peerAverage) failed(start int64) {
+	if start >= a.restarted.Load() && a.bits.Load() == 0 {
 		a.timer.firstTimed.Store(0)
 	}
 }
@@ -332,9 +334,11 @@ func (a *peerAverage) restartIfStale(now int64) {
 // balancer at its next publish (rampEndLocked). The mean is over every
 // answer of the ramp, not the last few: a cold process that answers some
 // calls from a warm cache and others slowly would otherwise be proved by
-// the first run of fast ones.
+// the first run of fast ones. The outcome of a call timed before the ramp
+// began (since) is the last ramp's, and counts for nothing.
 type rampProof struct {
 	timer   proofTimer
+	since   atomic.Int64 // Clock.Nanotime the ramp began
 	sum     atomic.Int64 // nanoseconds
 	slowest atomic.Int64 // nanoseconds
 	answers atomic.Int32
@@ -342,8 +346,9 @@ type rampProof struct {
 	proven  atomic.Bool
 }
 
-// reset starts the evidence over, for a new ramp.
-func (p *rampProof) reset() {
+// reset starts the evidence over, for a ramp that begins at now.
+func (p *rampProof) reset(now int64) {
+	p.since.Store(now)
 	p.timer.reset()
 	p.sum.Store(0)
 	p.slowest.Store(0)
@@ -351,6 +356,9 @@ func (p *rampProof) reset() {
 	p.spoiled.Store(false)
 	p.proven.Store(false)
 }
+
+// ours reports whether a call timed at start belongs to the current ramp.
+func (p *rampProof) ours(start int64) bool { return start >= p.since.Load() }
 
 // add records an answer that took took nanoseconds, and reports whether
 // the answers so far show the endpoint warm against its peers' average,

@@ -346,8 +346,10 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo, took, now int64) bool {
 	switch {
 	case kind == proofBaseline && info.Err != nil:
-		d.peers.failed()
+		d.peers.failed(now - took)
 		return false
+	case !e.rampProof.ours(now - took):
+		return false // the last ramp's call
 	case info.Err != nil:
 		if (info.BytesSent || info.BytesReceived) && (IsServerFailure(info.Err) || status.Code(info.Err) == codes.Canceled) {
 			// Sent, and failed, timed out or was given up on: the ramp

@@ -449,7 +449,7 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 	proof := proofNone
 	switch {
 	case ramping:
-		if r.Stats.rampProof.timer.claim(now) {
+		if !r.Stats.rampProof.spoiled.Load() && r.Stats.rampProof.timer.claim(now) {
 			proof = proofOwn
 		}
 	case shared.peers.timer.claim(now):

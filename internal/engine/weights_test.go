@@ -231,7 +231,7 @@ func TestPeerAverage(t *testing.T) {
 	if got := a.atLeast(15 * ms); got != float64(5*ms) {
 		t.Errorf("atLeast 5 ms after the first timed call, before its answer = %v, want %v", got, 5*ms)
 	}
-	a.failed()
+	a.failed(10 * ms)
 	if got := a.atLeast(15 * ms); got != 0 {
 		t.Errorf("atLeast after the first timed call failed = %v, want 0 until another is timed", got)
 	}
@@ -252,8 +252,8 @@ func TestPeerAverage(t *testing.T) {
 	if got, want := a.atLeast(now), float64(2*ms)+float64(2*ms)/16; got != want {
 		t.Errorf("average after a stream and a 4 ms answer = %v, want %v", got, want)
 	}
-	// The fleet ten times slower at once: the answers are left out, then
-	// the average starts over from them.
+	// The fleet ten times slower at once: the answers are left out, and
+	// after them the average starts over.
 	for range peerRedo {
 		a.add(30*ms, now)
 	}
@@ -344,10 +344,13 @@ func TestProofSampledSpreads(t *testing.T) {
 }
 
 // TestRampProofSpoiled: a ramping endpoint whose own timed call reached
-// it and failed, timed out or was cancelled proves nothing for the rest
-// of its ramp, however fast its other answers: a cold process's slow
-// calls that time out would leave only its fast ones. A call that never
-// reached it, or a client-side error, does not spoil it.
+// it and failed with a server-side status, timed out or was cancelled
+// proves nothing for the rest of its ramp, however fast its other
+// answers: a cold process's slow calls that time out would leave only its
+// fast ones. A call that never reached it, or an application's error
+// (NotFound), does not spoil it, nor does anything of the last ramp: a
+// new ramp starts unspoiled, and a call timed before it began counts for
+// nothing in it.
 func TestRampProofSpoiled(t *testing.T) {
 	sent := func(err error) balancer.DoneInfo { return balancer.DoneInfo{Err: err, BytesSent: true} }
 	for _, tc := range []struct {
@@ -360,6 +363,7 @@ func TestRampProofSpoiled(t *testing.T) {
 		{"unavailable", sent(status.Error(codes.Unavailable, "")), true},
 		{"not found", sent(status.Error(codes.NotFound, "")), false},
 		{"never sent", balancer.DoneInfo{Err: status.Error(codes.Unavailable, "")}, false},
+		{"cancelled before it was sent", balancer.DoneInfo{Err: status.Error(codes.Canceled, "")}, false},
 	} {
 		var d doneShared
 		d.peers.add(int64(2*time.Millisecond), int64(time.Second))
@@ -372,5 +376,28 @@ func TestRampProofSpoiled(t *testing.T) {
 		if proved == tc.spoiled {
 			t.Errorf("%s: five fast answers after it proved it warm: %v, want %v", tc.name, proved, !tc.spoiled)
 		}
+	}
+}
+
+// TestRampProofPerRamp: a new ramp starts with nothing of the last one:
+// not spoiled by its failure, and not spoiled by a failure of a call
+// timed before it began.
+func TestRampProofPerRamp(t *testing.T) {
+	var d doneShared
+	sec, ms := int64(time.Second), int64(time.Millisecond)
+	d.peers.add(2*ms, sec)
+	e := newEndpoint("x", &d, false)
+	e.rampProof.reset(sec)
+	failed := balancer.DoneInfo{Err: status.Error(codes.Unavailable, ""), BytesSent: true}
+	d.answer(e, proofOwn, failed, 10*ms, sec+20*ms)
+	e.rampProof.reset(2 * sec)
+	// The last ramp's call, timed at 1.99 s, ends at 2.01 s.
+	d.answer(e, proofOwn, failed, 20*ms, 2*sec+10*ms)
+	proved := false
+	for range quickAnswers {
+		proved = d.answer(e, proofOwn, balancer.DoneInfo{}, 2*ms, 2*sec+100*ms) || proved
+	}
+	if !proved {
+		t.Error("five fast answers in a new ramp did not prove it: the last ramp's failures spoiled it")
 	}
 }
