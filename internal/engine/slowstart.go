@@ -138,11 +138,10 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 // two-second blip, held to their ramp, left the other eight over capacity
 // for most of half a minute in the simulator (warm-rejoin). So pickers
 // time the answers of ramping endpoints, and of their peers, and end an
-// endpoint's ramp once its answers show it
-// warm: proofAnswers successful answers, whose mean is no more than
-// warmRatio times its peers' average, or sooner, quickAnswers of them none
-// slower than quickRatio times it (a client that sends it few calls while
-// it ramps waits for fewer). Its peers' answers are timed while it ramps
+// endpoint's ramp once its answers show it warm: proofAnswers successful
+// answers, whose mean is no more than warmRatio times its peers' average,
+// or sooner, quickAnswers of them none slower than quickRatio times it (a
+// client that sends it few calls while it ramps waits for fewer). Its peers' answers are timed while it ramps
 // (in a d-choice picker, those of the endpoints it was compared with; in
 // a weighted schedule, a sample of the others), so that both cover the
 // same span and the same mix of calls. A cold process answers slower (a
@@ -213,6 +212,7 @@ func (t *proofTimer) claim(now int64) bool {
 	return true
 }
 
+// reset forgets every call timed, for a new ramp.
 func (t *proofTimer) reset() {
 	t.lastTimed.Store(0)
 	t.firstTimed.Store(0)

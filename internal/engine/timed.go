@@ -348,6 +348,9 @@ func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo,
 	case kind == proofBaseline && info.Err != nil:
 		d.peers.failed(now - took)
 		return false
+	case kind == proofBaseline:
+		d.peers.add(took, now)
+		return false
 	case !e.rampProof.ours(now - took):
 		return false // the last ramp's call
 	case info.Err != nil:
@@ -356,9 +359,6 @@ func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo,
 			// runs by time (rampProof).
 			e.rampProof.spoiled.Store(true)
 		}
-		return false
-	case kind == proofBaseline:
-		d.peers.add(took, now)
 		return false
 	}
 	p := &e.rampProof
