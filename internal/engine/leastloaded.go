@@ -118,7 +118,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 			total += 1 / snap.Endpoints[i].InvWeight
 		}
 		p.shares = newRampShares(total, len(p.cands), p.choices)
-		p.proving = snap.ramp != nil && snap.ramp.proves
+		p.proving = snap.provesRamps()
 	}
 	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
 	return p
@@ -263,7 +263,7 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 		now := s.Clock.Nanotime()
 		clk.note(now, winner)
 		if w.Stats.wantsSample(now, p.gap) {
-			return startTimed(w.Stats, res, p.shared(w.Stats), why, now, s.Clock, s.latency), nil
+			return startTimed(w.Stats, res, s.sharedOf(w.Stats), why, now, s.Clock, s.latency), nil
 		}
 	}
 	w.Stats.started(why)
@@ -409,16 +409,12 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 	p.countRamping(best)
 	if p.proving && now != 0 {
 		if proof := p.proofFor(cands, best, now); proof != proofNone {
-			c := &p.cands[best]
-			res, err := c.Stats.pickChild(info)
-			if err != nil {
-				return res, err
-			}
 			var lat *latency
 			if p.timed {
 				lat = p.snap.latency
 			}
-			return startProof(c.Stats, res, p.shared(c.Stats), why, now, p.snap.Clock, lat, proof), nil
+			e := p.cands[best].Stats
+			return pickTimed(e, p.snap.sharedOf(e), info, why, now, p.snap.Clock, lat, proof)
 		}
 	}
 	return p.place(&p.cands[best], info, why, now)
@@ -436,7 +432,7 @@ func (p *LeastLoaded) proofFor(cands []int, best int, now int64) proofKind {
 	}
 	for _, i := range cands {
 		if i != best && p.rampingAt(i) {
-			if p.shared(p.cands[best].Stats).peers.timer.claim(now) {
+			if p.snap.sharedOf(p.cands[best].Stats).peers.timer.claim(now) {
 				return proofBaseline
 			}
 			return proofNone
@@ -449,7 +445,7 @@ func (p *LeastLoaded) proofFor(cands []int, best int, now int64) proofKind {
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	if p.timed && c.Stats.wantsSample(now, p.gap) {
-		return pickTimed(c.Stats, p.shared(c.Stats), info, why, now, p.snap.Clock, p.snap.latency)
+		return pickTimed(c.Stats, p.snap.sharedOf(c.Stats), info, why, now, p.snap.Clock, p.snap.latency, proofNone)
 	}
 	res, ok := c.Stats.readyResult()
 	if !ok {
@@ -461,9 +457,6 @@ func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, no
 	c.Stats.started(why)
 	return withDone(res, c.Stats.done), nil
 }
-
-// shared is e's doneShared, for a timed call's Done (Snapshot.sharedOf).
-func (p *LeastLoaded) shared(e *Endpoint) *doneShared { return p.snap.sharedOf(e) }
 
 // choose returns the index of the cheapest candidate that passes the
 // failure check and is not over its slow-start share (among those over

@@ -100,6 +100,13 @@ func (s *Snapshot) RampFactor(i int, now int64) float64 {
 	return 1
 }
 
+// provesRamps says whether pickers over s time answers to end ramps on
+// evidence (rampProof): some endpoint ramps, ramps end on evidence
+// (SlowStartConfig.TimeOnly unset), and there is a clock to time by.
+func (s *Snapshot) provesRamps() bool {
+	return s.ramps != nil && s.ramp != nil && s.ramp.proves && s.Clock != nil
+}
+
 // sharedOf is e's doneShared, for a timed call's Done: the snapshot's,
 // which is every endpoint's own, so that the Done need not read it from
 // the endpoint's second line; e's where the snapshot was built by hand.

@@ -301,14 +301,15 @@ func (c *call) finish(info balancer.DoneInfo) {
 	}
 }
 
-// pickTimed is PickEndpoint for a call whose latency is to be sampled,
-// given the endpoint and its doneShared.
-func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency) (balancer.PickResult, error) {
+// pickTimed is PickEndpoint for a call that is timed, given the endpoint
+// and its doneShared: a sample of the latency average if lat is not nil,
+// and evidence for slow start of kind proof (proofNone: none).
+func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency, proof proofKind) (balancer.PickResult, error) {
 	res, err := e.pickChild(info)
 	if err != nil {
 		return res, err
 	}
-	return startTimed(e, res, shared, why, now, clock, lat), nil
+	return startProof(e, res, shared, why, now, clock, lat, proof), nil
 }
 
 // startTimed counts a call its child has placed on e, res its result,

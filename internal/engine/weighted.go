@@ -229,7 +229,7 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 // clients with the same weights do not move through the backends in step.
 func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
 	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, shared: &cursor{}}
-	p.proving = snap.ramps != nil && snap.ramp != nil && snap.ramp.proves && snap.Clock != nil
+	p.proving = snap.provesRamps()
 	p.shared.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
 	if n > 1 {
 		p.cursors, p.mask = make([]cursor, n), uint32(n-1)
