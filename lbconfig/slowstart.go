@@ -29,13 +29,15 @@ import (
 // Every policy also ends a ramp early once the endpoint's answers show it
 // warm: its first five successful answers, timed, none slower than 1.2
 // times its peers' average meanwhile, or eight or more whose mean is no
-// more than 1.5 times it, and none of its timed calls failed with a
-// server-side status, timed out or was cancelled once sent. A
-// backend that only lost its connection for a moment, or left the endpoint
-// list and came back, is the same warm process, and ramping it would load
-// the rest of the fleet with its share for the whole window; a process
-// that is really cold answers slower and keeps its ramp. TimeOnly keeps
-// every ramp for its whole window instead, as Envoy's does.
+// more than 1.5 times it; or its peers at least twice as slow as its
+// slowest answer, even one (an overloaded fleet, which the ramp only
+// loads further). Either way none of its timed calls may have failed with
+// a server-side status, timed out or been cancelled once sent. A backend
+// that only lost its connection for a moment, or left the endpoint list
+// and came back, is the same warm process, and ramping it would load the
+// rest of the fleet with its share for the whole window; a process that
+// is really cold answers slower and keeps its ramp. TimeOnly keeps every
+// ramp for its whole window instead, as Envoy's does.
 type SlowStartConfig struct {
 	// Enabled turns slow start on. Default true: "slowStart": {} and a
 	// config without "slowStart" both ramp; {"enabled": false} does not.
@@ -48,8 +50,8 @@ type SlowStartConfig struct {
 	// endpoint's weight. Default 10; must be in (0, 100].
 	MinWeightPercent float64 `json:"minWeightPercent"`
 	// TimeOnly ramps by time alone: an endpoint keeps its ramp for the
-	// whole window even when its answers show it as fast as its peers.
-	// Default false.
+	// whole window even when its answers show it as fast as its peers,
+	// or its peers overloaded. Default false.
 	TimeOnly bool `json:"timeOnly,omitempty"`
 }
 

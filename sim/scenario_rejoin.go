@@ -104,7 +104,10 @@ type RejoinResult struct {
 	// first 10 s after the return, and P99Later of those in the 20 s
 	// after that.
 	P99, P99Later []time.Duration
-	Table         *Table
+	// P99Clients is P99 with the same calls sent by rejoinClients
+	// clients, each with a balancer of its own.
+	P99Clients []time.Duration
+	Table      *Table
 }
 
 // Warm-rejoin parameters.
@@ -114,6 +117,10 @@ const (
 	rejoinLeave    = 10 * time.Second
 	rejoinBack     = 12 * time.Second
 	rejoinMeasured = 30 * time.Second
+	// rejoinClients is how many clients share the calls in the second
+	// run: 144 calls a second each, of which a returning backend's ramped
+	// share is about one a second, too few to prove it by.
+	rejoinClients = 50
 )
 
 // WarmRejoin: twelve backends at 75% of their capacity; four of them
@@ -124,7 +131,9 @@ const (
 // meanwhile: at over 100% of capacity until the ramp is about a quarter
 // through, and their queues take longer still to drain. The pickwise
 // policies time the returning backends' first answers, find them as fast
-// as their peers', and end their ramps.
+// as their peers', and end their ramps. The same calls sent by
+// rejoinClients clients give each too few answers to go by, and there the
+// peers' wait, which grows while the eight queue, ends the ramps.
 func WarmRejoin(Scale) (*RejoinResult, error) {
 	all := backendIDs(rejoinFleet)
 	run := Run{
@@ -160,6 +169,19 @@ func WarmRejoin(Scale) (*RejoinResult, error) {
 		spans.appendTo(&out.Share)
 		out.P99 = append(out.P99, durationQuantile(early, 0.99))
 		out.P99Later = append(out.P99Later, durationQuantile(later, 0.99))
+
+		early = early[:0]
+		r = run
+		r.Clients, r.Duration = rejoinClients, rejoinBack+10*time.Second
+		r.OnDone = func(_ time.Duration, req *Request, _ int, latency time.Duration, err error) {
+			if since := req.Arrived - rejoinBack; err == nil && since >= 0 {
+				early = append(early, latency)
+			}
+		}
+		if _, err := r.Execute(p); err != nil {
+			return nil, err
+		}
+		out.P99Clients = append(out.P99Clients, durationQuantile(early, 0.99))
 	}
 
 	t := &Table{
@@ -172,14 +194,16 @@ func WarmRejoin(Scale) (*RejoinResult, error) {
 		labels[k] = fmt.Sprintf("returning backends' share, %s after (fair: %.0f%%)", span, 100*float64(rejoinAway)/rejoinFleet)
 	}
 	addShareRows(t, out.Share, labels)
-	p99, p99Later := make([]string, len(policies)), make([]string, len(policies))
+	p99, p99Later, p99Clients := make([]string, len(policies)), make([]string, len(policies)), make([]string, len(policies))
 	for i := range policies {
-		p99[i], p99Later[i] = Ms(out.P99[i]), Ms(out.P99Later[i])
+		p99[i], p99Later[i], p99Clients[i] = Ms(out.P99[i]), Ms(out.P99Later[i]), Ms(out.P99Clients[i])
 	}
 	t.AddRow("p99 latency, calls in the first 10 s after", p99...)
 	t.AddRow("p99 latency, calls 10-30 s after", p99Later...)
+	t.AddRow(fmt.Sprintf("p99 latency, first 10 s after, the calls sent by %d clients", rejoinClients), p99Clients...)
 	t.AddNote("the first 10 s include draining the queues the 2 s without the four built on the other eight (at 112% of their capacity): every policy's p99 there is mostly that")
-	t.AddNote("pickwise policies: slow start is on by default and ramps an endpoint that joins after the first picker, as these do when they come back; each ends its ramp once its first timed answers show it warm (five none slower than 1.2 times its peers' average, or eight or more averaging at most 1.5 times it), here within a fraction of a second")
+	t.AddNote("pickwise policies: slow start is on by default and ramps an endpoint that joins after the first picker, as these do when they come back; each ends its ramp once its first timed answers show it warm (five none slower than 1.2 times its peers' average, or eight or more averaging at most 1.5 times it), or its peers twice as slow as its slowest answer (the fleet overloaded), here within tens of milliseconds")
+	t.AddNote(fmt.Sprintf("%d clients: each with a balancer of its own and %s calls a second, of which a returning backend's ramped share is about one a second: too few answers to prove it warm by, so its peers' growing wait ends its ramp", rejoinClients, withCommas(int(run.Rate)/rejoinClients)))
 	t.AddNote("(timeOnly): slowStart {\"timeOnly\": true}, the ramp by time alone (Envoy's): the four stay at their ramped share for most of the 30 s window while the other eight queue")
 	notes(t, policies)
 	addWallClockColumn(t)

@@ -16,25 +16,28 @@ func TestWarmRejoin(t *testing.T) {
 	// round_robin gives the returning four their share at once; so must the
 	// pickwise policies, whose ramps end on their first answers: within
 	// half a second they have proved warm (where a ramp by time holds them
-	// under 10%), and their p99 is near round_robin's, which the drain of
-	// the outage's queues sets (245-310 ms in runs so far, drawn from the
-	// global source). pickwise_p2c and pickwise_peak_ewma: within 20%
-	// (230 and 227 ms). pickwise_orca_wrr: within 40% (315 ms; 304-361 over
-	// six seeds, where round_robin's were 245-311): its weighted schedule
-	// gives the returning four their share and no more, where the others
-	// also send them the calls the eight have queued, and its ramp's
-	// evidence, eight answers at its ramped weight, takes about 100 ms to
-	// come in (without slow start it is at 256-330 ms).
+	// under 10%), and their p99 is no worse than round_robin's, which the
+	// drain of the outage's queues sets (245-322 ms in runs so far, drawn
+	// from the global source; 262-284 over four runs of this one, and as
+	// much behind 50 clients). pickwise_p2c and pickwise_peak_ewma: 196
+	// and 181 ms from one client, 222 and 225 behind 50.
+	// pickwise_orca_wrr: within 25% (281 ms, 291 behind 50 clients,
+	// where without slow start it is at 264 and 288): its weighted
+	// schedule gives the returning four their share and no more, where the
+	// others also send them the calls the eight have queued.
 	for _, tc := range []struct {
 		name  string
 		ratio float64
-	}{{"pickwise_p2c", 1.2}, {"pickwise_peak_ewma", 1.2}, {"pickwise_orca_wrr", 1.4}} {
+	}{{"pickwise_p2c", 1}, {"pickwise_peak_ewma", 1}, {"pickwise_orca_wrr", 1.25}} {
 		name, i := tc.name, col(tc.name)
 		if s := r.Share[1][i]; s < 0.3 {
 			t.Errorf("%s: returning backends' share 0.5-2 s after = %.1f%%, want at least 30%% (fair 33.3%%)", name, 100*s)
 		}
 		if float64(r.P99[i]) > tc.ratio*float64(r.P99[rr]) {
-			t.Errorf("%s: p99 in the first 10 s %v, round_robin %v; want at most %.1f times", name, r.P99[i], r.P99[rr], tc.ratio)
+			t.Errorf("%s: p99 in the first 10 s %v, round_robin %v; want at most %.2f times", name, r.P99[i], r.P99[rr], tc.ratio)
+		}
+		if float64(r.P99Clients[i]) > tc.ratio*float64(r.P99Clients[rr]) {
+			t.Errorf("%s: p99 in the first 10 s behind %d clients %v, round_robin %v; want at most %.2f times", name, rejoinClients, r.P99Clients[i], r.P99Clients[rr], tc.ratio)
 		}
 		if r.P99Later[i] > 2*r.P99Later[rr] {
 			t.Errorf("%s: p99 10-30 s after %v, round_robin %v; want the fleet back to normal", name, r.P99Later[i], r.P99Later[rr])
@@ -47,8 +50,9 @@ func TestWarmRejoin(t *testing.T) {
 		if s := r.Share[2][i]; s > 0.2 {
 			t.Errorf("%s: returning backends' share 2-10 s after = %.1f%%, want their ramped share, under 20%%", name, 100*s)
 		}
-		if r.P99[i] < 2*r.P99[rr] {
-			t.Errorf("%s: p99 in the first 10 s %v, round_robin %v; want the ramp's overload to show", name, r.P99[i], r.P99[rr])
+		if r.P99[i] < 2*r.P99[rr] || r.P99Clients[i] < 2*r.P99Clients[rr] {
+			t.Errorf("%s: p99 in the first 10 s %v, behind %d clients %v; round_robin %v, %v; want the ramp's overload to show",
+				name, r.P99[i], rejoinClients, r.P99Clients[i], r.P99[rr], r.P99Clients[rr])
 		}
 	}
 }

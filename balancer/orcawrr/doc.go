@@ -50,8 +50,8 @@
 // The fields gRFC A58 defines for grpc's weighted_round_robin keep their
 // names, defaults and meaning, so a config moves from one to the other by
 // changing the policy name (pickwise_orca_wrr then also ramps newcomers
-// with slow start, until their answers show them warm, which grpc's policy
-// does not):
+// with slow start, until their answers show them warm or their peers
+// overloaded, which grpc's policy does not):
 //
 //	import _ "github.com/pickwise/pickwise/balancer/orcawrr"
 //

@@ -269,7 +269,10 @@ func TestPickersStartAtRandomPositions(t *testing.T) {
 }
 
 func TestSlowStartRampsNewcomer(t *testing.T) {
-	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "slowStart": {"window": "10s", "minWeightPercent": 10}}`)
+	// By time alone: calls here end with no time passed, which shows the
+	// newcomer as fast as its peers and would end its ramp
+	// (TestSlowStartEndsOnEvidence).
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s", "slowStart": {"window": "10s", "minWeightPercent": 10, "timeOnly": true}}`)
 	as := testkit.Addrs(3)
 	h.Start(as[:2]...)
 	reports := map[string]*v3orcapb.OrcaLoadReport{as[0]: report(100, 0.5, 0), as[1]: report(100, 0.5, 0), as[2]: report(100, 0.5, 0)}
@@ -342,6 +345,44 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 				// At most about 5 s into a 30 s ramp: a factor under 0.2,
 				// a share under 0.2/2.2.
 				t.Errorf("newcomer's share = %.2f, want its ramped share, under 0.15", s)
+			}
+		})
+	}
+}
+
+// TestSlowStartRelief: at its ramped weight a newcomer's own slots in
+// the schedule come about once in a hundred picks; the picker gives it
+// its first call sooner, at the pace at which two random choices would
+// draw it. When its peers are overloaded (their calls wait in queues) the
+// answer to that call ends its ramp; with peers as fast, it keeps the
+// ramp.
+func TestSlowStartRelief(t *testing.T) {
+	const gap, latency = 10 * time.Millisecond, 5 * time.Millisecond // 100 calls a second
+	for _, tc := range []struct {
+		name        string
+		peerLatency time.Duration // 0: never answered
+		relieved    bool
+	}{
+		{"peers overloaded", 0, true},
+		{"peers as fast", latency, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
+			as := testkit.Addrs(12)
+			h.Start(as[:11]...)
+			if err := h.Update(testkit.Endpoints(as)...); err != nil {
+				t.Fatal(err)
+			}
+			h.Ready(as[11])
+			// Its own slots: 0.1 of a weight against 11, one pick in 111.
+			ended, answers := h.RampRun(as[11], 40, gap, latency, tc.peerLatency)
+			switch {
+			case tc.relieved && (ended == 0 || answers > 1):
+				t.Errorf("ramp ended at pick %d (0: not in 40) after %d answers, want it ended by the newcomer's first", ended, answers)
+			case !tc.relieved && ended != 0:
+				t.Errorf("ramp ended at pick %d after %d answers, want it kept", ended, answers)
+			case !tc.relieved && answers == 0:
+				t.Error("the newcomer had no call in its first 40 picks")
 			}
 		})
 	}

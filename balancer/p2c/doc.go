@@ -15,8 +15,8 @@
 // in-flight count among loaded peers would have it, nor starved, as
 // dividing its cost by the ramp would among idle peers, until its first
 // answers, timed, show it as fast as its peers (a warm backend back from
-// a blip), which ends its ramp (timeOnly turns that off); a candidate
-// with recent
+// a blip), or its peers twice as slow (an overloaded fleet), which ends
+// its ramp (timeOnly turns that off); a candidate with recent
 // server-side failures is passed over with a probability that grows with
 // the evidence against it, judged against the fleet's own failure rate
 // (failurePenalty), so one failure moves little traffic and a backend that

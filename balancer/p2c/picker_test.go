@@ -132,7 +132,9 @@ func TestPickActiveRequestBias(t *testing.T) {
 }
 
 func TestSlowStartRamp(t *testing.T) {
-	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10}}`)
+	// By time alone: the held calls end with no time passed, which shows
+	// the newcomer as fast as its peers and would end its ramp.
+	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10, "timeOnly": true}}`)
 	as := addrs(3)
 	h.Start(as[:2]...)
 
@@ -202,7 +204,9 @@ func TestSlowStartRampsInEveryRegime(t *testing.T) {
 		{"idle", 0, 1.0 / 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, as := joinLoaded(t, `{"slowStart": {"window": "10s"}}`, tc.peerLoad)
+			// By time alone: calls here end at once, which shows the
+			// newcomer as fast as its peers and would end its ramp.
+			h, as := joinLoaded(t, `{"slowStart": {"window": "10s", "timeOnly": true}}`, tc.peerLoad)
 			share := func() float64 {
 				// Each call ends at once: the loads stay as they are.
 				const n = 9000
@@ -286,6 +290,37 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 	}
 }
 
+// TestSlowStartRelief: a client that sends few calls gets too few
+// answers from a ramping endpoint to prove it warm (its ramped share, a
+// call every second or two), but when its peers are overloaded (their
+// calls wait in queues, and the client's timed one has waited twice as
+// long as the newcomer's slowest answer) one answer ends the ramp; with
+// peers that answer as fast as it does, one answer leaves it ramping.
+func TestSlowStartRelief(t *testing.T) {
+	const gap, latency = 10 * time.Millisecond, 5 * time.Millisecond // 100 calls a second
+	for _, tc := range []struct {
+		name        string
+		peerLatency time.Duration // 0: never answered
+		relieved    bool
+	}{
+		{"peers overloaded", 0, true},
+		{"peers as fast", latency, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, as := joinLoaded(t, `{}`, 0)
+			ended, answers := h.RampRun(as[8], 100, gap, latency, tc.peerLatency)
+			switch {
+			case tc.relieved && (ended == 0 || answers > 1):
+				t.Errorf("ramp ended at pick %d (0: not in 100) after %d answers, want it ended by the newcomer's first", ended, answers)
+			case !tc.relieved && ended != 0:
+				t.Errorf("ramp ended at pick %d after %d answers, want it kept", ended, answers)
+			case !tc.relieved && answers == 0:
+				t.Error("the newcomer had no call in its first second")
+			}
+		})
+	}
+}
+
 // TestSlowStartEvidenceIsPerRamp: a backend proved warm in one ramp is
 // ramped again when its connection fails and comes back, as a restarted
 // process would be, and its evidence starts over with the new ramp: one
@@ -347,9 +382,9 @@ func TestSlowStartEvidenceActsAtOnce(t *testing.T) {
 	newcomer := as[8]
 	p := h.CC.State().Picker
 	updates := h.CC.Updates()
-	// Calls answered in 10 µs, the newcomer's timed at most one a
-	// millisecond: five take about 5 ms, a republish waits for 20.
-	step := 10 * time.Microsecond
+	// Calls answered in 4 µs: the newcomer's five opening calls prove it
+	// within its first picks, and a republish waits 5 ms.
+	step := 4 * time.Microsecond
 	pick := func() string {
 		res, err := p.Pick(balancer.PickInfo{})
 		if err != nil {
@@ -359,11 +394,11 @@ func TestSlowStartEvidenceActsAtOnce(t *testing.T) {
 		res.Done(outcome(nil))
 		return res.SubConn.(*testkit.SubConn).Addr()
 	}
-	for range 1000 { // 10 ms
+	for range 250 { // 1 ms
 		pick()
 	}
 	got := 0
-	for range 900 { // 9 ms more
+	for range 900 { // 3.6 ms more
 		if pick() == newcomer {
 			got++
 		}
@@ -412,7 +447,8 @@ func TestSlowStartShareWithMovingClock(t *testing.T) {
 // forth), the newcomer still takes its ramped share, not a pick more for
 // each new picker.
 func TestSlowStartShareAcrossPickers(t *testing.T) {
-	h, as := joinLoaded(t, `{"slowStart": {"window": "30s"}}`, 400)
+	// By time alone, as in TestSlowStartRampsInEveryRegime.
+	h, as := joinLoaded(t, `{"slowStart": {"window": "30s", "timeOnly": true}}`, 400)
 	eps := endpointsOf(as)
 	const rounds, per = 100, 50
 	got := 0
@@ -528,7 +564,9 @@ func TestSlowStartNotAfterGracefulReconnect(t *testing.T) {
 }
 
 func TestEndpointsRemovedAndAdded(t *testing.T) {
-	h := newHarness(t, `{}`)
+	// Slow start by time alone: calls here end at once, which would prove
+	// the added endpoint warm (TestSlowStartEndsOnEvidence).
+	h := newHarness(t, `{"slowStart": {"timeOnly": true}}`)
 	as := addrs(4)
 	h.Start(as[:3]...)
 	removed := h.CC.SubConnFor(as[2])

@@ -10,7 +10,7 @@
 // among the candidates that pass slow start and the failure check (see
 // pickwise_p2c; slow start is on by default, and holds an endpoint that
 // joins or recovers to its ramped share of the picks until its answers
-// show it warm),
+// show it warm, or its peers overloaded),
 // sampled as pickwise_p2c samples them: at random, with the first taken in
 // round-robin turn while most endpoints are busy with the channel's calls.
 // rtt is a peak-sensitive moving average of the endpoint's round-trip

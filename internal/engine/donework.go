@@ -53,9 +53,10 @@ type doneWork struct {
 	assess task // an assessment now, asked for by the evidence of a failure
 	flush  task // the pick counts' flush, within metricsFlushPeriod of a Done
 	proven task // a republish, once ramping endpoints proved warm
-	// provenLast is when the last republish for proven ramps ran
-	// (Clock.Nanotime), 0 before the first.
-	provenLast atomic.Int64
+	// provenLast is when the last republish for proven ramps ended
+	// (Clock.Nanotime), 0 before the first, and provenCost how long it
+	// took.
+	provenLast, provenCost atomic.Int64
 }
 
 // startHealth makes sure a health tick is scheduled after tick.
@@ -86,35 +87,41 @@ func (w *doneWork) armFlush() {
 	}
 }
 
-// provenSoon asks for a republish within provenRepublish, for an
-// endpoint whose answers ended its ramp: every one that proves warm while
-// it is pending shares it.
+// provenSoon asks for a republish, for an endpoint whose answers ended
+// its ramp: every one that proves warm while it is pending shares it.
 func (w *doneWork) provenSoon() {
 	if w.owner != nil && w.proven.claim() {
 		wait := provenBatch
 		if last := w.provenLast.Load(); last != 0 {
-			wait = max(time.Duration(last+int64(provenRepublish)-w.clock.Nanotime()), wait)
+			next := last + provenCostRatio*w.provenCost.Load()
+			wait = max(time.Duration(next-w.clock.Nanotime()), wait)
 		}
 		w.proven.arm(w.clock, wait, func() {
-			w.provenLast.Store(w.clock.Nanotime())
+			start := w.clock.Nanotime()
 			w.owner.rampsProven()
+			end := w.clock.Nanotime()
+			w.provenLast.Store(end)
+			w.provenCost.Store(end - start)
 		})
 	}
 }
 
-// provenRepublish is the least time between two republishes for ramps
-// that ended on evidence: the first comes within provenBatch, and those
-// that prove warm within provenRepublish of it share the next. d-choice pickers stop
-// ramping a proven endpoint as soon as it proves warm, and a weighted
-// schedule gives it its full weight at the republish. When many endpoints
-// come back at once they prove warm over a few hundred milliseconds, and
-// a publish apiece would be a pass over the fleet apiece.
-const provenRepublish = 100 * time.Millisecond
+// provenBatch is how long even the first republish for proven ramps
+// waits: endpoints that came back together prove warm within a few
+// milliseconds of each other (their opening calls go out together,
+// rampProof.opening), and one publish then covers them. d-choice pickers
+// stop ramping a proven endpoint as soon as it proves warm; a weighted
+// schedule gives it its full weight only at the republish.
+const provenBatch = 5 * time.Millisecond
 
-// provenBatch is how long even the first republish for proven ramps waits:
-// endpoints that came back together prove warm within milliseconds of
-// each other, and one publish then covers them all.
-const provenBatch = 20 * time.Millisecond
+// provenCostRatio bounds the channel's time the republishes for proven
+// ramps take: after one that took d, the next waits until provenCostRatio
+// times d has passed since it ended. A publish is a pass over the fleet,
+// and a ramp that proves late should not wait long for its republish
+// where a pass is cheap (microseconds over tens of endpoints), nor, where
+// one is dear (milliseconds over tens of thousands), take more than a
+// tenth of the queue while a mass return proves warm over a second.
+const provenCostRatio = 10
 
 // readmit passes on a probe's request to readmit e. It is rare (once per
 // ejection) and needs no coalescing.

@@ -10,6 +10,7 @@ import (
 type queueClock struct {
 	mu     sync.Mutex
 	timers []*queuedTimer
+	now    int64 // what Nanotime reads; tests move it
 }
 
 type queuedTimer struct {
@@ -20,7 +21,7 @@ type queuedTimer struct {
 
 func (t *queuedTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
 
-func (c *queueClock) Nanotime() int64 { return 0 }
+func (c *queueClock) Nanotime() int64 { return c.now }
 
 func (c *queueClock) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
@@ -51,6 +52,7 @@ func (c *queueClock) fire() int {
 type countingOwner struct {
 	health, assess, flush, readmits, proven int
 	again                                   func() // called from healthTick, if set
+	publish                                 func() // called from rampsProven, if set
 }
 
 func (o *countingOwner) healthTick() {
@@ -62,7 +64,47 @@ func (o *countingOwner) healthTick() {
 func (o *countingOwner) assessNow()                 { o.assess++ }
 func (o *countingOwner) flushTick()                 { o.flush++ }
 func (o *countingOwner) readmitFromProbe(*Endpoint) { o.readmits++ }
-func (o *countingOwner) rampsProven()               { o.proven++ }
+func (o *countingOwner) rampsProven() {
+	o.proven++
+	if o.publish != nil {
+		o.publish()
+	}
+}
+
+// TestProvenRepublishBoundedByCost: the first republish for proven
+// ramps waits provenBatch; one after a republish that took d waits until
+// provenCostRatio times d has passed since it ended, and never less than
+// provenBatch.
+func TestProvenRepublishBoundedByCost(t *testing.T) {
+	clk := &queueClock{now: int64(time.Second)}
+	took := 2 * time.Millisecond
+	owner := &countingOwner{}
+	owner.publish = func() { clk.now += int64(took) }
+	w := &doneWork{owner: owner, clock: clk}
+	next := func() time.Duration {
+		w.provenSoon()
+		if len(clk.timers) != 1 {
+			t.Fatalf("%d timers armed, want 1", len(clk.timers))
+		}
+		d := clk.timers[0].d
+		clk.fire()
+		return d
+	}
+	if d := next(); d != provenBatch {
+		t.Errorf("first republish armed after %v, want %v", d, provenBatch)
+	}
+	// Asked for 1 ms after a republish that took 2 ms: 20 ms after its end.
+	clk.now += int64(time.Millisecond)
+	if d, want := next(), provenCostRatio*took-time.Millisecond; d != want {
+		t.Errorf("after a republish of %v, the next armed after %v, want %v", took, d, want)
+	}
+	// A cheap republish: provenBatch.
+	took = time.Microsecond
+	next()
+	if d := next(); d != provenBatch {
+		t.Errorf("after a republish of %v, the next armed after %v, want %v", took, d, provenBatch)
+	}
+}
 
 // TestDoneWorkCoalesces checks that many Dones asking for the same work
 // while it is pending arm one timer and get one run, that the work can

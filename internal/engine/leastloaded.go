@@ -327,10 +327,13 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	return res, err
 }
 
-// rampingPair reports whether either of a pair of candidates is in its
-// slow-start ramp, which choose then checks.
+// rampingPair reports whether a pair of candidates needs choose's checks
+// for slow start: either is in its ramp, or, while ramps end on evidence,
+// no call of their peers has been timed yet (peerAverage.untimed), which
+// a pair of peers then gives.
 func (p *LeastLoaded) rampingPair(i, j int) bool {
-	return p.ramping && p.snap.ramps[i].end|p.snap.ramps[j].end != 0
+	return p.ramping && (p.snap.ramps[i].end|p.snap.ramps[j].end != 0 ||
+		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.untimed())
 }
 
 // rampingAt reports whether endpoint i is in its slow-start ramp: listed
@@ -403,12 +406,13 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 // placeChosen places the call on cands[best], which choose picked at now
 // (0 if it did not read the clock), counting it in its ramp's share, and
 // timing it if its answer is wanted as evidence for a ramp (rampProof): a
-// ramping endpoint's answer, for its own average, or that of an endpoint
-// it was compared with, for its peers'.
+// ramping endpoint's answer, for its own, or that of one of its peers,
+// for theirs.
 func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	p.countRamping(best)
-	if p.proving && now != 0 {
-		if proof := p.proofFor(cands, best, now); proof != proofNone {
+	if p.proving {
+		var proof proofKind
+		if proof, now = p.proofFor(cands, best, now); proof != proofNone {
 			var lat *latency
 			if p.timed {
 				lat = p.snap.latency
@@ -420,25 +424,33 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 	return p.place(&p.cands[best], info, why, now)
 }
 
-// proofFor says what a call placed on cands[best] at now is to be timed as
-// evidence of, if anything: of a ramping endpoint's speed, or of its
-// peers', each at most once in proofGap.
-func (p *LeastLoaded) proofFor(cands []int, best int, now int64) proofKind {
+// proofFor says what a call placed on cands[best] at now (0: the clock
+// is not read yet) is to be timed as evidence of, if anything, and the
+// clock's reading: of a ramping endpoint's speed; or of its peers', if it
+// was compared with a ramping endpoint or none of the peers' calls is
+// timed yet. Each at most once in proofGap.
+func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int64) {
 	if p.rampingAt(best) {
-		if proof := &p.cands[best].Stats.rampProof; !proof.spoiled.Load() && proof.timer.claim(now) {
-			return proofOwn
+		if p.cands[best].Stats.rampProof.claim(now) {
+			return proofOwn, now
 		}
-		return proofNone
+		return proofNone, now
 	}
+	peers := &p.snap.sharedOf(p.cands[best].Stats).peers
+	wanted := peers.untimed()
 	for _, i := range cands {
-		if i != best && p.rampingAt(i) {
-			if p.snap.sharedOf(p.cands[best].Stats).peers.timer.claim(now) {
-				return proofBaseline
-			}
-			return proofNone
-		}
+		wanted = wanted || i != best && p.rampingAt(i)
 	}
-	return proofNone
+	if !wanted {
+		return proofNone, now
+	}
+	if now == 0 {
+		now = p.snap.Clock.Nanotime()
+	}
+	if peers.timer.claim(now) {
+		return proofBaseline, now
+	}
+	return proofNone, now
 }
 
 // place asks c's child for a connection with the reason why, timing the
@@ -493,7 +505,12 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			if now == 0 {
 				now = s.Clock.Nanotime()
 			}
-			full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now))
+			// A ramp that relief ends (rampProof.relieves) is over from
+			// this pick on.
+			if !p.proving || !s.sharedOf(c.Stats).relieve(c.Stats, now) {
+				opening := p.proving && c.Stats.rampProof.opening()
+				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), opening, now-s.ramps[i].start)
+			}
 		}
 		var cost float64
 		busy := false

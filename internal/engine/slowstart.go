@@ -105,6 +105,10 @@ func newRampShares(total float64, n, choices int) *rampShares {
 	return &rampShares{total: total, perDraw: float64(n) / float64(min(choices, n))}
 }
 
+// openingHorizon is how far ahead a ramping endpoint may take its share
+// while its ramp's opening is under way (rampShares.drawnFull).
+const openingHorizon = 100 * time.Millisecond
+
 // rampBurst bounds what a ramping endpoint keeps of the share it earned
 // and did not take: one that the loads kept under its share would
 // otherwise spend all of it in one run of picks once they let it. (A run
@@ -114,13 +118,31 @@ const rampBurst = 4
 // drawnFull credits c, the counts of an endpoint of weight w at ramp
 // factor f, with its share of the picks a draw stands for, and reports
 // whether it has taken all it earned.
-func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
+//
+// While the ramp's opening is under way (opening, elapsed nanoseconds
+// into the ramp), it may also take ahead what it would earn over the next
+// openingHorizon at the pace it earned so far, up to quickAnswers picks:
+// at a ramped share of a few calls a second the answers that can prove a
+// warm endpoint would take a tenth of a second or more to come, and
+// while they do the rest of the fleet carries the load the ramp keeps
+// from it (warm-rejoin: its first answers, at one pick in a hundred,
+// left the others' queues to drain tens of milliseconds longer than
+// least_request did). What it takes ahead it does not take again later:
+// over the ramp its share is the same; and a client that sends it few
+// calls takes nothing ahead, so that clients without number, each
+// sending a few calls at once, do not herd onto a cold process.
+func (s *rampShares) drawnFull(c *rampCount, w, f float64, opening bool, elapsed int64) bool {
 	if f >= 1 {
 		return false
 	}
 	earned := c.earned.Add(int64(f * w / (s.total - (1-f)*w) * s.perDraw * rampUnit))
 	took := c.took.Load() * rampUnit
-	if took >= earned {
+	limit := earned
+	if opening {
+		ahead := float64(earned) * float64(openingHorizon) / float64(max(elapsed, int64(time.Millisecond)))
+		limit += int64(min(ahead, quickAnswers*rampUnit))
+	}
+	if took >= limit {
 		return true
 	}
 	if most := took + rampBurst*rampUnit; earned > most {
@@ -140,21 +162,28 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64) bool {
 // time the answers of ramping endpoints, and of their peers, and end an
 // endpoint's ramp once its answers show it warm: proofAnswers successful
 // answers, whose mean is no more than warmRatio times its peers' average,
-// or sooner, quickAnswers of them none slower than quickRatio times it (a
-// client that sends it few calls while it ramps waits for fewer). Its peers' answers are timed while it ramps
-// (in a d-choice picker, those of the endpoints it was compared with; in
-// a weighted schedule, a sample of the others), so that both cover the
-// same span and the same mix of calls. A cold process answers slower (a
-// JIT not yet compiled, caches to fill) and keeps its ramp until it is as
-// fast; so does one with only long-lived calls, which give no answers to
-// time, and one that fails or drops a call it was sent: a failure is the
-// failure penalty's to weigh, and the slow calls of a cold process that
-// time out would otherwise leave only its fast ones to judge it by. When
-// the rest of the fleet slows down under the load the ramp leaves it, a
-// ramping endpoint's answers compare better and the ramp gives way; a
-// step of more than capRatio at once is taken for long calls and left out
-// for up to peerRedo answers in a row, after which the peers' average
-// starts over at the new level (peerAverage).
+// or sooner, quickAnswers of them none slower than quickRatio times it;
+// or, on any number of its answers, its peers reliefRatio times slower
+// than its slowest (relief: an overloaded fleet). Its peers' answers are
+// timed while it ramps (in a d-choice picker, those of the endpoints it
+// was compared with; in a weighted schedule, a sample of the others; in
+// both, the first call placed anywhere once the peers' average started
+// over), so that both cover the same span and the same mix of calls. A
+// ramp opens with quickAnswers calls, all timed, which a client that
+// sends the endpoint many calls places at once (rampShares.drawnFull),
+// so that they answer together; a client that sends it few waits for
+// answers at its ramped share, which can take most of the window, and
+// relief is what ends its ramp when the fleet carries too much load
+// without it. A cold process answers slower (a JIT not yet compiled,
+// caches to fill) and keeps its ramp until it is as fast, or its peers
+// are slower still; so does one with only long-lived calls, which give no
+// answers to time, and one that fails or drops a call it was sent: a
+// failure is the failure penalty's to weigh, and the slow calls of a cold
+// process that time out would otherwise leave only its fast ones to judge
+// it by. A step in the peers' answers of more than capRatio at once is
+// taken for long calls and left out for up to peerRedo answers in a row,
+// after which the peers' average starts over at the new level
+// (peerAverage).
 const (
 	// proofAnswers is how many successful timed answers a ramping
 	// endpoint gives before they can end its ramp.
@@ -176,6 +205,13 @@ const (
 	// its calls pile up in flight.
 	quickAnswers = 5
 	quickRatio   = 1.2
+	// reliefRatio is how many times slower than a ramping endpoint's
+	// slowest answer its peers must be for any number of its answers, one
+	// or more, to end its ramp: a fleet that slow is overloaded, as one
+	// that carries the load the ramp keeps from a warm backend is
+	// (rampProof.relieves), and a backend that answers that much faster
+	// is better placed to take its share than they are, cold or not.
+	reliefRatio = 2
 	// proofGap is the least time between two timed calls that feed one
 	// average: at high rates a thousand answers a second are plenty, and
 	// the clock's reading is spared on the others.
@@ -207,9 +243,14 @@ func (t *proofTimer) claim(now int64) bool {
 	if last != 0 && now-last < proofGap {
 		return false
 	}
+	t.mark(now)
+	return true
+}
+
+// mark counts a call placed at now as the latest timed.
+func (t *proofTimer) mark(now int64) {
 	t.lastTimed.Store(now)
 	t.firstTimed.CompareAndSwap(0, now)
-	return true
 }
 
 // reset forgets every call timed, for a new ramp.
@@ -319,6 +360,14 @@ func (a *peerAverage) atLeast(now int64) float64 {
 	return 0
 }
 
+// untimed reports whether none of the peers' calls has been timed since
+// the average started over: pickers then time the next one they place,
+// whatever its candidates, so that the wait of the peers' earliest timed
+// call (atLeast) dates from about the start of the ramps that ask for it.
+// A ramping endpoint's opening calls go out at once, and without it their
+// answers would be judged against a wait that began after them.
+func (a *peerAverage) untimed() bool { return a.timer.firstTimed.Load() == 0 }
+
 // restartIfStale starts the average over if no answer has moved it since
 // peersStale before now.
 func (a *peerAverage) restartIfStale(now int64) {
@@ -344,6 +393,31 @@ type rampProof struct {
 	answers atomic.Int32
 	spoiled atomic.Bool
 	proven  atomic.Bool
+	// opened counts the ramp's opening calls (opening), up to
+	// quickAnswers and a few more when picks race.
+	opened atomic.Int32
+}
+
+// opening reports whether the ramp's opening is under way: fewer than
+// quickAnswers of its calls have been timed. Its calls are all timed,
+// whatever proofGap says (claim), so that those a picker places together
+// give the sooner proof's answers together.
+func (p *rampProof) opening() bool {
+	return p.opened.Load() < quickAnswers && !p.spoiled.Load()
+}
+
+// claim reports whether a call placed on the ramping endpoint at now is
+// to be timed: any of the opening's, then at most one in proofGap; none
+// once the ramp is spoiled.
+func (p *rampProof) claim(now int64) bool {
+	if p.spoiled.Load() {
+		return false
+	}
+	if p.opened.Load() < quickAnswers && p.opened.Add(1) <= quickAnswers {
+		p.timer.mark(now)
+		return true
+	}
+	return p.timer.claim(now)
 }
 
 // reset starts the evidence over, for a ramp that begins at now.
@@ -355,6 +429,7 @@ func (p *rampProof) reset(now int64) {
 	p.answers.Store(0)
 	p.spoiled.Store(false)
 	p.proven.Store(false)
+	p.opened.Store(0)
 }
 
 // ours reports whether a call timed at start belongs to the current ramp.
@@ -379,7 +454,20 @@ func (p *rampProof) add(took int64, peers float64) bool {
 		return false
 	case n >= proofAnswers && float64(sum)/float64(n) <= warmRatio*peers:
 		return true
+	case float64(slowest)*reliefRatio <= peers:
+		return true
 	default:
 		return n >= quickAnswers && float64(slowest) <= quickRatio*peers
 	}
+}
+
+// relieves reports whether the answers so far, at least one, show the
+// endpoint reliefRatio times faster than its peers at least (peers, their
+// average or a lower bound on it): the ramp then only adds to the load
+// of a fleet that is already slower than the endpoint. Pickers ask it
+// again as the peers' lower bound grows (LeastLoaded.choose, WeightedRR's
+// relief checks), since no answer of the endpoint may come to ask it.
+func (p *rampProof) relieves(peers float64) bool {
+	slowest := p.slowest.Load()
+	return slowest != 0 && !p.spoiled.Load() && float64(slowest)*reliefRatio <= peers
 }

@@ -339,6 +339,21 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 	return withDone(res, c.done)
 }
 
+// relieve ends e's ramp if its answers show it reliefRatio times faster
+// than its peers as of now (rampProof.relieves), asking for the republish
+// as an answer that proves it does; it reports whether e's ramp is over.
+func (d *doneShared) relieve(e *Endpoint, now int64) bool {
+	p := &e.rampProof
+	if p.proven.Load() {
+		return true
+	}
+	if !p.relieves(d.peers.atLeast(now)) || !p.proven.CompareAndSwap(false, true) {
+		return p.proven.Load()
+	}
+	d.work.provenSoon()
+	return true
+}
+
 // answer records a timed call's outcome as evidence of kind about e,
 // which took took nanoseconds and ended at now: only a success is, as a
 // failure is the failure penalty's to weigh; a ramping endpoint's own

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/bits"
 	"runtime"
 	"slices"
@@ -32,13 +33,15 @@ type WeightedRR struct {
 	cursors []cursor
 	// shared is the one position every pick advances while picks are not
 	// spread, and the rate checks' state.
-	shared     *cursor
-	mask       uint32
+	shared *cursor
+	// checks is set while some endpoint ramps, if ramps end on
+	// evidence: picks time some answers, and check the ramping endpoints
+	// for relief (rampProof, pickProving). Nil otherwise.
+	checks *rampChecks
+	// mask fits a byte: there are at most maxCursors cursors.
+	mask       uint8
 	fallback   bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
 	checksRate bool // the picker has cursors and a clock to spread its picks by
-	// proving is set while some endpoint ramps, if ramps end on evidence:
-	// picks time some answers (rampProof, pickProving).
-	proving bool
 
 	// spread is set by a rate check that finds picks coming faster than
 	// spreadRate from more than one P, and cleared by one that finds them
@@ -229,10 +232,12 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 // clients with the same weights do not move through the backends in step.
 func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
 	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, shared: &cursor{}}
-	p.proving = snap.provesRamps()
+	if snap.provesRamps() {
+		p.checks = newRampChecks(snap)
+	}
 	p.shared.next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
 	if n > 1 {
-		p.cursors, p.mask = make([]cursor, n), uint32(n-1)
+		p.cursors, p.mask = make([]cursor, n), uint8(n-1)
 		for i := range p.cursors {
 			p.cursors[i].next.Store(snap.Rand.Uint64() &^ (nextPosition - 1))
 		}
@@ -384,7 +389,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// neither inlined, and the call cost more than the rest of a pick.
 	c := p.shared
 	if p.spread.Load() {
-		c = &p.cursors[uint32(procid.Hint())&p.mask]
+		c = &p.cursors[uint32(procid.Hint())&uint32(p.mask)]
 	}
 	pos := uint32(c.next.Add(nextPick) >> 32)
 	if pos%rateCheckEvery == 0 && p.checksRate {
@@ -413,8 +418,8 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	var res balancer.PickResult
 	var err error
-	if p.proving {
-		res, err = p.pickProving(i, r, info, pos)
+	if p.checks != nil {
+		res, err = p.pickProving(i, r, info, pos, a == nil || !a.earlier())
 	} else {
 		res, err = pickWeighted(r, info)
 	}
@@ -435,25 +440,112 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // multiple of 16 would be the same few slots, and the same endpoints.
 func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 
+// rampChecks are the ramping endpoints of a WeightedRR picker's
+// snapshot, and what the picker does for their evidence beside timing
+// their calls. At its ramped weight a ramping endpoint's own slots come
+// rarely: for a client that sends a hundred calls a second over a dozen
+// backends, about one in two seconds. So the picker gives each its first
+// call of the ramp at the pace at which two random choices would draw it,
+// on a pick the schedule gave another (as a d-choice picker gives it one
+// the first time it is drawn), and its sampled picks ask the ramping
+// endpoints, a few at a time, in turn, whether their peers have grown
+// slow enough to end their ramps (rampProof.relieves), which only their
+// own rare picks would ask otherwise. At that pace, and not at once,
+// clients without number do not all send a cold process a call in the
+// same moment; and by the time the first call's answer comes, its peers'
+// wait has had time to show whether they are overloaded.
+type rampChecks struct {
+	ramping []int32 // indices in the snapshot's Endpoints
+	turn    atomic.Uint32
+	// The first calls: positions whose hash is under openBelow, two in
+	// as many as there are endpoints for each ramping one, visit the
+	// ramping endpoints in turn (visit); a visit to one that has had a
+	// call gives it none, and once a whole round of visits in a row
+	// (misses) finds every one has, the picker stops looking.
+	visit     atomic.Uint32
+	misses    atomic.Int32
+	openBelow uint32
+}
+
+// newRampChecks lists snap's ramping endpoints.
+func newRampChecks(snap *Snapshot) *rampChecks {
+	c := &rampChecks{}
+	for i, r := range snap.ramps {
+		if r.end != 0 {
+			c.ramping = append(c.ramping, int32(i))
+		}
+	}
+	share := 2 * float64(len(c.ramping)) / float64(max(len(snap.Endpoints), 1))
+	c.openBelow = uint32(min(share, 1) * math.MaxUint32)
+	return c
+}
+
+// reliefChecks is how many ramping endpoints a sampled pick checks for
+// relief.
+const reliefChecks = 4
+
+// relieve checks the next reliefChecks ramping endpoints of snap, in
+// turn, for relief at now (doneShared.relieve).
+func (c *rampChecks) relieve(snap *Snapshot, now int64) {
+	n := uint32(len(c.ramping))
+	k := c.turn.Add(reliefChecks) - reliefChecks
+	for j := range min(uint32(reliefChecks), n) {
+		e := snap.Endpoints[c.ramping[(k+j)%n]].Stats
+		snap.sharedOf(e).relieve(e, now)
+	}
+}
+
+// opening is the ramping endpoint that the pick at position pos gives
+// its first call of the ramp to, if the position is one that visits one
+// and the one it visits has yet to have a call.
+func (c *rampChecks) opening(snap *Snapshot, pos uint32) (int, bool) {
+	if pos*0x85EBCA77 >= c.openBelow || int(c.misses.Load()) >= len(c.ramping) {
+		return 0, false
+	}
+	i := int(c.ramping[(c.visit.Add(1)-1)%uint32(len(c.ramping))])
+	if proof := &snap.Endpoints[i].Stats.rampProof; proof.timer.lastTimed.Load() == 0 && !proof.spoiled.Load() && !proof.proven.Load() {
+		c.misses.Store(0)
+		return i, true
+	}
+	c.misses.Add(1)
+	return 0, false
+}
+
 // pickProving is pickWeighted while some endpoint ramps and ramps end on
 // evidence: a call on endpoint i, r, at position pos is timed if its
 // answer is wanted as evidence, its own if i is ramping, its peers'
-// otherwise (rampProof).
-func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32) (balancer.PickResult, error) {
-	ramping := p.snap.ramps[i].end != 0 && !r.Stats.rampProof.proven.Load()
-	if !ramping && !proofSampled(pos) {
-		return pickWeighted(r, info)
+// otherwise (rampProof), sampled as proofSampled says or while none of
+// the peers' calls is timed yet (peerAverage.untimed). A sampled pick
+// also checks one ramping endpoint for relief, as a pick on a ramping
+// endpoint checks its own; and a pick that is neither goes instead to a
+// ramping endpoint that has yet to have a call in its ramp, if open
+// allows (not a retry).
+func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, error) {
+	ramping := p.rampingAt(i, r)
+	shared := p.snap.sharedOf(r.Stats)
+	if !ramping && !proofSampled(pos) && !shared.peers.untimed() {
+		j, ok := p.checks.opening(p.snap, pos)
+		if !ok || !open {
+			return pickWeighted(r, info)
+		}
+		r, ramping = &p.snap.Endpoints[j], true
+		shared = p.snap.sharedOf(r.Stats)
 	}
 	now := p.snap.Clock.Nanotime()
-	shared := p.snap.sharedOf(r.Stats)
 	proof := proofNone
 	switch {
 	case ramping:
-		if !r.Stats.rampProof.spoiled.Load() && r.Stats.rampProof.timer.claim(now) {
+		if shared.relieve(r.Stats, now) {
+			break
+		}
+		if r.Stats.rampProof.claim(now) {
 			proof = proofOwn
 		}
-	case shared.peers.timer.claim(now):
-		proof = proofBaseline
+	default:
+		p.checks.relieve(p.snap, now)
+		if shared.peers.timer.claim(now) {
+			proof = proofBaseline
+		}
 	}
 	if proof == proofNone {
 		return pickWeighted(r, info)
@@ -463,6 +555,12 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 		return res, err
 	}
 	return startWeightedProof(r.Stats, res, shared, now, p.snap.Clock, proof), nil
+}
+
+// rampingAt reports whether endpoint i, r, is in its slow-start ramp:
+// listed as ramping by the snapshot, and not yet proved warm.
+func (p *WeightedRR) rampingAt(i int, r *Ready) bool {
+	return p.snap.ramps[i].end != 0 && !r.Stats.rampProof.proven.Load()
 }
 
 // uncount takes back the count of a pick that placed no call of the

@@ -240,7 +240,7 @@ func TestWeightedRRSharedKeepsOrder(t *testing.T) {
 func pickAs(p *WeightedRR, pid uint32) {
 	c := p.shared
 	if p.spread.Load() {
-		c = &p.cursors[pid&p.mask]
+		c = &p.cursors[pid&uint32(p.mask)]
 	}
 	if pos := uint32(c.next.Add(nextPick) >> 32); pos%rateCheckEvery == 0 {
 		p.checkRate(pid)

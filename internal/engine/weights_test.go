@@ -51,7 +51,7 @@ func TestRampSharesHoldShare(t *testing.T) {
 	c := &rampCount{}
 	took := 0
 	for range draws {
-		if !s.drawnFull(c, 1, 0.1) {
+		if !s.drawnFull(c, 1, 0.1, false, 0) {
 			c.took.Add(1)
 			took++
 		}
@@ -64,12 +64,12 @@ func TestRampSharesHoldShare(t *testing.T) {
 	// Kept under its share by the loads: drawn and never taking a pick.
 	c.reset()
 	for range draws {
-		s.drawnFull(c, 1, 0.1)
+		s.drawnFull(c, 1, 0.1, false, 0)
 	}
 	// The factor has grown to 0.5: the credit its share now gives it
 	// against every pick so far is forgotten but for rampBurst picks.
 	burst := 0
-	for !s.drawnFull(c, 1, 0.5) {
+	for !s.drawnFull(c, 1, 0.5, false, 0) {
 		c.took.Add(1)
 		burst++
 	}
@@ -80,7 +80,7 @@ func TestRampSharesHoldShare(t *testing.T) {
 	}
 
 	c.took.Add(100) // far over any share it earned
-	if s.drawnFull(c, 1, 1) {
+	if s.drawnFull(c, 1, 1, false, 0) {
 		t.Error("full at the end of its ramp")
 	}
 }
@@ -308,10 +308,128 @@ func TestRampProof(t *testing.T) {
 		{"a quarter slower", 2 * ms, []time.Duration{25e5, 25e5, 25e5, 25e5, 25e5, 25e5, 25e5, 25e5}, 8},
 		{"twice as slow", 2 * ms, []time.Duration{4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6, 4e6}, 0},
 		{"peers not known", 0, []time.Duration{2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, 0},
+		// Relief: peers at least reliefRatio times slower than its slowest
+		// answer end the ramp on any number of answers.
+		{"peers twice as slow, one answer", 4 * ms, []time.Duration{2e6}, 1},
+		{"peers 1.9 times as slow", 3.8 * ms, []time.Duration{2e6, 2e6, 2e6, 2e6, 2e6}, 5},
+		{"a cold one, peers overloaded", 300 * ms, []time.Duration{20e6}, 1},
+		{"one slow answer keeps it from relief", 4 * ms, []time.Duration{3e6, 2e6, 2e6, 2e6}, 0},
 	} {
 		if got := answers(tc.peers, tc.took...); got != tc.want {
 			t.Errorf("%s: proved by answer %d, want %d (0: never)", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRampProofRelieves: a picker's later check for relief sees the
+// peers' lower bound grow past reliefRatio times the endpoint's slowest
+// answer; it needs an answer, and a spoiled ramp is never relieved.
+func TestRampProofRelieves(t *testing.T) {
+	ms := float64(time.Millisecond)
+	var p rampProof
+	if p.relieves(100 * ms) {
+		t.Error("relieved with no answer")
+	}
+	if p.add(int64(2*ms), 3*ms) {
+		t.Fatal("one answer 2 ms against peers at 3 ms proved it")
+	}
+	if p.relieves(3.9 * ms) {
+		t.Error("relieved with peers under twice its slowest answer")
+	}
+	if !p.relieves(4 * ms) {
+		t.Error("not relieved with peers twice its slowest answer")
+	}
+	p.spoiled.Store(true)
+	if p.relieves(100 * ms) {
+		t.Error("a spoiled ramp relieved")
+	}
+}
+
+// TestRampProofOpening: the opening's calls are all timed, whatever
+// proofGap says, and the calls after them one a proofGap; a new ramp
+// opens again, a spoiled one times none.
+func TestRampProofOpening(t *testing.T) {
+	var p rampProof
+	now := int64(time.Second)
+	p.reset(now)
+	for k := range quickAnswers {
+		if !p.opening() || !p.claim(now) {
+			t.Fatalf("opening call %d at the same instant not timed", k+1)
+		}
+	}
+	if p.opening() || p.claim(now) || p.claim(now+proofGap/2) {
+		t.Error("calls after the opening timed within proofGap of the last")
+	}
+	if !p.claim(now + proofGap) {
+		t.Error("a call a proofGap after the opening's not timed")
+	}
+	p.reset(now + proofGap)
+	if !p.opening() || !p.claim(now+proofGap) {
+		t.Error("a new ramp does not open again")
+	}
+	p.spoiled.Store(true)
+	if p.opening() || p.claim(now+10*proofGap) {
+		t.Error("a spoiled ramp still opens or times calls")
+	}
+}
+
+// TestRampSharesOpening: while its opening is under way, a ramping
+// endpoint drawn by a client whose picks come fast takes up to
+// quickAnswers picks ahead of its share, which it does not take again
+// later; drawn by one whose picks come slowly, it takes nothing ahead.
+func TestRampSharesOpening(t *testing.T) {
+	ms := int64(time.Millisecond)
+	s := newRampShares(9, 9, 2)
+	// took counts the picks taken over draws draws, at elapsed(k)
+	// nanoseconds into the ramp for the k-th, with an opening of its
+	// first quickAnswers picks if opening.
+	took := func(draws int, opening bool, elapsed func(k int) int64) int {
+		c := &rampCount{}
+		n := 0
+		for k := range draws {
+			if !s.drawnFull(c, 1, 0.1, opening && n < quickAnswers, elapsed(k)) {
+				c.took.Add(1)
+				n++
+			}
+		}
+		return n
+	}
+	// 1 ms apart: a pick earns 0.1/8.1 x 4.5 = 0.056 picks a draw, 5.6
+	// in 100 ms at that pace.
+	fast := func(k int) int64 { return int64(k+1) * ms / 10 }
+	if got := took(5, true, fast); got != quickAnswers {
+		t.Errorf("fast client, opening: took %d of its first 5 draws, want %d", got, quickAnswers)
+	}
+	if got := took(5, false, fast); got != 1 {
+		t.Errorf("fast client, no opening: took %d of its first 5 draws, want 1 (its first share)", got)
+	}
+	// Over its first 1,000 draws it takes what its share gives, the
+	// opening's included: 1,000 x 0.056 = 56, and a pick or so more.
+	if got := took(1000, true, fast); got < 55 || got > 58 {
+		t.Errorf("fast client, opening: took %d picks over 1,000 draws, want its share, about 56", got)
+	}
+	// One draw every 200 ms: 0.056 picks earned a draw, 0.028 in 100 ms.
+	slow := func(k int) int64 { return int64(k+1) * 200 * ms }
+	if got := took(5, true, slow); got != 1 {
+		t.Errorf("slow client, opening: took %d of its first 5 draws, want 1 (its first share), nothing ahead", got)
+	}
+}
+
+// TestPeerAverageUntimed: the peers' average asks for a timed call until
+// one is timed, and again once it starts over.
+func TestPeerAverageUntimed(t *testing.T) {
+	var a peerAverage
+	ms := int64(time.Millisecond)
+	if !a.untimed() {
+		t.Error("a new average does not ask for a timed call")
+	}
+	a.timer.claim(5 * ms)
+	if a.untimed() {
+		t.Error("still asks for a timed call after one was")
+	}
+	a.restart(6 * ms)
+	if !a.untimed() {
+		t.Error("an average that started over does not ask for a timed call")
 	}
 }
 

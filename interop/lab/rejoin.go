@@ -84,7 +84,7 @@ func warmRejoin(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("p99.9 of successful calls, whole run", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.999)) })...)
 	t.AddRow("failed calls", row(rs, func(o outcome) string { return fmt.Sprint(o.failed) })...)
 	t.AddNote("while the four are out the other eight get 112% of their capacity, and queue")
-	t.AddNote("pickwise policies ramp the four with slow start when they come back, and end the ramp once their first answers show them as fast as their peers; (timeOnly) ramps them for the whole 30 s window, the rest of the run, while the other eight run over capacity")
+	t.AddNote("pickwise policies ramp the four with slow start when they come back, and end the ramp once their first answers show them as fast as their peers, or their peers, queueing, twice as slow; (timeOnly) ramps them for the whole 30 s window, the rest of the run, while the other eight run over capacity")
 	sec := newSection("warm-rejoin", t, rs)
 	sec.Charts = []chart{latencyChart(rs)}
 	return sec, nil
