@@ -48,6 +48,11 @@ type doneWork struct {
 	// recordsMetrics is set when the balancer records metrics, so that a
 	// Done arms a flush of the pick counts.
 	recordsMetrics bool
+	// relieved is set by a pick that ended a ramp on relief
+	// (doneShared.relieve), and cleared by the next Done, which asks for
+	// the republish (relievedSoon): a pick takes no lock and arms no timer.
+	// Beside recordsMetrics, which every Done reads already.
+	relieved atomic.Bool
 
 	health task // the decay-and-assess tick, every penalty.tick while needed
 	assess task // an assessment now, asked for by the evidence of a failure
@@ -55,8 +60,9 @@ type doneWork struct {
 	proven task // a republish, once ramping endpoints proved warm
 	// provenLast is when the last republish for proven ramps ended
 	// (Clock.Nanotime), 0 before the first, and provenCost how long it
-	// took.
+	// took; provenRunning is set while one runs.
 	provenLast, provenCost atomic.Int64
+	provenRunning          atomic.Bool
 }
 
 // startHealth makes sure a health tick is scheduled after tick.
@@ -91,19 +97,48 @@ func (w *doneWork) armFlush() {
 // its ramp: every one that proves warm while it is pending shares it.
 func (w *doneWork) provenSoon() {
 	if w.owner != nil && w.proven.claim() {
-		wait := provenBatch
-		if last := w.provenLast.Load(); last != 0 {
-			next := last + provenCostRatio*w.provenCost.Load()
-			wait = max(time.Duration(next-w.clock.Nanotime()), wait)
-		}
-		w.proven.arm(w.clock, wait, func() {
-			start := w.clock.Nanotime()
-			w.owner.rampsProven()
-			end := w.clock.Nanotime()
-			w.provenLast.Store(end)
-			w.provenCost.Store(end - start)
-		})
+		w.proven.arm(w.clock, max(w.provenWait(), provenBatch), w.republishProven)
 	}
+}
+
+// relievedSoon asks for the republish a relief set relieved for, once.
+// Every Done checks relieved and calls it, not inlined: the Dones are
+// kept small.
+//
+//go:noinline
+func (w *doneWork) relievedSoon() {
+	if w.relieved.Swap(false) {
+		w.provenSoon()
+	}
+}
+
+// provenWait is how long from now the next republish for proven ramps
+// must wait to keep to provenCostRatio, at most provenMaxWait.
+func (w *doneWork) provenWait() time.Duration {
+	last := w.provenLast.Load()
+	if last == 0 {
+		return 0
+	}
+	return min(time.Duration(last+provenCostRatio*w.provenCost.Load()-w.clock.Nanotime()), provenMaxWait)
+}
+
+// republishProven is the proven task's run. One asked for while the last
+// ran was armed before that one's cost was known, and may come due while
+// it still runs: it then waits for what the bound asks.
+func (w *doneWork) republishProven() {
+	if wait := w.provenWait(); wait > 0 || w.provenRunning.Load() {
+		if w.proven.claim() {
+			w.proven.arm(w.clock, max(wait, provenBatch), w.republishProven)
+		}
+		return
+	}
+	w.provenRunning.Store(true)
+	start := w.clock.Nanotime()
+	w.owner.rampsProven()
+	end := w.clock.Nanotime()
+	w.provenLast.Store(end)
+	w.provenCost.Store(end - start)
+	w.provenRunning.Store(false)
 }
 
 // provenBatch is how long even the first republish for proven ramps
@@ -122,6 +157,12 @@ const provenBatch = 5 * time.Millisecond
 // one is dear (milliseconds over tens of thousands), take more than a
 // tenth of the queue while a mass return proves warm over a second.
 const provenCostRatio = 10
+
+// provenMaxWait caps the wait provenCostRatio asks for: the cost measured
+// includes the wait for the balancer's lock, which other work can make
+// long, and a weighted schedule gives a proven endpoint its full weight
+// only at the republish.
+const provenMaxWait = 250 * time.Millisecond
 
 // readmit passes on a probe's request to readmit e. It is rare (once per
 // ejection) and needs no coalescing.

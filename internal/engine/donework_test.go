@@ -87,6 +87,7 @@ func TestProvenRepublishBoundedByCost(t *testing.T) {
 			t.Fatalf("%d timers armed, want 1", len(clk.timers))
 		}
 		d := clk.timers[0].d
+		clk.now += int64(d)
 		clk.fire()
 		return d
 	}
@@ -103,6 +104,52 @@ func TestProvenRepublishBoundedByCost(t *testing.T) {
 	next()
 	if d := next(); d != provenBatch {
 		t.Errorf("after a republish of %v, the next armed after %v, want %v", took, d, provenBatch)
+	}
+	// Asked for while a dear one runs, whose cost is not known yet: armed
+	// for provenBatch, and when due, armed again for what the bound asks.
+	took = 20 * time.Millisecond
+	owner.publish = func() {
+		clk.now += int64(took)
+		w.provenSoon()
+	}
+	clk.now += int64(time.Second)
+	next()
+	owner.publish = func() { clk.now += int64(took) }
+	proven := owner.proven
+	if d := next(); d != provenBatch || owner.proven != proven {
+		t.Fatalf("asked for during a republish: armed after %v and ran %d times, want %v and none", d, owner.proven-proven, provenBatch)
+	}
+	if d, want := next(), provenCostRatio*took-provenBatch; d != want || owner.proven != proven+1 {
+		t.Errorf("then armed again after %v and ran %d times, want %v and once", d, owner.proven-proven, want)
+	}
+	// The wait is capped.
+	took = time.Second
+	next()
+	if d := next(); d != provenMaxWait {
+		t.Errorf("after a republish of %v, the next armed after %v, want the cap %v", took, d, provenMaxWait)
+	}
+}
+
+// TestRelievedSoon: a relief left for the next Done asks for one
+// republish, however many Dones see it.
+func TestRelievedSoon(t *testing.T) {
+	clk := &queueClock{}
+	owner := &countingOwner{}
+	w := &doneWork{owner: owner, clock: clk}
+	w.relievedSoon()
+	if len(clk.timers) != 0 {
+		t.Fatal("a republish asked for with no relief")
+	}
+	w.relieved.Store(true)
+	w.relievedSoon()
+	w.relievedSoon()
+	if len(clk.timers) != 1 || w.relieved.Load() {
+		t.Fatalf("after a relief, two Dones armed %d timers and left relieved %v; want 1 and false", len(clk.timers), w.relieved.Load())
+	}
+	clk.now += int64(clk.timers[0].d)
+	clk.fire()
+	if owner.proven != 1 {
+		t.Errorf("republishes: %d, want 1", owner.proven)
 	}
 }
 

@@ -181,6 +181,9 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 	return func(info balancer.DoneInfo) {
 		e.inflight.Add(^uint32(0))
 		flushSoon(&shared.work)
+		if shared.work.relieved.Load() {
+			shared.work.relievedSoon()
+		}
 		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
 			e.record(info, shared)
 		}
@@ -211,6 +214,9 @@ func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
 			}
 		}
 		flushSoon(&shared.work)
+		if shared.work.relieved.Load() {
+			shared.work.relievedSoon()
+		}
 		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
 			e.record(info, shared)
 		}
@@ -331,6 +337,9 @@ func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info, e.shared) }
 func (e *Endpoint) settle(info balancer.DoneInfo, shared *doneShared) bool {
 	e.inflight.Add(^uint32(0))
 	flushSoon(&shared.work)
+	if shared.work.relieved.Load() {
+		shared.work.relievedSoon()
+	}
 	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
 		// Decided with one load: a healthy endpoint's success writes
 		// nothing.

@@ -71,7 +71,9 @@ type LeastLoaded struct {
 	// are equal, penalty false when the failure penalty is off.
 	ramping, uniform, penalty bool
 	// proving is set while ramping if ramps end on evidence: the picks
-	// that draw a ramping endpoint time some answers (rampProof).
+	// that draw a ramping endpoint time some answers (rampProof), and so
+	// do pairs of its peers while their calls are wanted
+	// (peerAverage.wantsCalls).
 	proving bool
 	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
 	system  bool        // snap.Rand is SystemRand: drawn from without the interface
@@ -156,7 +158,9 @@ func (p *LeastLoaded) first() int {
 // and, when neither has recent failures nor is in its slow-start ramp,
 // compares their loads, deciding as choose would
 // (TestPairPathMatchesChoose; for Peak EWMA up to peakPair's rounding);
-// a pair with either goes to choose, and everything else is pickAny's.
+// a pair with either goes to choose, as does any pair while slow start's
+// evidence wants a peer's call timed (rampingPair), and everything else
+// is pickAny's.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
 	if !p.pair || a != nil {
@@ -333,7 +337,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 // a pair of peers then gives.
 func (p *LeastLoaded) rampingPair(i, j int) bool {
 	return p.ramping && (p.snap.ramps[i].end|p.snap.ramps[j].end != 0 ||
-		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.untimed())
+		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.wantsCalls())
 }
 
 // rampingAt reports whether endpoint i is in its slow-start ramp: listed
@@ -427,8 +431,9 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 // proofFor says what a call placed on cands[best] at now (0: the clock
 // is not read yet) is to be timed as evidence of, if anything, and the
 // clock's reading: of a ramping endpoint's speed; or of its peers', if it
-// was compared with a ramping endpoint or none of the peers' calls is
-// timed yet. Each at most once in proofGap.
+// was compared with a ramping endpoint or their calls are wanted
+// (peerAverage.wantsCalls). The ramping endpoint's opening calls are all timed
+// (rampProof.claim); others at most once in proofGap.
 func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int64) {
 	if p.rampingAt(best) {
 		if p.cands[best].Stats.rampProof.claim(now) {
@@ -436,8 +441,8 @@ func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int
 		}
 		return proofNone, now
 	}
-	peers := &p.snap.sharedOf(p.cands[best].Stats).peers
-	wanted := peers.untimed()
+	shared := p.snap.sharedOf(p.cands[best].Stats)
+	wanted := shared.peers.wantsCalls()
 	for _, i := range cands {
 		wanted = wanted || i != best && p.rampingAt(i)
 	}
@@ -447,7 +452,7 @@ func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int
 	if now == 0 {
 		now = p.snap.Clock.Nanotime()
 	}
-	if peers.timer.claim(now) {
+	if shared.peers.claim(now) {
 		return proofBaseline, now
 	}
 	return proofNone, now

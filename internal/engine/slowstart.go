@@ -117,7 +117,8 @@ const rampBurst = 4
 
 // drawnFull credits c, the counts of an endpoint of weight w at ramp
 // factor f, with its share of the picks a draw stands for, and reports
-// whether it has taken all it earned.
+// whether it has taken all it earned, and all the opening lets it take
+// ahead.
 //
 // While the ramp's opening is under way (opening, elapsed nanoseconds
 // into the ramp), it may also take ahead what it would earn over the next
@@ -231,9 +232,6 @@ const (
 // one in proofGap.
 type proofTimer struct {
 	lastTimed atomic.Int64 // Clock.Nanotime; 0 before the first
-	// firstTimed is when the earliest call timed since it was last
-	// cleared started (peerAverage.atLeast); 0 until one is.
-	firstTimed atomic.Int64
 }
 
 // claim reports whether a call placed at now is to be timed, and if so
@@ -243,20 +241,8 @@ func (t *proofTimer) claim(now int64) bool {
 	if last != 0 && now-last < proofGap {
 		return false
 	}
-	t.mark(now)
-	return true
-}
-
-// mark counts a call placed at now as the latest timed.
-func (t *proofTimer) mark(now int64) {
 	t.lastTimed.Store(now)
-	t.firstTimed.CompareAndSwap(0, now)
-}
-
-// reset forgets every call timed, for a new ramp.
-func (t *proofTimer) reset() {
-	t.lastTimed.Store(0)
-	t.firstTimed.Store(0)
+	return true
 }
 
 // peerAverage is the balancer's average of its peers' answers, the
@@ -273,8 +259,18 @@ func (t *proofTimer) reset() {
 // starts over at a ramp's start when no answer has moved it for
 // peersStale, so that a ramp is judged against the fleet of the moment;
 // an answer to a call timed before it started over is left out.
+//
+// Before its first answer, the wait of its calls is a lower bound
+// (atLeast), once peerBound of them are timed: the wait of the last of
+// them is one that all of them have waited.
 type peerAverage struct {
-	timer     proofTimer
+	timer proofTimer
+	// timed counts the calls timed since the last restart, up to
+	// peerBound and a few more when picks race, and boundFrom is when
+	// the peerBound-th started, plus one so that a clock's zero counts
+	// (0 until it is timed).
+	timed     atomic.Int32
+	boundFrom atomic.Int64
 	bits      atomic.Uint64 // math.Float64bits of the average; 0 before the first answer
 	answers   atomic.Int32  // folded in since the last restart, counted up to peerWarmup+1
 	dropped   atomic.Int32  // answers left out in a row
@@ -285,6 +281,13 @@ type peerAverage struct {
 // The peers' average's parameters (peerAverage).
 const (
 	peerWarmup = 4
+	// peerBound is how many of the peers' calls are timed before their
+	// wait bounds the average (atLeast): the first. One long call (a
+	// stream) can make the peers seem slow only until their first
+	// answer, which their other calls give within a call's time; waiting
+	// for a later call's start left warm backends behind 50 clients
+	// ramping 20 ms longer (warm-rejoin).
+	peerBound  = 1
 	peerShift  = 4 // the answers of the last 16 ms or more, at one a proofGap
 	capRatio   = 4
 	peerRedo   = 8
@@ -325,48 +328,63 @@ func (a *peerAverage) add(took, now int64) {
 	}
 }
 
+// claim reports whether a peer's call placed at now is to be timed: at
+// most one in proofGap.
+func (a *peerAverage) claim(now int64) bool {
+	if !a.timer.claim(now) {
+		return false
+	}
+	if a.timed.Load() < peerBound && a.timed.Add(1) == peerBound {
+		a.boundFrom.Store(now + 1)
+	}
+	return true
+}
+
+// wantsCalls reports whether fewer than peerBound calls have been timed
+// since the average started over: pickers then time the next they place
+// on a peer, whatever its candidates, so that its lower bound (atLeast)
+// dates from about the start of the ramps that ask for it. A ramping
+// endpoint's first calls can go out at once, and without it their answers
+// would be judged against a wait that began after them.
+func (a *peerAverage) wantsCalls() bool { return a.timed.Load() < peerBound }
+
 // restart starts the average over at now: its next answers are a new
-// warm-up.
+// warm-up, and its next calls are timed at once.
 func (a *peerAverage) restart(now int64) {
 	a.restarted.Store(now)
 	a.bits.Store(0)
 	a.answers.Store(0)
 	a.dropped.Store(0)
-	a.timer.firstTimed.Store(0)
+	a.timer.lastTimed.Store(0)
+	a.boundFrom.Store(0)
+	a.timed.Store(0)
 }
 
-// failed notes that a call timed at start failed: if it may have been
-// the earliest timed one and none has answered, its start no longer
-// bounds anything (atLeast), and the next call timed sets the bound
-// again. A call timed before the average started over is not its.
+// failed notes that a call timed at start failed: before the first
+// answer, the calls timed so far no longer bound anything (atLeast), and
+// the count starts again. A call timed before the average started over is
+// not its.
 func (a *peerAverage) failed(start int64) {
 	if start >= a.restarted.Load() && a.bits.Load() == 0 {
-		a.timer.firstTimed.Store(0)
+		a.boundFrom.Store(0)
+		a.timed.Store(0)
 	}
 }
 
-// atLeast is the average, or before the first answer the time the first
-// timed call has been waiting for it at now: a lower bound, and 0 when no
-// call was timed. When the fleet is slow to answer, as an overloaded one
-// is, a ramping endpoint's answers come back first, and the wait alone
-// already shows them faster.
+// atLeast is the average, or before the first answer, once peerBound
+// calls are timed, the time the last of them has been waiting for its
+// answer at now: a lower bound, and 0 when there is neither. When the
+// fleet is slow to answer, as an overloaded one is, a ramping endpoint's
+// answers come back first, and the wait alone already shows them faster.
 func (a *peerAverage) atLeast(now int64) float64 {
 	if avg := math.Float64frombits(a.bits.Load()); avg != 0 {
 		return avg
 	}
-	if first := a.timer.firstTimed.Load(); first != 0 && now > first {
-		return float64(now - first)
+	if from := a.boundFrom.Load() - 1; from >= 0 && now > from {
+		return float64(now - from)
 	}
 	return 0
 }
-
-// untimed reports whether none of the peers' calls has been timed since
-// the average started over: pickers then time the next one they place,
-// whatever its candidates, so that the wait of the peers' earliest timed
-// call (atLeast) dates from about the start of the ramps that ask for it.
-// A ramping endpoint's opening calls go out at once, and without it their
-// answers would be judged against a wait that began after them.
-func (a *peerAverage) untimed() bool { return a.timer.firstTimed.Load() == 0 }
 
 // restartIfStale starts the average over if no answer has moved it since
 // peersStale before now.
@@ -396,6 +414,10 @@ type rampProof struct {
 	// opened counts the ramp's opening calls (opening), up to
 	// quickAnswers and a few more when picks race.
 	opened atomic.Int32
+	// started and settled count the ramp's timed calls placed and those
+	// whose outcome came, whatever it was: relief waits for all of them
+	// (relieves).
+	started, settled atomic.Int32
 }
 
 // opening reports whether the ramp's opening is under way: fewer than
@@ -406,6 +428,12 @@ func (p *rampProof) opening() bool {
 	return p.opened.Load() < quickAnswers && !p.spoiled.Load()
 }
 
+// unopened reports whether no call of the ramp has been timed, and its
+// evidence is still wanted.
+func (p *rampProof) unopened() bool {
+	return p.timer.lastTimed.Load() == 0 && !p.spoiled.Load() && !p.proven.Load()
+}
+
 // claim reports whether a call placed on the ramping endpoint at now is
 // to be timed: any of the opening's, then at most one in proofGap; none
 // once the ramp is spoiled.
@@ -414,7 +442,7 @@ func (p *rampProof) claim(now int64) bool {
 		return false
 	}
 	if p.opened.Load() < quickAnswers && p.opened.Add(1) <= quickAnswers {
-		p.timer.mark(now)
+		p.timer.lastTimed.Store(now)
 		return true
 	}
 	return p.timer.claim(now)
@@ -423,23 +451,26 @@ func (p *rampProof) claim(now int64) bool {
 // reset starts the evidence over, for a ramp that begins at now.
 func (p *rampProof) reset(now int64) {
 	p.since.Store(now)
-	p.timer.reset()
+	p.timer.lastTimed.Store(0)
 	p.sum.Store(0)
 	p.slowest.Store(0)
 	p.answers.Store(0)
 	p.spoiled.Store(false)
 	p.proven.Store(false)
 	p.opened.Store(0)
+	p.started.Store(0)
+	p.settled.Store(0)
 }
 
 // ours reports whether a call timed at start belongs to the current ramp.
 func (p *rampProof) ours(start int64) bool { return start >= p.since.Load() }
 
 // add records an answer that took took nanoseconds, and reports whether
-// the answers so far show the endpoint warm against its peers' average,
-// peers (0: not known yet): quickAnswers or more, none slower than
-// quickRatio times it, or proofAnswers or more whose mean is at most
-// warmRatio times it.
+// the answers so far show the endpoint warm against its peers' average
+// or a lower bound on it, peers (0: not known yet; peerAverage.atLeast):
+// quickAnswers or more, none slower than quickRatio times it, or
+// proofAnswers or more whose mean is at most warmRatio times it; or
+// relief (relieves).
 func (p *rampProof) add(took int64, peers float64) bool {
 	took = max(took, 1)
 	sum := p.sum.Add(took)
@@ -454,7 +485,7 @@ func (p *rampProof) add(took int64, peers float64) bool {
 		return false
 	case n >= proofAnswers && float64(sum)/float64(n) <= warmRatio*peers:
 		return true
-	case float64(slowest)*reliefRatio <= peers:
+	case float64(slowest)*reliefRatio <= peers && p.settled.Load() >= p.started.Load():
 		return true
 	default:
 		return n >= quickAnswers && float64(slowest) <= quickRatio*peers
@@ -464,10 +495,14 @@ func (p *rampProof) add(took int64, peers float64) bool {
 // relieves reports whether the answers so far, at least one, show the
 // endpoint reliefRatio times faster than its peers at least (peers, their
 // average or a lower bound on it): the ramp then only adds to the load
-// of a fleet that is already slower than the endpoint. Pickers ask it
-// again as the peers' lower bound grows (LeastLoaded.choose, WeightedRR's
-// relief checks), since no answer of the endpoint may come to ask it.
+// of a fleet that is already slower than the endpoint. Every timed call of
+// the ramp must have had its outcome: one still out may be a slow one,
+// which the fast answers of the calls sent with it would hide. Pickers
+// ask it again as the peers' lower bound grows (LeastLoaded.choose,
+// WeightedRR's relief checks), since no answer of the endpoint may come
+// to ask it.
 func (p *rampProof) relieves(peers float64) bool {
 	slowest := p.slowest.Load()
-	return slowest != 0 && !p.spoiled.Load() && float64(slowest)*reliefRatio <= peers
+	return slowest != 0 && !p.spoiled.Load() && float64(slowest)*reliefRatio <= peers &&
+		p.settled.Load() >= p.started.Load()
 }

@@ -296,7 +296,10 @@ func (c *call) finish(info balancer.DoneInfo) {
 	if lat != nil {
 		e.observe(info, now-start, now, lat)
 	}
-	if proof != proofNone && shared.answer(e, proof, info, now-start, now) {
+	if proof == proofNone {
+		return
+	}
+	if shared.answer(e, proof, info, now-start, now) {
 		shared.work.provenSoon()
 	}
 }
@@ -322,6 +325,9 @@ func startTimed(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 // counts no call in flight: its Done is e.weightedDone, then the answer's
 // evidence.
 func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared, now int64, clock Clock, proof proofKind) balancer.PickResult {
+	if proof == proofOwn {
+		e.rampProof.started.Add(1)
+	}
 	c := callPool.Get().(*call)
 	c.e, c.shared, c.start, c.clock, c.proof, c.weighted = e, shared, now, clock, proof, true
 	return withDone(res, c.done)
@@ -331,6 +337,9 @@ func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared
 // for slow start (proof), and, if lat is nil, only that.
 func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency, proof proofKind) balancer.PickResult {
 	e.started(why)
+	if proof == proofOwn {
+		e.rampProof.started.Add(1)
+	}
 	if lat != nil {
 		e.rtt.lastTimed.Store(now)
 	}
@@ -340,8 +349,9 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 }
 
 // relieve ends e's ramp if its answers show it reliefRatio times faster
-// than its peers as of now (rampProof.relieves), asking for the republish
-// as an answer that proves it does; it reports whether e's ramp is over.
+// than its peers as of now (rampProof.relieves), for a pick: the
+// republish is asked for by the next call's Done (doneWork.relieved). It
+// reports whether e's ramp is over.
 func (d *doneShared) relieve(e *Endpoint, now int64) bool {
 	p := &e.rampProof
 	if p.proven.Load() {
@@ -350,7 +360,7 @@ func (d *doneShared) relieve(e *Endpoint, now int64) bool {
 	if !p.relieves(d.peers.atLeast(now)) || !p.proven.CompareAndSwap(false, true) {
 		return p.proven.Load()
 	}
-	d.work.provenSoon()
+	d.work.relieved.Store(true)
 	return true
 }
 
@@ -369,6 +379,9 @@ func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo,
 		return false
 	case !e.rampProof.ours(now - took):
 		return false // the last ramp's call
+	}
+	e.rampProof.settled.Add(1)
+	switch {
 	case info.Err != nil:
 		if (info.BytesSent || info.BytesReceived) && (IsServerFailure(info.Err) || status.Code(info.Err) == codes.Canceled) {
 			// Sent, and failed, timed out or was given up on: the ramp

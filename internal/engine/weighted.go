@@ -419,7 +419,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	var res balancer.PickResult
 	var err error
 	if p.checks != nil {
-		res, err = p.pickProving(i, r, info, pos, a == nil || !a.earlier())
+		res, r, err = p.pickProving(i, r, info, pos, a == nil || !a.earlier())
 	} else {
 		res, err = pickWeighted(r, info)
 	}
@@ -444,7 +444,7 @@ func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 // snapshot, and what the picker does for their evidence beside timing
 // their calls. At its ramped weight a ramping endpoint's own slots come
 // rarely: for a client that sends a hundred calls a second over a dozen
-// backends, about one in two seconds. So the picker gives each its first
+// backends, about one a second. So the picker gives each its first
 // call of the ramp at the pace at which two random choices would draw it,
 // on a pick the schedule gave another (as a d-choice picker gives it one
 // the first time it is drawn), and its sampled picks ask the ramping
@@ -503,7 +503,7 @@ func (c *rampChecks) opening(snap *Snapshot, pos uint32) (int, bool) {
 		return 0, false
 	}
 	i := int(c.ramping[(c.visit.Add(1)-1)%uint32(len(c.ramping))])
-	if proof := &snap.Endpoints[i].Stats.rampProof; proof.timer.lastTimed.Load() == 0 && !proof.spoiled.Load() && !proof.proven.Load() {
+	if snap.Endpoints[i].Stats.rampProof.unopened() {
 		c.misses.Store(0)
 		return i, true
 	}
@@ -514,22 +514,31 @@ func (c *rampChecks) opening(snap *Snapshot, pos uint32) (int, bool) {
 // pickProving is pickWeighted while some endpoint ramps and ramps end on
 // evidence: a call on endpoint i, r, at position pos is timed if its
 // answer is wanted as evidence, its own if i is ramping, its peers'
-// otherwise (rampProof), sampled as proofSampled says or while none of
-// the peers' calls is timed yet (peerAverage.untimed). A sampled pick
-// also checks one ramping endpoint for relief, as a pick on a ramping
-// endpoint checks its own; and a pick that is neither goes instead to a
-// ramping endpoint that has yet to have a call in its ramp, if open
-// allows (not a retry).
-func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, error) {
+// otherwise (rampProof), sampled as proofSampled says or while calls of
+// the peers are wanted (peerAverage.wantsCalls). A sampled pick also
+// checks reliefChecks ramping endpoints for relief, as a pick on a
+// ramping endpoint checks its own; and a pick that is neither goes
+// instead to a ramping endpoint that has yet to have a call in its ramp
+// (rampChecks.opening), if open allows (not a retry), and back to r if
+// that one's connection cannot take it. It returns the endpoint it
+// placed the call on.
+func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, *Ready, error) {
 	ramping := p.rampingAt(i, r)
 	shared := p.snap.sharedOf(r.Stats)
-	if !ramping && !proofSampled(pos) && !shared.peers.untimed() {
-		j, ok := p.checks.opening(p.snap, pos)
-		if !ok || !open {
-			return pickWeighted(r, info)
+	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
+		if open {
+			if j, ok := p.checks.opening(p.snap, pos); ok {
+				lent := &p.snap.Endpoints[j]
+				now := p.snap.Clock.Nanotime()
+				if lent.Stats.rampProof.claim(now) {
+					if res, err := lent.Stats.pickChild(info); err == nil {
+						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
+					}
+				}
+			}
 		}
-		r, ramping = &p.snap.Endpoints[j], true
-		shared = p.snap.sharedOf(r.Stats)
+		res, err := pickWeighted(r, info)
+		return res, r, err
 	}
 	now := p.snap.Clock.Nanotime()
 	proof := proofNone
@@ -543,18 +552,19 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 		}
 	default:
 		p.checks.relieve(p.snap, now)
-		if shared.peers.timer.claim(now) {
+		if shared.peers.claim(now) {
 			proof = proofBaseline
 		}
 	}
 	if proof == proofNone {
-		return pickWeighted(r, info)
+		res, err := pickWeighted(r, info)
+		return res, r, err
 	}
 	res, err := r.Stats.pickChild(info)
 	if err != nil {
-		return res, err
+		return res, r, err
 	}
-	return startWeightedProof(r.Stats, res, shared, now, p.snap.Clock, proof), nil
+	return startWeightedProof(r.Stats, res, shared, now, p.snap.Clock, proof), r, nil
 }
 
 // rampingAt reports whether endpoint i, r, is in its slow-start ramp:

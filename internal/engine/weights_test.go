@@ -213,19 +213,20 @@ func TestDurationJSON(t *testing.T) {
 
 // TestPeerAverage: the peers' average that a ramping endpoint's answers
 // are judged against. A call is timed for it at most once in proofGap;
-// before any answer the wait of its earliest timed call is a lower bound
-// on it, unless that call failed; its first answers give their minimum, so
-// that a stream among them does not make it read slow, and after them an
-// answer over capRatio times it is left out, unless peerRedo in a row
-// are, which starts it over; it starts over when no answer has moved it
-// for peersStale, and leaves out answers to calls timed before that.
+// before any answer the wait of its first timed call (peerBound) is a
+// lower bound on it, unless that call failed; its first answers give
+// their minimum, so that a stream among them does not make it read slow,
+// and after them an answer over capRatio times it is left out, unless
+// peerRedo in a row are, which starts it over; it starts over when no
+// answer has moved it for peersStale, and leaves out answers to calls
+// timed before that.
 func TestPeerAverage(t *testing.T) {
 	var a peerAverage
 	ms := int64(time.Millisecond)
 	if got := a.atLeast(5 * ms); got != 0 {
 		t.Errorf("atLeast before any timed call = %v, want 0", got)
 	}
-	if !a.timer.claim(10*ms) || a.timer.claim(10*ms+proofGap/2) || !a.timer.claim(10*ms+proofGap) {
+	if !a.claim(10*ms) || a.claim(10*ms+proofGap/2) || !a.claim(10*ms+proofGap) {
 		t.Error("claim: want the first call timed, one within proofGap not, one a proofGap later timed")
 	}
 	if got := a.atLeast(15 * ms); got != float64(5*ms) {
@@ -235,7 +236,7 @@ func TestPeerAverage(t *testing.T) {
 	if got := a.atLeast(15 * ms); got != 0 {
 		t.Errorf("atLeast after the first timed call failed = %v, want 0 until another is timed", got)
 	}
-	a.timer.claim(20 * ms)
+	a.claim(20 * ms)
 	if got := a.atLeast(25 * ms); got != float64(5*ms) {
 		t.Errorf("atLeast 5 ms after the next timed call = %v, want %v", got, 5*ms)
 	}
@@ -343,6 +344,17 @@ func TestRampProofRelieves(t *testing.T) {
 	if p.relieves(100 * ms) {
 		t.Error("a spoiled ramp relieved")
 	}
+	// Two calls out, one answered: the other may be slow.
+	var q rampProof
+	q.started.Store(2)
+	q.settled.Store(1)
+	if q.add(int64(2*ms), 100*ms) || q.relieves(100*ms) {
+		t.Error("relieved with one of its two timed calls still out")
+	}
+	q.settled.Store(2)
+	if !q.relieves(100 * ms) {
+		t.Error("not relieved once both calls had their outcome")
+	}
 }
 
 // TestRampProofOpening: the opening's calls are all timed, whatever
@@ -394,7 +406,8 @@ func TestRampSharesOpening(t *testing.T) {
 		}
 		return n
 	}
-	// 1 ms apart: a pick earns 0.1/8.1 x 4.5 = 0.056 picks a draw, 5.6
+	// 0.1 ms apart (taken as 1 ms, the least elapsed time drawnFull
+	// counts): a pick earns 0.1/8.1 x 4.5 = 0.056 picks a draw, 5.6
 	// in 100 ms at that pace.
 	fast := func(k int) int64 { return int64(k+1) * ms / 10 }
 	if got := took(5, true, fast); got != quickAnswers {
@@ -415,21 +428,25 @@ func TestRampSharesOpening(t *testing.T) {
 	}
 }
 
-// TestPeerAverageUntimed: the peers' average asks for a timed call until
-// one is timed, and again once it starts over.
-func TestPeerAverageUntimed(t *testing.T) {
+// TestPeerAverageWantsCalls: the peers' average asks for timed calls
+// until peerBound are, and again once it starts over, when the next call
+// is timed at once, whatever proofGap says.
+func TestPeerAverageWantsCalls(t *testing.T) {
 	var a peerAverage
 	ms := int64(time.Millisecond)
-	if !a.untimed() {
-		t.Error("a new average does not ask for a timed call")
+	for k := range int64(peerBound) {
+		if !a.wantsCalls() {
+			t.Fatalf("no longer asks for calls after %d were timed", k)
+		}
+		a.claim(5*ms + k*proofGap)
 	}
-	a.timer.claim(5 * ms)
-	if a.untimed() {
-		t.Error("still asks for a timed call after one was")
+	if a.wantsCalls() {
+		t.Errorf("still asks for calls after %d were timed", peerBound)
 	}
-	a.restart(6 * ms)
-	if !a.untimed() {
-		t.Error("an average that started over does not ask for a timed call")
+	last := 5*ms + (peerBound-1)*proofGap
+	a.restart(last + proofGap/2)
+	if !a.wantsCalls() || !a.claim(last+proofGap/2) {
+		t.Error("an average that started over does not ask for calls, or refuses one within proofGap of the last")
 	}
 }
 
