@@ -38,7 +38,7 @@ func serve(h *testkit.Harness, n int, step time.Duration, reports map[string]*v3
 			if r := reports[a]; r != nil {
 				load = r
 			}
-			done(balancer.DoneInfo{ServerLoad: load})
+			done(balancer.DoneInfo{ServerLoad: load, BytesSent: true, BytesReceived: true})
 		}
 	}
 	h.Clock.Advance(step)
@@ -332,7 +332,7 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 					} else {
 						h.Clock.Advance(peerLatency)
 					}
-					done(balancer.DoneInfo{ServerLoad: r})
+					done(balancer.DoneInfo{ServerLoad: r, BytesSent: true, BytesReceived: true})
 				}
 				return float64(got) / float64(n)
 			}

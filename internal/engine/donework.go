@@ -126,19 +126,18 @@ func (w *doneWork) provenWait() time.Duration {
 // ran was armed before that one's cost was known, and may come due while
 // it still runs: it then waits for what the bound asks.
 func (w *doneWork) republishProven() {
-	if wait := w.provenWait(); wait > 0 || w.provenRunning.Load() {
+	if wait := w.provenWait(); wait > 0 || !w.provenRunning.CompareAndSwap(false, true) {
 		if w.proven.claim() {
 			w.proven.arm(w.clock, max(wait, provenBatch), w.republishProven)
 		}
 		return
 	}
-	w.provenRunning.Store(true)
+	defer w.provenRunning.Store(false)
 	start := w.clock.Nanotime()
 	w.owner.rampsProven()
 	end := w.clock.Nanotime()
 	w.provenLast.Store(end)
 	w.provenCost.Store(end - start)
-	w.provenRunning.Store(false)
 }
 
 // provenBatch is how long even the first republish for proven ramps
@@ -161,7 +160,8 @@ const provenCostRatio = 10
 // provenMaxWait caps the wait provenCostRatio asks for: the cost measured
 // includes the wait for the balancer's lock, which other work can make
 // long, and a weighted schedule gives a proven endpoint its full weight
-// only at the republish.
+// only at the republish. Past 25 ms a republish, the cap wins over the
+// ratio; a proof that comes while one runs can wait twice the cap.
 const provenMaxWait = 250 * time.Millisecond
 
 // readmit passes on a probe's request to readmit e. It is rare (once per

@@ -333,7 +333,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 
 // rampingPair reports whether a pair of candidates needs choose's checks
 // for slow start: either is in its ramp, or, while ramps end on evidence,
-// no call of their peers has been timed yet (peerAverage.untimed), which
+// no call of their peers has been timed yet (peerAverage.wantsCalls), which
 // a pair of peers then gives.
 func (p *LeastLoaded) rampingPair(i, j int) bool {
 	return p.ramping && (p.snap.ramps[i].end|p.snap.ramps[j].end != 0 ||

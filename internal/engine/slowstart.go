@@ -360,10 +360,12 @@ func (a *peerAverage) restart(now int64) {
 	a.timed.Store(0)
 }
 
-// failed notes that a call timed at start failed: before the first
-// answer, the calls timed so far no longer bound anything (atLeast), and
-// the count starts again. A call timed before the average started over is
-// not its.
+// failed notes that a call timed at start failed, or never reached its
+// server: before the first answer, the calls timed so far no longer bound
+// anything (atLeast), whichever of them it was, and the count starts
+// again (so timed and wantsCalls count from the later of the last restart
+// and the last such failure). A call timed before the average started
+// over is not its.
 func (a *peerAverage) failed(start int64) {
 	if start >= a.restarted.Load() && a.bits.Load() == 0 {
 		a.boundFrom.Store(0)
@@ -386,10 +388,14 @@ func (a *peerAverage) atLeast(now int64) float64 {
 	return 0
 }
 
-// restartIfStale starts the average over if no answer has moved it since
-// peersStale before now.
+// restartIfStale starts the average over if no answer has moved it, and
+// it has not started over, since peersStale before now, and it holds
+// anything: an average, or calls timed whose wait bounds it (atLeast),
+// which without an answer would bound a later ramp's peers by how long
+// ago they were placed.
 func (a *peerAverage) restartIfStale(now int64) {
-	if fed := a.fedAt.Load(); fed != 0 && now-fed > peersStale {
+	since := max(a.fedAt.Load(), a.restarted.Load())
+	if (a.bits.Load() != 0 || a.timed.Load() > 0) && now-since > peersStale {
 		a.restart(now)
 	}
 }
@@ -465,7 +471,8 @@ func (p *rampProof) reset(now int64) {
 // ours reports whether a call timed at start belongs to the current ramp.
 func (p *rampProof) ours(start int64) bool { return start >= p.since.Load() }
 
-// add records an answer that took took nanoseconds, and reports whether
+// add records an answer that took took nanoseconds, settles its call,
+// and reports whether
 // the answers so far show the endpoint warm against its peers' average
 // or a lower bound on it, peers (0: not known yet; peerAverage.atLeast):
 // quickAnswers or more, none slower than quickRatio times it, or
@@ -480,6 +487,9 @@ func (p *rampProof) add(took int64, peers float64) bool {
 	}
 	slowest = max(slowest, took)
 	n := p.answers.Add(1)
+	// Settled after its evidence is written, so that no relief sees it
+	// settled and not yet slowest.
+	p.settled.Add(1)
 	switch {
 	case peers <= 0 || p.spoiled.Load():
 		return false

@@ -154,6 +154,9 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 // lone far one (holdFarPeak), which waits for the next answer: a success
 // in time forgives it, a far answer takes it.
 func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
+	if !info.BytesSent && !info.BytesReceived {
+		return // never reached the server: no latency to learn from
+	}
 	sample := float64(took)
 	if info.Err != nil {
 		if !serverFailed(info) || took == 0 {
@@ -366,30 +369,35 @@ func (d *doneShared) relieve(e *Endpoint, now int64) bool {
 
 // answer records a timed call's outcome as evidence of kind about e,
 // which took took nanoseconds and ended at now: only a success is, as a
-// failure is the failure penalty's to weigh; a ramping endpoint's own
+// failure is the failure penalty's to weigh, and a call that never
+// reached the server (grpc ends a pick whose connection was not ready
+// with an empty DoneInfo) is no answer at all; a ramping endpoint's own
 // call that reached it and failed, timed out or was cancelled leaves its
 // ramp to time. It reports whether the answer proved e warm just now.
 func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo, took, now int64) bool {
+	reached := info.BytesSent || info.BytesReceived
+	p := &e.rampProof
 	switch {
-	case kind == proofBaseline && info.Err != nil:
+	case kind == proofBaseline && (info.Err != nil || !reached):
 		d.peers.failed(now - took)
 		return false
 	case kind == proofBaseline:
 		d.peers.add(took, now)
 		return false
-	case !e.rampProof.ours(now - took):
+	case !p.ours(now - took):
 		return false // the last ramp's call
-	}
-	e.rampProof.settled.Add(1)
-	switch {
+	case !reached:
+		p.settled.Add(1)
+		return false
 	case info.Err != nil:
-		if (info.BytesSent || info.BytesReceived) && (IsServerFailure(info.Err) || status.Code(info.Err) == codes.Canceled) {
+		if IsServerFailure(info.Err) || status.Code(info.Err) == codes.Canceled {
 			// Sent, and failed, timed out or was given up on: the ramp
-			// runs by time (rampProof).
-			e.rampProof.spoiled.Store(true)
+			// runs by time (rampProof). Spoiled before it is settled,
+			// so that no relief sees it settled and not spoiled.
+			p.spoiled.Store(true)
 		}
+		p.settled.Add(1)
 		return false
 	}
-	p := &e.rampProof
 	return p.add(took, d.peers.atLeast(now)) && p.proven.CompareAndSwap(false, true)
 }

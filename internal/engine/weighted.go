@@ -528,12 +528,14 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
 		if open {
 			if j, ok := p.checks.opening(p.snap, pos); ok {
+				// The connection first: a claim for a call that did not go
+				// out would end the endpoint's opening with none.
 				lent := &p.snap.Endpoints[j]
-				now := p.snap.Clock.Nanotime()
-				if lent.Stats.rampProof.claim(now) {
-					if res, err := lent.Stats.pickChild(info); err == nil {
+				if res, err := lent.Stats.pickChild(info); err == nil {
+					if now := p.snap.Clock.Nanotime(); lent.Stats.rampProof.claim(now) {
 						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
 					}
+					return withDone(res, lent.Stats.weightedDone), lent, nil
 				}
 			}
 		}

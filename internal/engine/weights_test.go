@@ -347,11 +347,10 @@ func TestRampProofRelieves(t *testing.T) {
 	// Two calls out, one answered: the other may be slow.
 	var q rampProof
 	q.started.Store(2)
-	q.settled.Store(1)
 	if q.add(int64(2*ms), 100*ms) || q.relieves(100*ms) {
 		t.Error("relieved with one of its two timed calls still out")
 	}
-	q.settled.Store(2)
+	q.settled.Add(1) // the other's outcome: a failure before it reached the server
 	if !q.relieves(100 * ms) {
 		t.Error("not relieved once both calls had their outcome")
 	}
@@ -488,6 +487,7 @@ func TestProofSampledSpreads(t *testing.T) {
 // nothing in it.
 func TestRampProofSpoiled(t *testing.T) {
 	sent := func(err error) balancer.DoneInfo { return balancer.DoneInfo{Err: err, BytesSent: true} }
+	answered := balancer.DoneInfo{BytesSent: true, BytesReceived: true}
 	for _, tc := range []struct {
 		name    string
 		info    balancer.DoneInfo
@@ -506,7 +506,7 @@ func TestRampProofSpoiled(t *testing.T) {
 		d.answer(e, proofOwn, tc.info, int64(time.Second), int64(time.Second))
 		proved := false
 		for range quickAnswers {
-			proved = d.answer(e, proofOwn, balancer.DoneInfo{}, int64(2*time.Millisecond), int64(time.Second)) || proved
+			proved = d.answer(e, proofOwn, answered, int64(2*time.Millisecond), int64(time.Second)) || proved
 		}
 		if proved == tc.spoiled {
 			t.Errorf("%s: five fast answers after it proved it warm: %v, want %v", tc.name, proved, !tc.spoiled)
@@ -530,9 +530,32 @@ func TestRampProofPerRamp(t *testing.T) {
 	d.answer(e, proofOwn, failed, 20*ms, 2*sec+10*ms)
 	proved := false
 	for range quickAnswers {
-		proved = d.answer(e, proofOwn, balancer.DoneInfo{}, 2*ms, 2*sec+100*ms) || proved
+		proved = d.answer(e, proofOwn, balancer.DoneInfo{BytesSent: true, BytesReceived: true}, 2*ms, 2*sec+100*ms) || proved
 	}
 	if !proved {
 		t.Error("five fast answers in a new ramp did not prove it: the last ramp's failures spoiled it")
+	}
+}
+
+// TestRampProofIgnoresUnsent: a call that never reached the server ends
+// with an empty DoneInfo (grpc's, for a pick whose connection was not
+// ready): no answer, however fast, for the ramping endpoint or its peers.
+func TestRampProofIgnoresUnsent(t *testing.T) {
+	var d doneShared
+	sec, ms := int64(time.Second), int64(time.Millisecond)
+	d.peers.add(2*ms, sec)
+	e := newEndpoint("x", &d, false)
+	e.rampProof.reset(sec)
+	for range 2 * proofAnswers {
+		if d.answer(e, proofOwn, balancer.DoneInfo{}, 1000, sec+ms) {
+			t.Fatal("calls that never reached the server proved the endpoint warm")
+		}
+	}
+	if n := e.rampProof.answers.Load(); n != 0 {
+		t.Errorf("%d answers counted from calls that never reached the server, want 0", n)
+	}
+	d.answer(e, proofBaseline, balancer.DoneInfo{}, 1000, sec+ms)
+	if got := d.peers.atLeast(sec + ms); got != float64(2*ms) {
+		t.Errorf("peers' average after a peer call that never reached its server = %v, want %v", got, 2*ms)
 	}
 }
