@@ -357,35 +357,17 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 // answer to that call ends its ramp; with peers as fast, it keeps the
 // ramp.
 func TestSlowStartRelief(t *testing.T) {
-	const gap, latency = 10 * time.Millisecond, 5 * time.Millisecond // 100 calls a second
-	for _, tc := range []struct {
-		name        string
-		peerLatency time.Duration // 0: never answered
-		relieved    bool
-	}{
-		{"peers overloaded", 0, true},
-		{"peers as fast", latency, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
-			as := testkit.Addrs(12)
-			h.Start(as[:11]...)
-			if err := h.Update(testkit.Endpoints(as)...); err != nil {
-				t.Fatal(err)
-			}
-			h.Ready(as[11])
-			// Its own slots: 0.1 of a weight against 11, one pick in 111.
-			ended, answers := h.RampRun(as[11], 40, gap, latency, tc.peerLatency)
-			switch {
-			case tc.relieved && (ended == 0 || answers > 1):
-				t.Errorf("ramp ended at pick %d (0: not in 40) after %d answers, want it ended by the newcomer's first", ended, answers)
-			case !tc.relieved && ended != 0:
-				t.Errorf("ramp ended at pick %d after %d answers, want it kept", ended, answers)
-			case !tc.relieved && answers == 0:
-				t.Error("the newcomer had no call in its first 40 picks")
-			}
-		})
-	}
+	// Its own slots: 0.1 of a weight against 11, one pick in 111.
+	testkit.CheckRampRelief(t, 40, func(t *testing.T) (*testkit.Harness, string) {
+		h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
+		as := testkit.Addrs(12)
+		h.Start(as[:11]...)
+		if err := h.Update(testkit.Endpoints(as)...); err != nil {
+			t.Fatal(err)
+		}
+		h.Ready(as[11])
+		return h, as[11]
+	})
 }
 
 func TestPickAllocatesNothing(t *testing.T) {

@@ -297,28 +297,10 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 // long as the newcomer's slowest answer) one answer ends the ramp; with
 // peers that answer as fast as it does, one answer leaves it ramping.
 func TestSlowStartRelief(t *testing.T) {
-	const gap, latency = 10 * time.Millisecond, 5 * time.Millisecond // 100 calls a second
-	for _, tc := range []struct {
-		name        string
-		peerLatency time.Duration // 0: never answered
-		relieved    bool
-	}{
-		{"peers overloaded", 0, true},
-		{"peers as fast", latency, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h, as := joinLoaded(t, `{}`, 0)
-			ended, answers := h.RampRun(as[8], 100, gap, latency, tc.peerLatency)
-			switch {
-			case tc.relieved && (ended == 0 || answers > 1):
-				t.Errorf("ramp ended at pick %d (0: not in 100) after %d answers, want it ended by the newcomer's first", ended, answers)
-			case !tc.relieved && ended != 0:
-				t.Errorf("ramp ended at pick %d after %d answers, want it kept", ended, answers)
-			case !tc.relieved && answers == 0:
-				t.Error("the newcomer had no call in its first second")
-			}
-		})
-	}
+	testkit.CheckRampRelief(t, 100, func(t *testing.T) (*harness, string) {
+		h, as := joinLoaded(t, `{}`, 0)
+		return h, as[8]
+	})
 }
 
 // TestSlowStartEvidenceIsPerRamp: a backend proved warm in one ramp is

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"testing"
 	"time"
 
 	"github.com/pickwise/pickwise/internal/engine"
@@ -47,4 +48,35 @@ func (h *Harness) RampRun(newcomer string, picks int, gap, latency, peerLatency 
 		}
 	}
 	return 0, answers
+}
+
+// CheckRampRelief checks slow start's relief on harnesses that join
+// makes, each with the returned endpoint just READY and ramping, with
+// picks 10 ms apart and the newcomer's answers taking 5 ms: when its
+// peers never answer (an overloaded fleet's queues), its first answer
+// ends its ramp within picks picks; when they answer as fast as it does,
+// it gets a call and keeps its ramp.
+func CheckRampRelief(t *testing.T, picks int, join func(t *testing.T) (*Harness, string)) {
+	const gap, latency = 10 * time.Millisecond, 5 * time.Millisecond // 100 calls a second
+	for _, tc := range []struct {
+		name        string
+		peerLatency time.Duration // 0: never answered
+		relieved    bool
+	}{
+		{"peers overloaded", 0, true},
+		{"peers as fast", latency, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, newcomer := join(t)
+			ended, answers := h.RampRun(newcomer, picks, gap, latency, tc.peerLatency)
+			switch {
+			case tc.relieved && (ended == 0 || answers > 1):
+				t.Errorf("ramp ended at pick %d (0: not in %d) after %d answers, want it ended by the newcomer's first", ended, picks, answers)
+			case !tc.relieved && ended != 0:
+				t.Errorf("ramp ended at pick %d after %d answers, want it kept", ended, answers)
+			case !tc.relieved && answers == 0:
+				t.Errorf("the newcomer had no call in its first %d picks", picks)
+			}
+		})
+	}
 }
