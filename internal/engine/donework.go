@@ -102,8 +102,8 @@ func (w *doneWork) provenSoon() {
 }
 
 // relievedSoon asks for the republish a relief set relieved for, once.
-// Every Done checks relieved and calls it, not inlined: the Dones are
-// kept small.
+// Every Done checks relieved (reliefSoon) and calls it, not inlined:
+// the Dones are kept small.
 //
 //go:noinline
 func (w *doneWork) relievedSoon() {
@@ -126,10 +126,8 @@ func (w *doneWork) provenWait() time.Duration {
 // ran was armed before that one's cost was known, and may come due while
 // it still runs: it then waits for what the bound asks.
 func (w *doneWork) republishProven() {
-	if wait := w.provenWait(); wait > 0 || !w.provenRunning.CompareAndSwap(false, true) {
-		if w.proven.claim() {
-			w.proven.arm(w.clock, max(wait, provenBatch), w.republishProven)
-		}
+	if w.provenWait() > 0 || !w.provenRunning.CompareAndSwap(false, true) {
+		w.provenSoon()
 		return
 	}
 	defer w.provenRunning.Store(false)

@@ -181,9 +181,7 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 	return func(info balancer.DoneInfo) {
 		e.inflight.Add(^uint32(0))
 		flushSoon(&shared.work)
-		if shared.work.relieved.Load() {
-			shared.work.relievedSoon()
-		}
+		reliefSoon(&shared.work)
 		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
 			e.record(info, shared)
 		}
@@ -214,9 +212,7 @@ func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
 			}
 		}
 		flushSoon(&shared.work)
-		if shared.work.relieved.Load() {
-			shared.work.relievedSoon()
-		}
+		reliefSoon(&shared.work)
 		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
 			e.record(info, shared)
 		}
@@ -337,9 +333,7 @@ func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info, e.shared) }
 func (e *Endpoint) settle(info balancer.DoneInfo, shared *doneShared) bool {
 	e.inflight.Add(^uint32(0))
 	flushSoon(&shared.work)
-	if shared.work.relieved.Load() {
-		shared.work.relievedSoon()
-	}
+	reliefSoon(&shared.work)
 	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
 		// Decided with one load: a healthy endpoint's success writes
 		// nothing.
@@ -354,6 +348,14 @@ func (e *Endpoint) settle(info balancer.DoneInfo, shared *doneShared) bool {
 func flushSoon(w *doneWork) {
 	if w.recordsMetrics && !w.flush.pending.Load() {
 		w.armFlush()
+	}
+}
+
+// reliefSoon is w.relievedSoon for a Done: while no relief waits, one
+// load, inline, of the line flushSoon reads.
+func reliefSoon(w *doneWork) {
+	if w.relieved.Load() {
+		w.relievedSoon()
 	}
 }
 

@@ -454,6 +454,14 @@ func (p *rampProof) claim(now int64) bool {
 	return p.timer.claim(now)
 }
 
+// count counts a call placed as evidence of kind in started, if it is
+// the ramping endpoint's own.
+func (p *rampProof) count(kind proofKind) {
+	if kind == proofOwn {
+		p.started.Add(1)
+	}
+}
+
 // reset starts the evidence over, for a ramp that begins at now.
 func (p *rampProof) reset(now int64) {
 	p.since.Store(now)

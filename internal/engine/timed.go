@@ -328,9 +328,7 @@ func startTimed(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 // counts no call in flight: its Done is e.weightedDone, then the answer's
 // evidence.
 func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared, now int64, clock Clock, proof proofKind) balancer.PickResult {
-	if proof == proofOwn {
-		e.rampProof.started.Add(1)
-	}
+	e.rampProof.count(proof)
 	c := callPool.Get().(*call)
 	c.e, c.shared, c.start, c.clock, c.proof, c.weighted = e, shared, now, clock, proof, true
 	return withDone(res, c.done)
@@ -340,9 +338,7 @@ func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared
 // for slow start (proof), and, if lat is nil, only that.
 func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency, proof proofKind) balancer.PickResult {
 	e.started(why)
-	if proof == proofOwn {
-		e.rampProof.started.Add(1)
-	}
+	e.rampProof.count(proof)
 	if lat != nil {
 		e.rtt.lastTimed.Store(now)
 	}

@@ -514,15 +514,22 @@ func TestRampProofSpoiled(t *testing.T) {
 	}
 }
 
+// rampingAt is an endpoint whose ramp began at start, and its doneShared,
+// whose peers' average is 2 ms.
+func rampingAt(start int64) (*doneShared, *Endpoint) {
+	d := &doneShared{}
+	d.peers.add(int64(2*time.Millisecond), start)
+	e := newEndpoint("x", d, false)
+	e.rampProof.reset(start)
+	return d, e
+}
+
 // TestRampProofPerRamp: a new ramp starts with nothing of the last one:
 // not spoiled by its failure, and not spoiled by a failure of a call
 // timed before it began.
 func TestRampProofPerRamp(t *testing.T) {
-	var d doneShared
 	sec, ms := int64(time.Second), int64(time.Millisecond)
-	d.peers.add(2*ms, sec)
-	e := newEndpoint("x", &d, false)
-	e.rampProof.reset(sec)
+	d, e := rampingAt(sec)
 	failed := balancer.DoneInfo{Err: status.Error(codes.Unavailable, ""), BytesSent: true}
 	d.answer(e, proofOwn, failed, 10*ms, sec+20*ms)
 	e.rampProof.reset(2 * sec)
@@ -541,11 +548,8 @@ func TestRampProofPerRamp(t *testing.T) {
 // with an empty DoneInfo (grpc's, for a pick whose connection was not
 // ready): no answer, however fast, for the ramping endpoint or its peers.
 func TestRampProofIgnoresUnsent(t *testing.T) {
-	var d doneShared
 	sec, ms := int64(time.Second), int64(time.Millisecond)
-	d.peers.add(2*ms, sec)
-	e := newEndpoint("x", &d, false)
-	e.rampProof.reset(sec)
+	d, e := rampingAt(sec)
 	for range 2 * proofAnswers {
 		if d.answer(e, proofOwn, balancer.DoneInfo{}, 1000, sec+ms) {
 			t.Fatal("calls that never reached the server proved the endpoint warm")
