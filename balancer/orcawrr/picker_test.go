@@ -370,6 +370,51 @@ func TestSlowStartRelief(t *testing.T) {
 	})
 }
 
+// TestSlowStartOpeningLends: a client that sends a newcomer many calls
+// lends it its opening's five at once, at the pace of two random choices
+// (one pick in six over twelve endpoints), so that their answers come
+// together; one that sends it few lends it only the first, so that many
+// such clients do not herd onto a process that may be cold.
+func TestSlowStartOpeningLends(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gap      time.Duration
+		min, max int
+	}{
+		// 10,000 calls a second: lent on a visit every 0.6 ms, within the
+		// 5 ms that a factor of 0.1 allows, and its own slot, one pick in
+		// 111, at most once more.
+		{"fast client", 100 * time.Microsecond, 5, 6},
+		// 100 calls a second: the first lent after about 60 ms, and its
+		// own slot, one pick in 111, at most once more.
+		{"slow client", 10 * time.Millisecond, 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
+			as := testkit.Addrs(12)
+			h.Start(as[:11]...)
+			if err := h.Update(testkit.Endpoints(as)...); err != nil {
+				t.Fatal(err)
+			}
+			h.Ready(as[11])
+			var held []func(balancer.DoneInfo)
+			t.Cleanup(func() { testkit.Finish(held, nil) })
+			got := 0
+			for range 100 {
+				a, done := h.Pick()
+				held = append(held, done)
+				if a == as[11] {
+					got++
+				}
+				h.Clock.Advance(tc.gap)
+			}
+			if got < tc.min || got > tc.max {
+				t.Errorf("newcomer had %d of the first 100 calls, want %d to %d", got, tc.min, tc.max)
+			}
+		})
+	}
+}
+
 func TestPickAllocatesNothing(t *testing.T) {
 	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "0s"}`)
 	as := testkit.Addrs(10)

@@ -444,24 +444,27 @@ func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 // snapshot, and what the picker does for their evidence beside timing
 // their calls. At its ramped weight a ramping endpoint's own slots come
 // rarely: for a client that sends a hundred calls a second over a dozen
-// backends, about one a second. So the picker gives each its first
-// call of the ramp at the pace at which two random choices would draw it,
-// on a pick the schedule gave another (as a d-choice picker gives it one
-// the first time it is drawn), and its sampled picks ask the ramping
-// endpoints, a few at a time, in turn, whether their peers have grown
-// slow enough to end their ramps (rampProof.relieves), which only their
-// own rare picks would ask otherwise. At that pace, and not at once,
-// clients without number do not all send a cold process a call in the
-// same moment; and by the time the first call's answer comes, its peers'
-// wait has had time to show whether they are overloaded.
+// backends, about one a second. So the picker gives each its first call
+// of the ramp at the pace at which two random choices would draw it, on
+// a pick the schedule gave another (as a d-choice picker gives it one
+// the first time it is drawn), and, if the client sends it many calls,
+// the rest of its opening's the same way (openingLends). Its sampled
+// picks ask the ramping endpoints, a few at a time, in turn, whether
+// their peers have grown slow enough to end their ramps
+// (rampProof.relieves), which only their own rare picks would ask
+// otherwise. At that pace, and not at once, clients without number do
+// not all send a cold process a call in the same moment; and by the time
+// the first call's answer comes, its peers' wait has had time to show
+// whether they are overloaded.
 type rampChecks struct {
 	ramping []int32 // indices in the snapshot's Endpoints
 	turn    atomic.Uint32
-	// The first calls: positions whose hash is under openBelow, two in
-	// as many as there are endpoints for each ramping one, visit the
-	// ramping endpoints in turn (visit); a visit to one that has had a
-	// call gives it none, and once a whole round of visits in a row
-	// (misses) finds every one has, the picker stops looking.
+	// The opening calls: positions whose hash is under openBelow, two
+	// in as many as there are endpoints for each ramping one, visit the
+	// ramping endpoints in turn (visit); a visit to one that has had its
+	// first call gives it none unless openingLends says it may have
+	// more, and once a whole round of visits in a row (misses) gives
+	// none, the picker stops looking.
 	visit     atomic.Uint32
 	misses    atomic.Int32
 	openBelow uint32
@@ -496,19 +499,42 @@ func (c *rampChecks) relieve(snap *Snapshot, now int64) {
 }
 
 // opening is the ramping endpoint that the pick at position pos gives
-// its first call of the ramp to, if the position is one that visits one
-// and the one it visits has yet to have a call.
-func (c *rampChecks) opening(snap *Snapshot, pos uint32) (int, bool) {
+// an opening call of its ramp to, with the clock's reading, if the
+// position is one that visits one and the one it visits may have one:
+// its first call whenever it comes, and more of its opening's while its
+// ramp is young enough (openingLends).
+func (c *rampChecks) opening(snap *Snapshot, pos uint32) (int, int64, bool) {
 	if pos*0x85EBCA77 >= c.openBelow || int(c.misses.Load()) >= len(c.ramping) {
-		return 0, false
+		return 0, 0, false
 	}
 	i := int(c.ramping[(c.visit.Add(1)-1)%uint32(len(c.ramping))])
-	if snap.Endpoints[i].Stats.rampProof.unopened() {
+	proof := &snap.Endpoints[i].Stats.rampProof
+	switch {
+	case proof.unopened():
 		c.misses.Store(0)
-		return i, true
+		return i, snap.Clock.Nanotime(), true
+	case proof.opening() && !proof.proven.Load():
+		now := snap.Clock.Nanotime()
+		if openingLends(snap.ramp, now-proof.since.Load()) {
+			c.misses.Store(0)
+			return i, now, true
+		}
 	}
 	c.misses.Add(1)
-	return 0, false
+	return 0, 0, false
+}
+
+// openingLends reports whether a ramping endpoint whose ramp began
+// elapsed nanoseconds ago is lent the rest of its opening's calls on the
+// visits that find it has had its first. Visits come to it at twice its
+// pace at full weight (openBelow), so lending on each while elapsed is
+// within half its ramp factor's share of openingHorizon gives it what its
+// ramped weight would earn it over openingHorizon, up to quickAnswers
+// calls, as a d-choice picker's opening does (rampShares.drawnFull): a
+// client that sends it many calls places them at once, and their answers
+// come together; one that sends it few lends it only the first.
+func openingLends(r *ramp, elapsed int64) bool {
+	return elapsed >= 0 && float64(elapsed) <= r.factor(elapsed)*float64(openingHorizon)/2
 }
 
 // pickProving is pickWeighted while some endpoint ramps and ramps end on
@@ -527,12 +553,12 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 	shared := p.snap.sharedOf(r.Stats)
 	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
 		if open {
-			if j, ok := p.checks.opening(p.snap, pos); ok {
+			if j, now, ok := p.checks.opening(p.snap, pos); ok {
 				// The connection first: a claim for a call that did not go
 				// out would end the endpoint's opening with none.
 				lent := &p.snap.Endpoints[j]
 				if res, err := lent.Stats.pickChild(info); err == nil {
-					if now := p.snap.Clock.Nanotime(); lent.Stats.rampProof.claim(now) {
+					if lent.Stats.rampProof.claim(now) {
 						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
 					}
 					return withDone(res, lent.Stats.weightedDone), lent, nil
