@@ -48,11 +48,11 @@ type doneWork struct {
 	// recordsMetrics is set when the balancer records metrics, so that a
 	// Done arms a flush of the pick counts.
 	recordsMetrics bool
-	// relieved is set by a pick that ended a ramp on relief
-	// (doneShared.relieve), and cleared by the next Done, which asks for
-	// the republish (relievedSoon): a pick takes no lock and arms no timer.
+	// pickProved is set by a pick that ended a ramp (doneShared.judge),
+	// and cleared by the next Done, which asks for the republish
+	// (pickProvedSoon): a pick takes no lock and arms no timer.
 	// Beside recordsMetrics, which every Done reads already.
-	relieved atomic.Bool
+	pickProved atomic.Bool
 
 	health task // the decay-and-assess tick, every penalty.tick while needed
 	assess task // an assessment now, asked for by the evidence of a failure
@@ -101,13 +101,14 @@ func (w *doneWork) provenSoon() {
 	}
 }
 
-// relievedSoon asks for the republish a relief set relieved for, once.
-// Every Done checks relieved (reliefSoon) and calls it, not inlined:
+// pickProvedSoon asks for the republish a pick that ended a ramp set
+// pickProved for, once. Every Done checks pickProved (pickProofSoon) and
+// calls it, not inlined:
 // the Dones are kept small.
 //
 //go:noinline
-func (w *doneWork) relievedSoon() {
-	if w.relieved.Swap(false) {
+func (w *doneWork) pickProvedSoon() {
+	if w.pickProved.Swap(false) {
 		w.provenSoon()
 	}
 }

@@ -130,21 +130,21 @@ func TestProvenRepublishBoundedByCost(t *testing.T) {
 	}
 }
 
-// TestRelievedSoon: a relief left for the next Done asks for one
-// republish, however many Dones see it.
-func TestRelievedSoon(t *testing.T) {
+// TestPickProvedSoon: a ramp ended at a pick, left for the next Done,
+// asks for one republish, however many Dones see it.
+func TestPickProvedSoon(t *testing.T) {
 	clk := &queueClock{}
 	owner := &countingOwner{}
 	w := &doneWork{owner: owner, clock: clk}
-	w.relievedSoon()
+	w.pickProvedSoon()
 	if len(clk.timers) != 0 {
-		t.Fatal("a republish asked for with no relief")
+		t.Fatal("a republish asked for with no ramp proved at a pick")
 	}
-	w.relieved.Store(true)
-	w.relievedSoon()
-	w.relievedSoon()
-	if len(clk.timers) != 1 || w.relieved.Load() {
-		t.Fatalf("after a relief, two Dones armed %d timers and left relieved %v; want 1 and false", len(clk.timers), w.relieved.Load())
+	w.pickProved.Store(true)
+	w.pickProvedSoon()
+	w.pickProvedSoon()
+	if len(clk.timers) != 1 || w.pickProved.Load() {
+		t.Fatalf("after a pick proved a ramp, two Dones armed %d timers and left pickProved %v; want 1 and false", len(clk.timers), w.pickProved.Load())
 	}
 	clk.now += int64(clk.timers[0].d)
 	clk.fire()

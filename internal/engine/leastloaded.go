@@ -510,9 +510,9 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			if now == 0 {
 				now = s.Clock.Nanotime()
 			}
-			// A ramp that relief ends (rampProof.relieves) is over from
-			// this pick on.
-			if !p.proving || !s.sharedOf(c.Stats).relieve(c.Stats, now) {
+			// A ramp that the peers' wait ends (rampProof.shows) is
+			// over from this pick on.
+			if !p.proving || !s.sharedOf(c.Stats).judge(c.Stats, now) {
 				opening := p.proving && c.Stats.rampProof.opening()
 				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), opening, now-s.ramps[i].start)
 			}

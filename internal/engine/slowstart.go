@@ -480,34 +480,48 @@ func (p *rampProof) reset(now int64) {
 func (p *rampProof) ours(start int64) bool { return start >= p.since.Load() }
 
 // add records an answer that took took nanoseconds, settles its call,
-// and reports whether
-// the answers so far show the endpoint warm against its peers' average
-// or a lower bound on it, peers (0: not known yet; peerAverage.atLeast):
-// quickAnswers or more, none slower than quickRatio times it, or
-// proofAnswers or more whose mean is at most warmRatio times it; or
-// relief (relieves).
+// and reports whether the answers so far show the endpoint warm against
+// its peers, peers (shows).
 func (p *rampProof) add(took int64, peers float64) bool {
 	took = max(took, 1)
-	sum := p.sum.Add(took)
+	p.sum.Add(took)
 	slowest := p.slowest.Load()
 	for took > slowest && !p.slowest.CompareAndSwap(slowest, took) {
 		slowest = p.slowest.Load()
 	}
-	slowest = max(slowest, took)
-	n := p.answers.Add(1)
-	// Settled after its evidence is written, so that no relief sees it
-	// settled and not yet slowest.
+	// Counted after its sum and slowest are written, so that shows never
+	// reads them short of what the count says; settled after that, so
+	// that no relief sees it settled and not yet slowest.
+	p.answers.Add(1)
 	p.settled.Add(1)
-	switch {
-	case peers <= 0 || p.spoiled.Load():
+	return p.shows(peers)
+}
+
+// shows reports whether the answers so far show the endpoint warm
+// against its peers' average or a lower bound on it, peers (0: not known
+// yet; peerAverage.atLeast): quickAnswers or more, none slower than
+// quickRatio times it, or proofAnswers or more whose mean is at most
+// warmRatio times it; or relief (relieves). A lower bound that grows
+// after the endpoint's last answer can still show it, so pickers ask
+// again as they pick (doneShared.judge): no answer of the endpoint may
+// come to ask.
+func (p *rampProof) shows(peers float64) bool {
+	if peers <= 0 || p.spoiled.Load() {
 		return false
-	case n >= proofAnswers && float64(sum)/float64(n) <= warmRatio*peers:
-		return true
-	case float64(slowest)*reliefRatio <= peers && p.settled.Load() >= p.started.Load():
-		return true
-	default:
-		return n >= quickAnswers && float64(slowest) <= quickRatio*peers
 	}
+	// The count first: the sum and slowest it is read with then cover at
+	// least the answers it counts (add), so neither proof is too easy.
+	n := p.answers.Load()
+	if n == 0 {
+		return false
+	}
+	switch {
+	case n >= quickAnswers && float64(p.slowest.Load()) <= quickRatio*peers:
+		return true
+	case n >= proofAnswers && float64(p.sum.Load())/float64(n) <= warmRatio*peers:
+		return true
+	}
+	return p.relieves(peers)
 }
 
 // relieves reports whether the answers so far, at least one, show the
@@ -515,10 +529,7 @@ func (p *rampProof) add(took int64, peers float64) bool {
 // average or a lower bound on it): the ramp then only adds to the load
 // of a fleet that is already slower than the endpoint. Every timed call of
 // the ramp must have had its outcome: one still out may be a slow one,
-// which the fast answers of the calls sent with it would hide. Pickers
-// ask it again as the peers' lower bound grows (LeastLoaded.choose,
-// WeightedRR's relief checks), since no answer of the endpoint may come
-// to ask it.
+// which the fast answers of the calls sent with it would hide.
 func (p *rampProof) relieves(peers float64) bool {
 	slowest := p.slowest.Load()
 	return slowest != 0 && !p.spoiled.Load() && float64(slowest)*reliefRatio <= peers &&

@@ -347,19 +347,20 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 	return withDone(res, c.done)
 }
 
-// relieve ends e's ramp if its answers show it reliefRatio times faster
-// than its peers as of now (rampProof.relieves), for a pick: the
-// republish is asked for by the next call's Done (doneWork.relieved). It
+// judge ends e's ramp if its answers so far show it warm against its
+// peers as of now (rampProof.shows), for a pick: the peers' lower bound
+// grows between the endpoint's answers, and none may come to end it. The
+// republish is asked for by the next call's Done (doneWork.pickProved). It
 // reports whether e's ramp is over.
-func (d *doneShared) relieve(e *Endpoint, now int64) bool {
+func (d *doneShared) judge(e *Endpoint, now int64) bool {
 	p := &e.rampProof
 	if p.proven.Load() {
 		return true
 	}
-	if !p.relieves(d.peers.atLeast(now)) || !p.proven.CompareAndSwap(false, true) {
+	if !p.shows(d.peers.atLeast(now)) || !p.proven.CompareAndSwap(false, true) {
 		return p.proven.Load()
 	}
-	d.work.relieved.Store(true)
+	d.work.pickProved.Store(true)
 	return true
 }
 

@@ -450,8 +450,8 @@ func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 // the first time it is drawn), and, if the client sends it many calls,
 // the rest of its opening's the same way (openingLends). Its sampled
 // picks ask the ramping endpoints, a few at a time, in turn, whether
-// their peers have grown slow enough to end their ramps
-// (rampProof.relieves), which only their own rare picks would ask
+// their peers' wait has grown long enough for their answers to end their
+// ramps (rampProof.shows), which only their own rare picks would ask
 // otherwise. At that pace, and not at once, clients without number do
 // not all send a cold process a call in the same moment; and by the time
 // the first call's answer comes, its peers' wait has had time to show
@@ -483,18 +483,18 @@ func newRampChecks(snap *Snapshot) *rampChecks {
 	return c
 }
 
-// reliefChecks is how many ramping endpoints a sampled pick checks for
-// relief.
-const reliefChecks = 4
+// judgeChecks is how many ramping endpoints a sampled pick judges.
+const judgeChecks = 4
 
-// relieve checks the next reliefChecks ramping endpoints of snap, in
-// turn, for relief at now (doneShared.relieve).
-func (c *rampChecks) relieve(snap *Snapshot, now int64) {
+// judge asks the next judgeChecks ramping endpoints of snap, in turn,
+// whether their answers show them warm against their peers as of now
+// (doneShared.judge).
+func (c *rampChecks) judge(snap *Snapshot, now int64) {
 	n := uint32(len(c.ramping))
-	k := c.turn.Add(reliefChecks) - reliefChecks
-	for j := range min(uint32(reliefChecks), n) {
+	k := c.turn.Add(judgeChecks) - judgeChecks
+	for j := range min(uint32(judgeChecks), n) {
 		e := snap.Endpoints[c.ramping[(k+j)%n]].Stats
-		snap.sharedOf(e).relieve(e, now)
+		snap.sharedOf(e).judge(e, now)
 	}
 }
 
@@ -542,8 +542,8 @@ func openingLends(r *ramp, elapsed int64) bool {
 // answer is wanted as evidence, its own if i is ramping, its peers'
 // otherwise (rampProof), sampled as proofSampled says or while calls of
 // the peers are wanted (peerAverage.wantsCalls). A sampled pick also
-// checks reliefChecks ramping endpoints for relief, as a pick on a
-// ramping endpoint checks its own; and a pick that is neither goes
+// judges judgeChecks ramping endpoints, as a pick on a ramping endpoint
+// judges its own; and a pick that is neither goes
 // instead to a ramping endpoint that has yet to have a call in its ramp
 // (rampChecks.opening), if open allows (not a retry), and back to r if
 // that one's connection cannot take it. It returns the endpoint it
@@ -572,14 +572,14 @@ func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos ui
 	proof := proofNone
 	switch {
 	case ramping:
-		if shared.relieve(r.Stats, now) {
+		if shared.judge(r.Stats, now) {
 			break
 		}
 		if r.Stats.rampProof.claim(now) {
 			proof = proofOwn
 		}
 	default:
-		p.checks.relieve(p.snap, now)
+		p.checks.judge(p.snap, now)
 		if shared.peers.claim(now) {
 			proof = proofBaseline
 		}

@@ -356,6 +356,48 @@ func TestRampProofRelieves(t *testing.T) {
 	}
 }
 
+// TestRampProofShowsLater: answers that the peers' lower bound at their
+// time could not prove warm can be proved by the bound a later pick
+// reads (doneShared.judge asks shows), by either proof as by relief;
+// never with too few answers, nor for a spoiled ramp.
+func TestRampProofShowsLater(t *testing.T) {
+	ms := float64(time.Millisecond)
+	var p rampProof
+	p.started.Store(6) // one call still out: relief waits for it
+	for range quickAnswers {
+		if p.add(int64(12*ms), 9*ms) {
+			t.Fatal("five answers of 12 ms proved against peers waiting 9 ms")
+		}
+	}
+	if p.shows(9.9 * ms) {
+		t.Error("shown warm with its slowest answer over 1.2 times the peers' 9.9 ms")
+	}
+	if !p.shows(10 * ms) {
+		t.Error("five answers of 12 ms not shown warm once the peers had waited 10 ms")
+	}
+	var q rampProof
+	for range proofAnswers {
+		q.add(int64(3*ms), 1*ms)
+	}
+	q.add(int64(12*ms), 1*ms) // mean 4 ms, slowest 12
+	if q.shows(2.6 * ms) {
+		t.Error("a mean of 4 ms shown warm against peers at 2.6 ms")
+	}
+	if !q.shows(2.7 * ms) {
+		t.Error("a mean of 4 ms not shown warm against peers at 2.7 ms (1.5 times: 4.05)")
+	}
+	var few rampProof
+	few.started.Store(2)
+	few.add(int64(2*ms), 1*ms)
+	if few.shows(3 * ms) {
+		t.Error("one answer shown warm with another call out and peers not twice as slow")
+	}
+	p.spoiled.Store(true)
+	if p.shows(100 * ms) {
+		t.Error("a spoiled ramp shown warm")
+	}
+}
+
 // TestRampProofOpening: the opening's calls are all timed, whatever
 // proofGap says, and the calls after them one a proofGap; a new ramp
 // opens again, a spoiled one times none.
