@@ -373,21 +373,25 @@ func TestSlowStartRelief(t *testing.T) {
 // TestSlowStartOpeningLends: a client that sends a newcomer many calls
 // lends it its opening's five at once, at the pace of two random choices
 // (one pick in six over twelve endpoints), so that their answers come
-// together; one that sends it few lends it only the first, so that many
-// such clients do not herd onto a process that may be cold.
+// together, and repays them from its own slots, so that its share over
+// the ramp is the same; one that sends it few lends it only the first,
+// so that many such clients do not herd onto a process that may be cold.
 func TestSlowStartOpeningLends(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		gap      time.Duration
-		min, max int
+		name               string
+		gap                time.Duration
+		picks              int
+		firstMin, firstMax int // of the first 100 picks
+		totalMin, totalMax int // of all picks
 	}{
 		// 10,000 calls a second: lent on a visit every 0.6 ms, within the
-		// 5 ms that a factor of 0.1 allows, and its own slot, one pick in
-		// 111, at most once more.
-		{"fast client", 100 * time.Microsecond, 5, 6},
+		// 5 ms that a factor of 0.1 allows. Its own slots, one pick in
+		// 111, give it 9 in 1,000 picks, of which 4 repay: 10 in all
+		// (14 unrepaid).
+		{"fast client", 100 * time.Microsecond, 1000, 5, 6, 9, 11},
 		// 100 calls a second: the first lent after about 60 ms, and its
-		// own slot, one pick in 111, at most once more.
-		{"slow client", 10 * time.Millisecond, 1, 2},
+		// own slot at most once more.
+		{"slow client", 10 * time.Millisecond, 100, 1, 2, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
@@ -399,17 +403,23 @@ func TestSlowStartOpeningLends(t *testing.T) {
 			h.Ready(as[11])
 			var held []func(balancer.DoneInfo)
 			t.Cleanup(func() { testkit.Finish(held, nil) })
-			got := 0
-			for range 100 {
+			first, total := 0, 0
+			for k := range tc.picks {
 				a, done := h.Pick()
 				held = append(held, done)
 				if a == as[11] {
-					got++
+					total++
+					if k < 100 {
+						first++
+					}
 				}
 				h.Clock.Advance(tc.gap)
 			}
-			if got < tc.min || got > tc.max {
-				t.Errorf("newcomer had %d of the first 100 calls, want %d to %d", got, tc.min, tc.max)
+			if first < tc.firstMin || first > tc.firstMax {
+				t.Errorf("newcomer had %d of the first 100 calls, want %d to %d", first, tc.firstMin, tc.firstMax)
+			}
+			if total < tc.totalMin || total > tc.totalMax {
+				t.Errorf("newcomer had %d of %d calls, want %d to %d", total, tc.picks, tc.totalMin, tc.totalMax)
 			}
 		})
 	}

@@ -102,9 +102,9 @@ func (w *doneWork) provenSoon() {
 }
 
 // pickProvedSoon asks for the republish a pick that ended a ramp set
-// pickProved for, once. Every Done checks pickProved (pickProofSoon) and
-// calls it, not inlined:
-// the Dones are kept small.
+// pickProved for, once. Every Done checks pickProved
+// (republishIfPickProved) and calls it, not inlined: the Dones are kept
+// small.
 //
 //go:noinline
 func (w *doneWork) pickProvedSoon() {

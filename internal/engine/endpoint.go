@@ -181,7 +181,7 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 	return func(info balancer.DoneInfo) {
 		e.inflight.Add(^uint32(0))
 		flushSoon(&shared.work)
-		pickProofSoon(&shared.work)
+		republishIfPickProved(&shared.work)
 		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
 			e.record(info, shared)
 		}
@@ -212,7 +212,7 @@ func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
 			}
 		}
 		flushSoon(&shared.work)
-		pickProofSoon(&shared.work)
+		republishIfPickProved(&shared.work)
 		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
 			e.record(info, shared)
 		}
@@ -333,7 +333,7 @@ func (e *Endpoint) finish(info balancer.DoneInfo) { e.settle(info, e.shared) }
 func (e *Endpoint) settle(info balancer.DoneInfo, shared *doneShared) bool {
 	e.inflight.Add(^uint32(0))
 	flushSoon(&shared.work)
-	pickProofSoon(&shared.work)
+	republishIfPickProved(&shared.work)
 	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
 		// Decided with one load: a healthy endpoint's success writes
 		// nothing.
@@ -351,10 +351,10 @@ func flushSoon(w *doneWork) {
 	}
 }
 
-// pickProofSoon is w.pickProvedSoon for a Done: while no ramp a pick
-// ended waits for its republish, one load, inline, of the line flushSoon
-// reads.
-func pickProofSoon(w *doneWork) {
+// republishIfPickProved is w.pickProvedSoon for a Done: while no ramp a
+// pick ended waits for its republish, one load, inline, of the line
+// flushSoon reads.
+func republishIfPickProved(w *doneWork) {
 	if w.pickProved.Load() {
 		w.pickProvedSoon()
 	}

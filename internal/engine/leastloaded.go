@@ -510,8 +510,8 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			if now == 0 {
 				now = s.Clock.Nanotime()
 			}
-			// A ramp that the peers' wait ends (rampProof.shows) is
-			// over from this pick on.
+			// A ramp that its answers against its peers' average or
+			// wait end (rampProof.provesWarm) is over from this pick on.
 			if !p.proving || !s.sharedOf(c.Stats).judge(c.Stats, now) {
 				opening := p.proving && c.Stats.rampProof.opening()
 				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), opening, now-s.ramps[i].start)

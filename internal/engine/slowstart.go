@@ -171,8 +171,8 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64, opening bool, elapsed
 // both, the first call placed anywhere once the peers' average started
 // over), so that both cover the same span and the same mix of calls. A
 // ramp opens with quickAnswers calls, all timed, which a client that
-// sends the endpoint many calls places at once (rampShares.drawnFull),
-// so that they answer together; a client that sends it few waits for
+// sends the endpoint many calls places at once (rampShares.drawnFull;
+// in a weighted schedule, openingLends), so that they answer together; a client that sends it few waits for
 // answers at its ramped share, which can take most of the window, and
 // relief is what ends its ramp when the fleet carries too much load
 // without it. A cold process answers slower (a JIT not yet compiled,
@@ -388,6 +388,10 @@ func (a *peerAverage) atLeast(now int64) float64 {
 	return 0
 }
 
+// known reports whether the peers have answered since the average last
+// started over: atLeast is then their average, not only their wait.
+func (a *peerAverage) known() bool { return a.bits.Load() != 0 }
+
 // restartIfStale starts the average over if no answer has moved it, and
 // it has not started over, since peersStale before now, and it holds
 // anything: an average, or calls timed whose wait bounds it (atLeast),
@@ -420,6 +424,11 @@ type rampProof struct {
 	// opened counts the ramp's opening calls (opening), up to
 	// quickAnswers and a few more when picks race.
 	opened atomic.Int32
+	// owed counts the calls a weighted schedule lent it ahead of its
+	// ramped share after its first (rampChecks.opening) that its own
+	// slots have yet to repay (repay): over the ramp its share is the
+	// same.
+	owed atomic.Int32
 	// started and settled count the ramp's timed calls placed and those
 	// whose outcome came, whatever it was: relief waits for all of them
 	// (relieves).
@@ -472,8 +481,24 @@ func (p *rampProof) reset(now int64) {
 	p.spoiled.Store(false)
 	p.proven.Store(false)
 	p.opened.Store(0)
+	p.owed.Store(0)
 	p.started.Store(0)
 	p.settled.Store(0)
+}
+
+// repay reports whether a slot of the ramping endpoint's own in a
+// weighted schedule goes to another, to repay a call lent to it ahead of
+// its share (owed), and if so counts it repaid.
+func (p *rampProof) repay() bool {
+	for {
+		n := p.owed.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.owed.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 // ours reports whether a call timed at start belongs to the current ramp.
@@ -489,34 +514,38 @@ func (p *rampProof) add(took int64, peers float64) bool {
 	for took > slowest && !p.slowest.CompareAndSwap(slowest, took) {
 		slowest = p.slowest.Load()
 	}
-	// Counted after its sum and slowest are written, so that shows never
-	// reads them short of what the count says; settled after that, so
-	// that no relief sees it settled and not yet slowest.
+	// Counted after its sum and slowest are written, so that provesWarm
+	// never reads them short of what the count says; settled after
+	// that, so that no relief sees it settled and not yet slowest.
 	p.answers.Add(1)
 	p.settled.Add(1)
-	return p.shows(peers)
+	return p.provesWarm(peers, true)
 }
 
-// shows reports whether the answers so far show the endpoint warm
+// provesWarm reports whether the answers so far show the endpoint warm
 // against its peers' average or a lower bound on it, peers (0: not known
 // yet; peerAverage.atLeast): quickAnswers or more, none slower than
 // quickRatio times it, or proofAnswers or more whose mean is at most
-// warmRatio times it; or relief (relieves). A lower bound that grows
-// after the endpoint's last answer can still show it, so pickers ask
-// again as they pick (doneShared.judge): no answer of the endpoint may
-// come to ask.
-func (p *rampProof) shows(peers float64) bool {
+// warmRatio times it, if both is set; or, either way, relief (relieves).
+// An answer is judged by all three (add). A pick judges the endpoint
+// again (doneShared.judge), as its peers' average moves and their wait
+// grows between its answers, none of which may come to ask; against the
+// wait alone, only relief, which waits for every timed call's outcome.
+func (p *rampProof) provesWarm(peers float64, both bool) bool {
 	if peers <= 0 || p.spoiled.Load() {
 		return false
 	}
 	// The count first: the sum and slowest it is read with then cover at
 	// least the answers it counts (add), so neither proof is too easy.
+	// A slowest of 0 with answers counted is a ramp that began since.
 	n := p.answers.Load()
-	if n == 0 {
+	slowest := float64(p.slowest.Load())
+	if n == 0 || slowest == 0 {
 		return false
 	}
 	switch {
-	case n >= quickAnswers && float64(p.slowest.Load()) <= quickRatio*peers:
+	case !both:
+	case n >= quickAnswers && slowest <= quickRatio*peers:
 		return true
 	case n >= proofAnswers && float64(p.sum.Load())/float64(n) <= warmRatio*peers:
 		return true
@@ -531,7 +560,11 @@ func (p *rampProof) shows(peers float64) bool {
 // the ramp must have had its outcome: one still out may be a slow one,
 // which the fast answers of the calls sent with it would hide.
 func (p *rampProof) relieves(peers float64) bool {
+	// Settled first: an outcome counted there has its slowest or its
+	// spoiling written already (add, doneShared.answer), and started is
+	// read after, so no relief passes on a settled call's old figures.
+	settled := p.settled.Load()
 	slowest := p.slowest.Load()
 	return slowest != 0 && !p.spoiled.Load() && float64(slowest)*reliefRatio <= peers &&
-		p.settled.Load() >= p.started.Load()
+		settled >= p.started.Load()
 }

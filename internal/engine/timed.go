@@ -348,16 +348,16 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 }
 
 // judge ends e's ramp if its answers so far show it warm against its
-// peers as of now (rampProof.shows), for a pick: the peers' lower bound
-// grows between the endpoint's answers, and none may come to end it. The
-// republish is asked for by the next call's Done (doneWork.pickProved). It
-// reports whether e's ramp is over.
+// peers as of now, for a pick (rampProof.provesWarm): the peers' average
+// moves, and their wait grows, between the endpoint's answers, none of
+// which may come to end it. The republish is asked for by the next call's
+// Done (doneWork.pickProved). It reports whether e's ramp is over.
 func (d *doneShared) judge(e *Endpoint, now int64) bool {
 	p := &e.rampProof
 	if p.proven.Load() {
 		return true
 	}
-	if !p.shows(d.peers.atLeast(now)) || !p.proven.CompareAndSwap(false, true) {
+	if !p.provesWarm(d.peers.atLeast(now), d.peers.known()) || !p.proven.CompareAndSwap(false, true) {
 		return p.proven.Load()
 	}
 	d.work.pickProved.Store(true)

@@ -35,8 +35,8 @@ type WeightedRR struct {
 	// spread, and the rate checks' state.
 	shared *cursor
 	// checks is set while some endpoint ramps, if ramps end on
-	// evidence: picks time some answers, and check the ramping endpoints
-	// for relief (rampProof, pickProving). Nil otherwise.
+	// evidence: picks time some answers, and judge the ramping
+	// endpoints' evidence (rampProof, pickProving). Nil otherwise.
 	checks *rampChecks
 	// mask fits a byte: there are at most maxCursors cursors.
 	mask       uint8
@@ -419,7 +419,14 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	var res balancer.PickResult
 	var err error
 	if p.checks != nil {
-		res, r, err = p.pickProving(i, r, info, pos, a == nil || !a.earlier())
+		open := a == nil || !a.earlier()
+		if open && p.rampingAt(i, r) && r.Stats.rampProof.repay() {
+			// The ramping endpoint's slot repays a call lent to it
+			// ahead of its share: the next slot's endpoint has it.
+			i = p.sched.Next(p.advance(c, nextPosition))
+			r = &p.snap.Endpoints[i]
+		}
+		res, r, err = p.pickProving(i, r, info, pos, open)
 	} else {
 		res, err = pickWeighted(r, info)
 	}
@@ -450,9 +457,9 @@ func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 // the first time it is drawn), and, if the client sends it many calls,
 // the rest of its opening's the same way (openingLends). Its sampled
 // picks ask the ramping endpoints, a few at a time, in turn, whether
-// their peers' wait has grown long enough for their answers to end their
-// ramps (rampProof.shows), which only their own rare picks would ask
-// otherwise. At that pace, and not at once, clients without number do
+// their peers' average or wait has grown enough for their answers to end
+// their ramps (rampProof.provesWarm), which only their own rare picks
+// would ask otherwise. At that pace, and not at once, clients without number do
 // not all send a cold process a call in the same moment; and by the time
 // the first call's answer comes, its peers' wait has had time to show
 // whether they are overloaded.
@@ -498,41 +505,53 @@ func (c *rampChecks) judge(snap *Snapshot, now int64) {
 	}
 }
 
-// opening is the ramping endpoint that the pick at position pos gives
-// an opening call of its ramp to, with the clock's reading, if the
-// position is one that visits one and the one it visits may have one:
-// its first call whenever it comes, and more of its opening's while its
-// ramp is young enough (openingLends).
-func (c *rampChecks) opening(snap *Snapshot, pos uint32) (int, int64, bool) {
+// lend is an opening call that a pick gives a ramping endpoint
+// (rampChecks.opening).
+type lend struct {
+	i     int   // the endpoint's index in the snapshot
+	now   int64 // the clock's reading if one was taken to decide, 0 if not
+	ahead bool  // not its first call: its own slots repay it (rampProof.owed)
+}
+
+// opening is the opening call that the pick at position pos gives a
+// ramping endpoint, if the position is one that visits one and the one it
+// visits may have one: its first call whenever it comes, and more of its
+// opening's while its ramp is young enough (openingLends).
+func (c *rampChecks) opening(snap *Snapshot, pos uint32) (lend, bool) {
 	if pos*0x85EBCA77 >= c.openBelow || int(c.misses.Load()) >= len(c.ramping) {
-		return 0, 0, false
+		return lend{}, false
 	}
 	i := int(c.ramping[(c.visit.Add(1)-1)%uint32(len(c.ramping))])
 	proof := &snap.Endpoints[i].Stats.rampProof
 	switch {
 	case proof.unopened():
 		c.misses.Store(0)
-		return i, snap.Clock.Nanotime(), true
+		return lend{i: i}, true
 	case proof.opening() && !proof.proven.Load():
 		now := snap.Clock.Nanotime()
 		if openingLends(snap.ramp, now-proof.since.Load()) {
 			c.misses.Store(0)
-			return i, now, true
+			return lend{i: i, now: now, ahead: true}, true
 		}
 	}
 	c.misses.Add(1)
-	return 0, 0, false
+	return lend{}, false
 }
 
 // openingLends reports whether a ramping endpoint whose ramp began
 // elapsed nanoseconds ago is lent the rest of its opening's calls on the
-// visits that find it has had its first. Visits come to it at twice its
-// pace at full weight (openBelow), so lending on each while elapsed is
-// within half its ramp factor's share of openingHorizon gives it what its
-// ramped weight would earn it over openingHorizon, up to quickAnswers
-// calls, as a d-choice picker's opening does (rampShares.drawnFull): a
-// client that sends it many calls places them at once, and their answers
-// come together; one that sends it few lends it only the first.
+// visits that find it has had its first. Visits come to it at two picks
+// in as many as there are endpoints (openBelow), twice its pace at full
+// weight when the weights are equal, so lending on each while elapsed is
+// within half its ramp factor's share of openingHorizon gives it about
+// what its ramped weight would earn it over openingHorizon, up to
+// quickAnswers calls (a few more when picks race), as a d-choice
+// picker's opening does (rampShares.drawnFull): a client that sends it
+// many calls places them at once, and their answers come together; one
+// that sends it few lends it only the first. Its own slots in the
+// schedule repay them (rampProof.repay), so that they add nothing to its
+// share over the ramp: a cold process given them, near its capacity at
+// its ramped share, would otherwise carry their queue for as long.
 func openingLends(r *ramp, elapsed int64) bool {
 	return elapsed >= 0 && float64(elapsed) <= r.factor(elapsed)*float64(openingHorizon)/2
 }
@@ -543,21 +562,28 @@ func openingLends(r *ramp, elapsed int64) bool {
 // otherwise (rampProof), sampled as proofSampled says or while calls of
 // the peers are wanted (peerAverage.wantsCalls). A sampled pick also
 // judges judgeChecks ramping endpoints, as a pick on a ramping endpoint
-// judges its own; and a pick that is neither goes
-// instead to a ramping endpoint that has yet to have a call in its ramp
-// (rampChecks.opening), if open allows (not a retry), and back to r if
-// that one's connection cannot take it. It returns the endpoint it
+// judges its own; and a pick that is neither goes instead to a ramping
+// endpoint that has yet to have a call in its ramp, or whose opening is
+// young (rampChecks.opening), if open allows (not a retry), and back to r
+// if that one's connection cannot take it. It returns the endpoint it
 // placed the call on.
 func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, *Ready, error) {
 	ramping := p.rampingAt(i, r)
 	shared := p.snap.sharedOf(r.Stats)
 	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
 		if open {
-			if j, now, ok := p.checks.opening(p.snap, pos); ok {
+			if l, ok := p.checks.opening(p.snap, pos); ok {
 				// The connection first: a claim for a call that did not go
 				// out would end the endpoint's opening with none.
-				lent := &p.snap.Endpoints[j]
+				lent := &p.snap.Endpoints[l.i]
 				if res, err := lent.Stats.pickChild(info); err == nil {
+					now := l.now
+					if now == 0 {
+						now = p.snap.Clock.Nanotime()
+					}
+					if l.ahead {
+						lent.Stats.rampProof.owed.Add(1)
+					}
 					if lent.Stats.rampProof.claim(now) {
 						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
 					}

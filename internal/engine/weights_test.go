@@ -356,46 +356,117 @@ func TestRampProofRelieves(t *testing.T) {
 	}
 }
 
-// TestRampProofShowsLater: answers that the peers' lower bound at their
-// time could not prove warm can be proved by the bound a later pick
-// reads (doneShared.judge asks shows), by either proof as by relief;
-// never with too few answers, nor for a spoiled ramp.
-func TestRampProofShowsLater(t *testing.T) {
+// TestRampProofProvesWarm: the proofs a pick judges again. With the
+// peers' average known, the quick and mean proofs as an answer's; with
+// only their wait, relief alone, which waits for every timed call. Never
+// for a spoiled ramp, nor with answers counted and no slowest (a ramp
+// begun since).
+func TestRampProofProvesWarm(t *testing.T) {
 	ms := float64(time.Millisecond)
 	var p rampProof
-	p.started.Store(6) // one call still out: relief waits for it
 	for range quickAnswers {
 		if p.add(int64(12*ms), 9*ms) {
-			t.Fatal("five answers of 12 ms proved against peers waiting 9 ms")
+			t.Fatal("five answers of 12 ms proved against peers at 9 ms")
 		}
 	}
-	if p.shows(9.9 * ms) {
-		t.Error("shown warm with its slowest answer over 1.2 times the peers' 9.9 ms")
+	if p.provesWarm(9.9*ms, true) {
+		t.Error("proved warm with its slowest answer over 1.2 times the peers' 9.9 ms")
 	}
-	if !p.shows(10 * ms) {
-		t.Error("five answers of 12 ms not shown warm once the peers had waited 10 ms")
+	if !p.provesWarm(10*ms, true) {
+		t.Error("five answers of 12 ms not proved warm against peers at 10 ms")
+	}
+	if p.provesWarm(23*ms, false) {
+		t.Error("proved on the peers' wait alone by the quick proof; only relief (24 ms) may")
+	}
+	if !p.provesWarm(24*ms, false) {
+		t.Error("not relieved on the peers' wait of twice its slowest answer")
 	}
 	var q rampProof
 	for range proofAnswers {
 		q.add(int64(3*ms), 1*ms)
 	}
 	q.add(int64(12*ms), 1*ms) // mean 4 ms, slowest 12
-	if q.shows(2.6 * ms) {
-		t.Error("a mean of 4 ms shown warm against peers at 2.6 ms")
+	if q.provesWarm(2.6*ms, true) {
+		t.Error("a mean of 4 ms proved warm against peers at 2.6 ms")
 	}
-	if !q.shows(2.7 * ms) {
-		t.Error("a mean of 4 ms not shown warm against peers at 2.7 ms (1.5 times: 4.05)")
+	if !q.provesWarm(2.7*ms, true) {
+		t.Error("a mean of 4 ms not proved warm against peers at 2.7 ms (1.5 times: 4.05)")
 	}
-	var few rampProof
-	few.started.Store(2)
-	few.add(int64(2*ms), 1*ms)
-	if few.shows(3 * ms) {
-		t.Error("one answer shown warm with another call out and peers not twice as slow")
+	var out rampProof
+	out.started.Store(2)
+	out.add(int64(2*ms), 1*ms)
+	if out.provesWarm(4*ms, false) {
+		t.Error("relieved with one of its two timed calls out")
+	}
+	out.settled.Add(1)
+	if !out.provesWarm(4*ms, false) {
+		t.Error("not relieved once both calls had their outcome")
 	}
 	p.spoiled.Store(true)
-	if p.shows(100 * ms) {
-		t.Error("a spoiled ramp shown warm")
+	if p.provesWarm(100*ms, true) {
+		t.Error("a spoiled ramp proved warm")
 	}
+	var begun rampProof
+	begun.answers.Store(quickAnswers)
+	if begun.provesWarm(100*ms, true) {
+		t.Error("proved warm with answers counted and no slowest")
+	}
+}
+
+// TestJudgeAtPick: answers that fell short when they came are proved by a
+// later pick, against the peers' average as it moved, or against their
+// wait by relief once every timed call has its outcome; and the pick
+// leaves the republish to the next Done.
+func TestJudgeAtPick(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ok := balancer.DoneInfo{BytesSent: true, BytesReceived: true}
+	t.Run("average", func(t *testing.T) {
+		d, e := rampingAt(time.Second.Nanoseconds()) // peers' average 2 ms
+		now := time.Second.Nanoseconds()
+		for range peerWarmup {
+			d.peers.add(2*ms, now)
+		}
+		for range quickAnswers {
+			e.rampProof.count(proofOwn)
+			if d.answer(e, proofOwn, ok, 25*ms/10, now+10*ms) {
+				t.Fatal("five answers of 2.5 ms proved against peers at 2 ms")
+			}
+		}
+		if d.judge(e, now+20*ms) {
+			t.Fatal("judged warm with the peers' average unmoved")
+		}
+		d.peers.add(4*ms, now+20*ms) // the average moves to 2.125 ms
+		if !d.judge(e, now+21*ms) {
+			t.Error("not judged warm once the peers' average was 2.125 ms (2.5 ms is under 1.2 times it)")
+		}
+		if !d.work.pickProved.Load() {
+			t.Error("a ramp ended at a pick left no republish for the next Done")
+		}
+	})
+	t.Run("wait", func(t *testing.T) {
+		start := time.Second.Nanoseconds()
+		d := &doneShared{}
+		e := newEndpoint("x", d, false)
+		e.rampProof.reset(start)
+		d.peers.claim(start + 3*ms) // the peers' wait counts from here
+		for range quickAnswers {
+			e.rampProof.count(proofOwn)
+			if d.answer(e, proofOwn, ok, 12*ms, start+12*ms) {
+				t.Fatal("five answers of 12 ms proved against a wait of 9 ms")
+			}
+		}
+		e.rampProof.count(proofOwn) // a sixth, still out
+		if d.judge(e, start+13*ms) {
+			t.Error("judged warm against a wait of 10 ms by the quick proof; only relief may")
+		}
+		if d.judge(e, start+30*ms) {
+			t.Error("relieved at a wait of 27 ms with a timed call still out")
+		}
+		d.answer(e, proofOwn, balancer.DoneInfo{}, ms, start+30*ms) // it never reached the server
+		if !d.judge(e, start+31*ms) {
+			t.Error("not relieved at a wait of 28 ms, twice its slowest answer, with every call settled")
+		}
+	})
 }
 
 // TestRampProofOpening: the opening's calls are all timed, whatever
