@@ -13,19 +13,21 @@ func TestWarmRejoin(t *testing.T) {
 	t.Log("\n" + r.Table.String())
 	col := func(name string) int { return column(t, r.Policies, name) }
 	rr := col("round_robin")
-	// round_robin gives the returning four their share at once; so must the
-	// pickwise policies, whose ramps end on their first answers: within
-	// half a second they have proved warm (where a ramp by time holds them
-	// under 10%), and their p99 is no worse than round_robin's, which the
-	// drain of the outage's queues sets (245-322 ms in runs so far, drawn
-	// from the global source; 262-284 over four runs of this one, and as
-	// much behind 50 clients). pickwise_p2c and pickwise_peak_ewma: 196
-	// and 181 ms from one client, 222 and 225 behind 50.
-	// pickwise_orca_wrr: within 25% (266 ms, 291 behind 50 clients,
-	// where without slow start it is at 264 and 288; over twelve seeds
-	// 304 and 298 ms on average, round_robin's 283-301): its weighted
-	// schedule gives the returning four their share and no more, where the
-	// others also send them the calls the eight have queued.
+	// round_robin gives the returning four their share at once; so
+	// must the pickwise policies, whose ramps end on their first
+	// answers: within half a second they have proved warm (where a
+	// ramp by time holds them under 10%), and their p99 is no worse
+	// than round_robin's, which the drain of the outage's queues sets
+	// (245-322 ms in runs so far, drawn from the global source;
+	// 262-284 over four runs of this one, and as much behind 50
+	// clients). pickwise_p2c and pickwise_peak_ewma: 196 and 181 ms
+	// from one client, 222 and 225 behind 50. pickwise_orca_wrr:
+	// within 25% (266 ms, 291 behind 50 clients, where without slow
+	// start it is at 264 and 288; over twelve seeds 304 and 298 ms on
+	// average, round_robin's 283-293 and 292-301): its weighted
+	// schedule gives the returning four their share and no more,
+	// where the others also send them the calls the eight have
+	// queued.
 	for _, tc := range []struct {
 		name  string
 		ratio float64

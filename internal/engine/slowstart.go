@@ -155,36 +155,37 @@ func (s *rampShares) drawnFull(c *rampCount, w, f float64, opening bool, elapsed
 
 // A ramp is for a cold process, and the only sign of one a client sees is
 // its answers: a backend whose connection failed for a moment, or that
-// left the endpoint list and came back, is as often the same warm process,
-// and a ramp over the whole window then keeps its share of the load on
-// the rest of the fleet for as long: four of twelve backends back from a
-// two-second blip, held to their ramp, left the other eight over capacity
-// for most of half a minute in the simulator (warm-rejoin). So pickers
-// time the answers of ramping endpoints, and of their peers, and end an
-// endpoint's ramp once its answers show it warm: proofAnswers successful
-// answers, whose mean is no more than warmRatio times its peers' average,
-// or sooner, quickAnswers of them none slower than quickRatio times it;
-// or, on any number of its answers, its peers reliefRatio times slower
-// than its slowest (relief: an overloaded fleet). Its peers' answers are
-// timed while it ramps (in a d-choice picker, those of the endpoints it
-// was compared with; in a weighted schedule, a sample of the others; in
-// both, the first call placed anywhere once the peers' average started
-// over), so that both cover the same span and the same mix of calls. A
-// ramp opens with quickAnswers calls, all timed, which a client that
-// sends the endpoint many calls places at once (rampShares.drawnFull;
-// in a weighted schedule, openingLends), so that they answer together; a client that sends it few waits for
-// answers at its ramped share, which can take most of the window, and
-// relief is what ends its ramp when the fleet carries too much load
-// without it. A cold process answers slower (a JIT not yet compiled,
-// caches to fill) and keeps its ramp until it is as fast, or its peers
-// are slower still; so does one with only long-lived calls, which give no
-// answers to time, and one that fails or drops a call it was sent: a
-// failure is the failure penalty's to weigh, and the slow calls of a cold
-// process that time out would otherwise leave only its fast ones to judge
-// it by. A step in the peers' answers of more than capRatio at once is
-// taken for long calls and left out for up to peerRedo answers in a row,
-// after which the peers' average starts over at the new level
-// (peerAverage).
+// left the endpoint list and came back, is as often the same warm
+// process, and a ramp over the whole window then keeps its share of the
+// load on the rest of the fleet for as long: four of twelve backends back
+// from a two-second blip, held to their ramp, left the other eight over
+// capacity for most of half a minute in the simulator (warm-rejoin). So
+// pickers time the answers of ramping endpoints, and of their peers, and
+// end an endpoint's ramp once its answers show it warm: proofAnswers
+// successful answers, whose mean is no more than warmRatio times its
+// peers' average, or sooner, quickAnswers of them none slower than
+// quickRatio times it; or, on any number of its answers, its peers
+// reliefRatio times slower than its slowest (relief: an overloaded
+// fleet). Its peers' answers are timed while it ramps (in a d-choice
+// picker, those of the endpoints it was compared with; in a weighted
+// schedule, a sample of the others; in both, the first call placed
+// anywhere once the peers' average started over), so that both cover the
+// same span and the same mix of calls. A ramp opens with quickAnswers
+// calls, all timed, which a client that sends the endpoint many calls
+// places at once (rampShares.drawnFull; in a weighted schedule,
+// openingLends), so that they answer together; a client that sends it few
+// waits for answers at its ramped share, which can take most of the
+// window, and relief is what ends its ramp when the fleet carries too
+// much load without it. A cold process answers slower (a JIT not yet
+// compiled, caches to fill) and keeps its ramp until it is as fast, or
+// its peers are slower still; so does one with only long-lived calls,
+// which give no answers to time, and one that fails or drops a call it
+// was sent: a failure is the failure penalty's to weigh, and the slow
+// calls of a cold process that time out would otherwise leave only its
+// fast ones to judge it by. A step in the peers' answers of more than
+// capRatio at once is taken for long calls and left out for up to
+// peerRedo answers in a row, after which the peers' average starts over
+// at the new level (peerAverage).
 const (
 	// proofAnswers is how many successful timed answers a ramping
 	// endpoint gives before they can end its ramp.
@@ -379,18 +380,22 @@ func (a *peerAverage) failed(start int64) {
 // fleet is slow to answer, as an overloaded one is, a ramping endpoint's
 // answers come back first, and the wait alone already shows them faster.
 func (a *peerAverage) atLeast(now int64) float64 {
-	if avg := math.Float64frombits(a.bits.Load()); avg != 0 {
-		return avg
-	}
-	if from := a.boundFrom.Load() - 1; from >= 0 && now > from {
-		return float64(now - from)
-	}
-	return 0
+	peers, _ := a.judged(now)
+	return peers
 }
 
-// known reports whether the peers have answered since the average last
-// started over: atLeast is then their average, not only their wait.
-func (a *peerAverage) known() bool { return a.bits.Load() != 0 }
+// judged is atLeast, and whether it is the peers' average (they have
+// answered since it last started over) rather than only their wait, both
+// from one reading of the average.
+func (a *peerAverage) judged(now int64) (peers float64, average bool) {
+	if avg := math.Float64frombits(a.bits.Load()); avg != 0 {
+		return avg, true
+	}
+	if from := a.boundFrom.Load() - 1; from >= 0 && now > from {
+		return float64(now - from), false
+	}
+	return 0, false
+}
 
 // restartIfStale starts the average over if no answer has moved it, and
 // it has not started over, since peersStale before now, and it holds
@@ -475,8 +480,9 @@ func (p *rampProof) count(kind proofKind) {
 func (p *rampProof) reset(now int64) {
 	p.since.Store(now)
 	p.timer.lastTimed.Store(0)
-	p.sum.Store(0)
+	// The slowest before the sum (provesWarm).
 	p.slowest.Store(0)
+	p.sum.Store(0)
 	p.answers.Store(0)
 	p.spoiled.Store(false)
 	p.proven.Store(false)
@@ -506,7 +512,7 @@ func (p *rampProof) ours(start int64) bool { return start >= p.since.Load() }
 
 // add records an answer that took took nanoseconds, settles its call,
 // and reports whether the answers so far show the endpoint warm against
-// its peers, peers (shows).
+// its peers, peers (provesWarm).
 func (p *rampProof) add(took int64, peers float64) bool {
 	took = max(took, 1)
 	p.sum.Add(took)
@@ -537,8 +543,11 @@ func (p *rampProof) provesWarm(peers float64, both bool) bool {
 	}
 	// The count first: the sum and slowest it is read with then cover at
 	// least the answers it counts (add), so neither proof is too easy.
-	// A slowest of 0 with answers counted is a ramp that began since.
+	// The sum before the slowest, which reset clears first: a slowest of
+	// 0 with answers counted is a ramp that began since, and proves
+	// nothing, whatever the sum read.
 	n := p.answers.Load()
+	sum := float64(p.sum.Load())
 	slowest := float64(p.slowest.Load())
 	if n == 0 || slowest == 0 {
 		return false
@@ -547,7 +556,7 @@ func (p *rampProof) provesWarm(peers float64, both bool) bool {
 	case !both:
 	case n >= quickAnswers && slowest <= quickRatio*peers:
 		return true
-	case n >= proofAnswers && float64(p.sum.Load())/float64(n) <= warmRatio*peers:
+	case n >= proofAnswers && sum/float64(n) <= warmRatio*peers:
 		return true
 	}
 	return p.relieves(peers)

@@ -357,7 +357,7 @@ func (d *doneShared) judge(e *Endpoint, now int64) bool {
 	if p.proven.Load() {
 		return true
 	}
-	if !p.provesWarm(d.peers.atLeast(now), d.peers.known()) || !p.proven.CompareAndSwap(false, true) {
+	if !p.provesWarm(d.peers.judged(now)) || !p.proven.CompareAndSwap(false, true) {
 		return p.proven.Load()
 	}
 	d.work.pickProved.Store(true)

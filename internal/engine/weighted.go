@@ -102,7 +102,8 @@ const maxCursors = 64
 
 // What a pick adds to next: one position and one count. A count that wraps
 // carries into the position, which only moves the schedule on by one; a
-// retry's further steps add positions only.
+// retry's further steps, and a slot given up to repay a lent call, add
+// positions only.
 const (
 	nextPosition = 1 << 32
 	nextCount    = 1
@@ -276,7 +277,7 @@ func PerPSlots(rnd Rand, limit int) int {
 }
 
 // advance moves c on by step (nextPick, or nextPosition for a retry's
-// further steps) and returns the position taken; one position in
+// further steps and a repaid slot) and returns the position taken; one position in
 // rateCheckEvery of any cursor checks the pick rate.
 func (p *WeightedRR) advance(c *cursor, step uint64) uint32 {
 	pos := uint32(c.next.Add(step) >> 32)
@@ -375,14 +376,15 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // call's outcome; with per-call reports, the call's Done also reads its
 // ORCA report (Endpoint.weightedDone).
 //
-// It writes nothing on the endpoint: the one atomic add that advances the
-// position (the shared cursor, or its P's while picks are spread) also
-// counts the pick, and the balancer records
-// the picker's count for its reason (pickerCounts). A count on the endpoint, and the
-// in-flight count every other engine picker keeps there, which nothing
-// this picker places by reads, were a second atomic add on every pick, on
-// a line the other cores had written last: half of a pick's time.
-// Probes are counted, in flight too, as every policy's are.
+// It writes nothing on the endpoint (but while an endpoint ramps, the
+// evidence of its ramp): the one atomic add that advances the position
+// (the shared cursor, or its P's while picks are spread) also counts the
+// pick, and the balancer records the picker's count for its reason
+// (pickerCounts). A count on the endpoint, and the in-flight count every
+// other engine picker keeps there, which nothing this picker places by
+// reads, were a second atomic add on every pick, on a line the other
+// cores had written last: half of a pick's time. Probes are counted, in
+// flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	a := AttemptsOf(info)
 	// The cursor, chosen here only, and advance, written out: as methods
@@ -420,13 +422,16 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	var err error
 	if p.checks != nil {
 		open := a == nil || !a.earlier()
-		if open && p.rampingAt(i, r) && r.Stats.rampProof.repay() {
+		ramping := p.rampingAt(i, r)
+		if open && ramping && r.Stats.rampProof.repay() {
 			// The ramping endpoint's slot repays a call lent to it
-			// ahead of its share: the next slot's endpoint has it.
+			// ahead of its share: the next slot's endpoint has it, and
+			// the pick lends nothing, which could undo the repayment.
 			i = p.sched.Next(p.advance(c, nextPosition))
 			r = &p.snap.Endpoints[i]
+			ramping, open = p.rampingAt(i, r), false
 		}
-		res, r, err = p.pickProving(i, r, info, pos, open)
+		res, r, err = p.pickProving(i, r, ramping, info, pos, open)
 	} else {
 		res, err = pickWeighted(r, info)
 	}
@@ -447,22 +452,22 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // multiple of 16 would be the same few slots, and the same endpoints.
 func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 
-// rampChecks are the ramping endpoints of a WeightedRR picker's
-// snapshot, and what the picker does for their evidence beside timing
-// their calls. At its ramped weight a ramping endpoint's own slots come
-// rarely: for a client that sends a hundred calls a second over a dozen
-// backends, about one a second. So the picker gives each its first call
-// of the ramp at the pace at which two random choices would draw it, on
-// a pick the schedule gave another (as a d-choice picker gives it one
-// the first time it is drawn), and, if the client sends it many calls,
-// the rest of its opening's the same way (openingLends). Its sampled
-// picks ask the ramping endpoints, a few at a time, in turn, whether
-// their peers' average or wait has grown enough for their answers to end
-// their ramps (rampProof.provesWarm), which only their own rare picks
-// would ask otherwise. At that pace, and not at once, clients without number do
-// not all send a cold process a call in the same moment; and by the time
-// the first call's answer comes, its peers' wait has had time to show
-// whether they are overloaded.
+// rampChecks are the ramping endpoints of a WeightedRR picker's snapshot,
+// and what the picker does for their evidence beside timing their calls.
+// At its ramped weight a ramping endpoint's own slots come rarely: for a
+// client that sends a hundred calls a second over a dozen backends, about
+// one a second. So the picker gives each its first call of the ramp at
+// the pace at which two random choices would draw it, on a pick the
+// schedule gave another (as a d-choice picker gives it one the first time
+// it is drawn), and, if the client sends it many calls, the rest of its
+// opening's the same way (openingLends). Its sampled picks ask the
+// ramping endpoints, a few at a time, in turn, whether their peers'
+// average or wait has grown enough for their answers to end their ramps
+// (rampProof.provesWarm), which only their own rare picks would ask
+// otherwise. At that pace, and not at once, clients without number do not
+// all send a cold process a call in the same moment; and by the time the
+// first call's answer comes, its peers' wait has had time to show whether
+// they are overloaded.
 type rampChecks struct {
 	ramping []int32 // indices in the snapshot's Endpoints
 	turn    atomic.Uint32
@@ -558,8 +563,8 @@ func openingLends(r *ramp, elapsed int64) bool {
 
 // pickProving is pickWeighted while some endpoint ramps and ramps end on
 // evidence: a call on endpoint i, r, at position pos is timed if its
-// answer is wanted as evidence, its own if i is ramping, its peers'
-// otherwise (rampProof), sampled as proofSampled says or while calls of
+// answer is wanted as evidence, its own if i is ramping (rampingAt), its
+// peers' otherwise (rampProof), sampled as proofSampled says or while calls of
 // the peers are wanted (peerAverage.wantsCalls). A sampled pick also
 // judges judgeChecks ramping endpoints, as a pick on a ramping endpoint
 // judges its own; and a pick that is neither goes instead to a ramping
@@ -567,8 +572,7 @@ func openingLends(r *ramp, elapsed int64) bool {
 // young (rampChecks.opening), if open allows (not a retry), and back to r
 // if that one's connection cannot take it. It returns the endpoint it
 // placed the call on.
-func (p *WeightedRR) pickProving(i int, r *Ready, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, *Ready, error) {
-	ramping := p.rampingAt(i, r)
+func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, *Ready, error) {
 	shared := p.snap.sharedOf(r.Stats)
 	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
 		if open {

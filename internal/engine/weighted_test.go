@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -626,5 +627,94 @@ func TestWeightedRRRisingWeightGetsItsShare(t *testing.T) {
 	}
 	if math.Abs(want-weighted) > 0.02*weighted {
 		t.Errorf("endpoint 0's schedules gave it %.0f picks' share, its weights %.0f: more than 2%% apart", want, weighted)
+	}
+}
+
+// TestWeightedRRRepaysLentCalls: a ramping endpoint that owes calls lent
+// ahead of its share (rampChecks.opening) gives up its next slots, each to
+// the endpoint of the slot after it, so that the picks are the schedule's
+// with those slots left out; a retry repays nothing.
+func TestWeightedRRRepaysLentCalls(t *testing.T) {
+	const now = int64(time.Second)
+	clk := &queueClock{now: now}
+	shared := &doneShared{clock: clk}
+	eps := make([]Ready, 4)
+	for i := range eps {
+		e := newEndpoint(fmt.Sprint(i), shared, false)
+		e.followChild(connectivity.Ready, fixedPicker{res: balancer.PickResult{SubConn: &idSubConn{id: i}}}, false)
+		eps[i] = Ready{Stats: e, InvWeight: 1}
+	}
+	const ramping = 3
+	proof := &eps[ramping].Stats.rampProof
+	proof.reset(now)
+	// Its opening has had its calls: no pick lends it more.
+	proof.opened.Store(quickAnswers)
+	proof.timer.lastTimed.Store(now)
+	newPicker := func() *WeightedRR {
+		return NewWeightedRR(&Snapshot{
+			Endpoints: eps, Rand: NewSeededRand(1), Clock: clk, shared: shared, Built: now,
+			ramp:  newRamp(&SlowStartConfig{Enabled: true, Window: Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 50}),
+			ramps: []rampSpan{{}, {}, {}, {start: now, end: now + int64(10*time.Second)}},
+		})
+	}
+	pick := func(p *WeightedRR, info balancer.PickInfo) int {
+		res, err := p.Pick(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done != nil {
+			res.Done(balancer.DoneInfo{})
+		}
+		return res.SubConn.(*idSubConn).id
+	}
+	var schedule []int
+	ref := newPicker()
+	for range 42 {
+		schedule = append(schedule, pick(ref, balancer.PickInfo{}))
+	}
+	var want []int
+	skipped := 0
+	for _, id := range schedule {
+		if id == ramping && skipped < 2 {
+			skipped++
+			continue
+		}
+		want = append(want, id)
+	}
+	if skipped != 2 {
+		t.Fatalf("the ramping endpoint had %d of the schedule's first 42 slots, want at least 2", skipped)
+	}
+	proof.owed.Store(2)
+	p := newPicker()
+	var got []int
+	for range len(want) {
+		got = append(got, pick(p, balancer.PickInfo{}))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("picks owing two calls:\n got %v\nwant %v (the schedule %v with its first two slots of endpoint %d left out)", got, want, schedule, ramping)
+	}
+	if n := proof.owed.Load(); n != 0 {
+		t.Errorf("%d calls still owed, want 0", n)
+	}
+	if n := p.picks(); n != uint32(len(want)) {
+		t.Errorf("the picker counted %d picks, want the %d made: a slot given up is no pick", n, len(want))
+	}
+
+	// Retries step through the schedule to the endpoints earlier attempts
+	// did not use, the ramping one among them, and repay nothing.
+	proof.owed.Store(1)
+	r := newPicker()
+	info := balancer.PickInfo{Ctx: WithAttempts(context.Background())}
+	pick(r, info) // the first attempt
+	proof.owed.Store(1)
+	retried := false
+	for range len(eps) {
+		retried = pick(r, info) == ramping || retried
+	}
+	if !retried {
+		t.Fatal("no retry went to the ramping endpoint")
+	}
+	if n := proof.owed.Load(); n != 1 {
+		t.Errorf("%d calls owed after retries, want the 1 owed before them", n)
 	}
 }

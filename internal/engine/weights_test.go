@@ -456,8 +456,8 @@ func TestJudgeAtPick(t *testing.T) {
 			}
 		}
 		e.rampProof.count(proofOwn) // a sixth, still out
-		if d.judge(e, start+13*ms) {
-			t.Error("judged warm against a wait of 10 ms by the quick proof; only relief may")
+		if d.judge(e, start+20*ms) {
+			t.Error("judged warm against a wait of 17 ms by the quick proof; only relief may")
 		}
 		if d.judge(e, start+30*ms) {
 			t.Error("relieved at a wait of 27 ms with a timed call still out")
