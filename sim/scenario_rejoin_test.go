@@ -22,8 +22,8 @@ func TestWarmRejoin(t *testing.T) {
 	// 262-284 over four runs of this one, and as much behind 50
 	// clients). pickwise_p2c and pickwise_peak_ewma: 196 and 181 ms
 	// from one client, 222 and 225 behind 50. pickwise_orca_wrr:
-	// within 25% (272 ms, 291 behind 50 clients, where without slow
-	// start it is at 264 and 288; over twelve seeds 305 and 298 ms on
+	// within 25% (268 ms, 286 behind 50 clients, where without slow
+	// start it is at 264 and 288; over twelve seeds 301 and 298 ms on
 	// average, round_robin's 283-293 and 288-301): its weighted
 	// schedule gives the returning four their share and no more,
 	// where the others also send them the calls the eight have
