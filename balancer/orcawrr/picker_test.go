@@ -358,16 +358,20 @@ func TestSlowStartEndsOnEvidence(t *testing.T) {
 // ramp.
 func TestSlowStartRelief(t *testing.T) {
 	// Its own slots: 0.1 of a weight against 11, one pick in 111.
-	testkit.CheckRampRelief(t, 40, func(t *testing.T) (*testkit.Harness, string) {
-		h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
-		as := testkit.Addrs(12)
-		h.Start(as[:11]...)
-		if err := h.Update(testkit.Endpoints(as)...); err != nil {
-			t.Fatal(err)
-		}
-		h.Ready(as[11])
-		return h, as[11]
-	})
+	testkit.CheckRampRelief(t, 40, joinTwelfth)
+}
+
+// joinTwelfth is a harness of eleven READY endpoints and a twelfth just
+// READY, ramping over a 30 s window, and the twelfth's address.
+func joinTwelfth(t *testing.T) (*testkit.Harness, string) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
+	as := testkit.Addrs(12)
+	h.Start(as[:11]...)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[11])
+	return h, as[11]
 }
 
 // TestSlowStartOpeningLends: a client that sends a newcomer many calls
@@ -395,20 +399,14 @@ func TestSlowStartOpeningLends(t *testing.T) {
 		{"slow client", 10 * time.Millisecond, 100, 1, 2, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
-			as := testkit.Addrs(12)
-			h.Start(as[:11]...)
-			if err := h.Update(testkit.Endpoints(as)...); err != nil {
-				t.Fatal(err)
-			}
-			h.Ready(as[11])
+			h, newcomer := joinTwelfth(t)
 			var held []func(balancer.DoneInfo)
 			t.Cleanup(func() { testkit.Finish(held, nil) })
 			first, total := 0, 0
 			for k := range tc.picks {
 				a, done := h.Pick()
 				held = append(held, done)
-				if a == as[11] {
+				if a == newcomer {
 					total++
 					if k < 100 {
 						first++
