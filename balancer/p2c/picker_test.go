@@ -364,10 +364,10 @@ func TestSlowStartEvidenceActsAtOnce(t *testing.T) {
 	newcomer := as[8]
 	p := h.CC.State().Picker
 	updates := h.CC.Updates()
-	// Calls answered in 2 µs: the newcomer's five opening calls prove it
-	// within its first picks, and a republish waits 5 ms, more than twice
-	// the 2.3 ms of picks here.
-	step := 2 * time.Microsecond
+	// Calls answered in 0.5 µs: the newcomer's five opening calls prove
+	// it within its first picks, and a republish waits 1 ms, almost twice
+	// the 0.58 ms of picks here.
+	step := 500 * time.Nanosecond
 	pick := func() string {
 		res, err := p.Pick(balancer.PickInfo{})
 		if err != nil {
@@ -377,11 +377,11 @@ func TestSlowStartEvidenceActsAtOnce(t *testing.T) {
 		res.Done(outcome(nil))
 		return res.SubConn.(*testkit.SubConn).Addr()
 	}
-	for range 250 { // 0.5 ms
+	for range 250 { // 0.125 ms
 		pick()
 	}
 	got := 0
-	for range 900 { // 1.8 ms more
+	for range 900 { // 0.45 ms more
 		if pick() == newcomer {
 			got++
 		}
