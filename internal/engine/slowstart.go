@@ -492,6 +492,10 @@ func (p *rampProof) reset(now int64) {
 	p.settled.Store(0)
 }
 
+// owe counts a call a weighted schedule lent the ramping endpoint ahead
+// of its share, for its own slots to repay (repay).
+func (p *rampProof) owe() { p.owed.Add(1) }
+
 // repay reports whether a slot of the ramping endpoint's own in a
 // weighted schedule goes to another, to repay a call lent to it ahead of
 // its share (owed), and if so counts it repaid.

@@ -586,7 +586,7 @@ func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.Pi
 						now = p.snap.Clock.Nanotime()
 					}
 					if l.ahead {
-						lent.Stats.rampProof.owed.Add(1)
+						lent.Stats.rampProof.owe()
 					}
 					if lent.Stats.rampProof.claim(now) {
 						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
