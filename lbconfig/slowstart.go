@@ -38,6 +38,10 @@ import (
 // rest of the fleet with its share for the whole window; a process that
 // is really cold answers slower and keeps its ramp. TimeOnly keeps every
 // ramp for its whole window instead, as Envoy's does.
+//
+// Unlike the other shared objects, whose null keeps the defaults,
+// "slowStart": null turns slow start off, as a nil *SlowStartConfig does
+// in Go.
 type SlowStartConfig struct {
 	// Enabled turns slow start on. Default true: "slowStart": {} and a
 	// config without "slowStart" both ramp; {"enabled": false} does not.

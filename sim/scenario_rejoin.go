@@ -130,10 +130,14 @@ const (
 // back over its 30 s window, and the other eight carry their load
 // meanwhile: at over 100% of capacity until the ramp is about a quarter
 // through, and their queues take longer still to drain. The pickwise
-// policies time the returning backends' first answers, find them as fast
-// as their peers', and end their ramps. The same calls sent by
-// rejoinClients clients give each too few answers to go by, and there the
-// peers' wait, which grows while the eight queue, ends the ramps.
+// policies kept the four's connections while they were out
+// (removalGrace), so they know them for the same processes and do not
+// ramp them. Columns that closed those connections at the removal
+// (reconnects) show the evidence instead: they time the returning
+// backends' first answers, find them as fast as their peers', and end
+// their ramps. The same calls sent by rejoinClients clients give each too
+// few answers to go by, and there the peers' wait, which grows while the
+// eight queue, ends the ramps.
 func WarmRejoin(Scale) (*RejoinResult, error) {
 	all := backendIDs(rejoinFleet)
 	run := Run{
@@ -144,8 +148,10 @@ func WarmRejoin(Scale) (*RejoinResult, error) {
 		Changes:  []Change{{At: rejoinLeave, Backends: all[rejoinAway:]}, {At: rejoinBack, Backends: all}},
 	}
 	policies := append(outcomePolicies(),
-		GRPC("pickwise_p2c (timeOnly)", "pickwise_p2c", `{"slowStart":{"timeOnly":true}}`),
-		GRPC("pickwise_orca_wrr (timeOnly)", "pickwise_orca_wrr", `{"slowStart":{"timeOnly":true}}`))
+		GRPC("pickwise_p2c (reconnects)", "pickwise_p2c", `{"removalGrace":"0s"}`),
+		GRPC("pickwise_orca_wrr (reconnects)", "pickwise_orca_wrr", `{"removalGrace":"0s"}`),
+		GRPC("pickwise_p2c (timeOnly)", "pickwise_p2c", `{"slowStart":{"timeOnly":true},"removalGrace":"0s"}`),
+		GRPC("pickwise_orca_wrr (timeOnly)", "pickwise_orca_wrr", `{"slowStart":{"timeOnly":true},"removalGrace":"0s"}`))
 	out := &RejoinResult{Policies: columns(policies)}
 	for _, p := range policies {
 		spans := spanShares{from: rejoinBack, ends: [3]time.Duration{500 * time.Millisecond, 2 * time.Second, 10 * time.Second}}
@@ -202,9 +208,10 @@ func WarmRejoin(Scale) (*RejoinResult, error) {
 	t.AddRow("p99 latency, calls 10-30 s after", p99Later...)
 	t.AddRow(fmt.Sprintf("p99 latency, first 10 s after, the calls sent by %d clients", rejoinClients), p99Clients...)
 	t.AddNote("the first 10 s include draining the queues the 2 s without the four built on the other eight (at 112% of their capacity): every policy's p99 there is mostly that")
-	t.AddNote("pickwise policies: slow start is on by default and ramps an endpoint that joins after the first picker, as these do when they come back; each ends its ramp once its first timed answers show it warm (five none slower than 1.2 times its peers' average, or eight or more averaging at most 1.5 times it), or its peers twice as slow as its slowest answer (the fleet overloaded), here within tens of milliseconds")
-	t.AddNote(fmt.Sprintf("%d clients: each with a balancer of its own and %s calls a second, of which a returning backend's ramped share is about one a second: too few answers to prove it warm by, so its peers' growing wait ends its ramp", rejoinClients, withCommas(int(run.Rate)/rejoinClients)))
-	t.AddNote("(timeOnly): slowStart {\"timeOnly\": true}, the ramp by time alone (Envoy's): the four stay at their ramped share for most of the 30 s window while the other eight queue")
+	t.AddNote("pickwise policies keep a removed endpoint's READY connection for removalGrace (10 s by default): the four come back on the connections they left with, the same processes, with their statistics, and are not ramped")
+	t.AddNote("(reconnects): removalGrace \"0s\", connections closed at the removal, as grpc's policies close them: the four reconnect and join after the first picker, and slow start ramps them until their first timed answers show them warm (five none slower than 1.2 times their peers' average, or eight or more averaging at most 1.5 times it), or their peers twice as slow as their slowest answer (the fleet overloaded), here within tens of milliseconds")
+	t.AddNote(fmt.Sprintf("%d clients: each with a balancer of its own and %s calls a second, of which a returning backend's ramped share is about one a second: too few answers to prove it warm by, so its peers' growing wait ends a ramp", rejoinClients, withCommas(int(run.Rate)/rejoinClients)))
+	t.AddNote("(timeOnly): slowStart {\"timeOnly\": true} and removalGrace \"0s\", the ramp by time alone (Envoy's): the four stay at their ramped share for most of the 30 s window while the other eight queue")
 	notes(t, policies)
 	addWallClockColumn(t)
 	out.Table = t

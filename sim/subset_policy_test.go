@@ -9,8 +9,11 @@ import (
 
 // TestPickwiseSubsetMatchesBalancer checks that the simulator's
 // pickwise_subset columns connect to exactly the backends the real
-// balancer, built from the same config, connects to.
+// balancer, built from the same config, connects to. The real child closes
+// the connections of backends that leave its subset at once
+// (removalGrace "0s"), so that only the subset's are counted.
 func TestPickwiseSubsetMatchesBalancer(t *testing.T) {
+	const closingChild = `"childPolicy":[{"pickwise_p2c":{"removalGrace":"0s"}}]`
 	const n, size, clients = 30, 5, 12
 	ids := backendIDs(n)
 	after := slices.Delete(slices.Clone(ids), 7, 8)
@@ -19,13 +22,13 @@ func TestPickwiseSubsetMatchesBalancer(t *testing.T) {
 		cfg  func(i int) string
 	}{
 		{subsetBalanced, func(i int) string {
-			return fmt.Sprintf(`{"subsetSize":%d,"clientIndex":%d,"clientCount":%d}`, size, i, clients)
+			return fmt.Sprintf(`{"subsetSize":%d,"clientIndex":%d,"clientCount":%d,%s}`, size, i, clients, closingChild)
 		}},
 		{subsetStable, func(i int) string {
-			return fmt.Sprintf(`{"subsetSize":%d,"clientIndex":%d,"clientCount":%d,"mode":"stable"}`, size, i, clients)
+			return fmt.Sprintf(`{"subsetSize":%d,"clientIndex":%d,"clientCount":%d,"mode":"stable",%s}`, size, i, clients, closingChild)
 		}},
 		{subsetNoIndex, func(i int) string {
-			return fmt.Sprintf(`{"subsetSize":%d,"clientId":%q}`, size, subsetClientID(i))
+			return fmt.Sprintf(`{"subsetSize":%d,"clientId":%q,%s}`, size, subsetClientID(i), closingChild)
 		}},
 	} {
 		sim, err := newClients(PickwiseSubset("sim", tc.kind, size, clients, pickwiseP2C()), 1, make([]Backend, n), ids, clients)

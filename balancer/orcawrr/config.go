@@ -16,6 +16,8 @@ import (
 // Config is pickwise_orca_wrr's service-config object. The fields gRFC A58
 // defines for grpc's weighted_round_robin have the same names, defaults and
 // meaning, so a config moves between the two by changing the policy name.
+// Build one in Go from DefaultConfig: the fields a struct literal leaves at
+// zero are settings, not the defaults, and most of them turn a feature off.
 type Config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 
@@ -65,6 +67,12 @@ type Config struct {
 	// fleet's out of placement for a while, with probe calls and
 	// probation. On by default; {"enabled": false} turns it off.
 	Ejection lbconfig.EjectionConfig `json:"ejection"`
+	// RemovalGrace is how long the READY connection of an endpoint the
+	// resolver removed is kept, in case it returns: one that returns on
+	// it keeps its statistics and is not slow-started (see
+	// lbconfig.DefaultRemovalGrace). Default "10s"; "0s" closes it at
+	// once; at most "10m".
+	RemovalGrace lbconfig.Duration `json:"removalGrace"`
 }
 
 // Defaults of the fields above (gRFC A58's where it has one).
@@ -99,6 +107,7 @@ func DefaultConfig() *Config {
 		SlowStart:               &slow,
 		FailurePenalty:          lbconfig.DefaultFailurePenalty(),
 		Ejection:                lbconfig.DefaultEjection(),
+		RemovalGrace:            lbconfig.Duration(lbconfig.DefaultRemovalGrace),
 	}
 }
 
@@ -150,6 +159,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 	if err := cfg.Ejection.Validate(Name); err != nil {
 		return nil, err
 	}
+	if err := lbconfig.ValidateRemovalGrace(Name, cfg.RemovalGrace); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
@@ -159,6 +171,7 @@ func settings(c *Config) engine.Settings {
 		SlowStart:      c.SlowStart,
 		FailurePenalty: c.FailurePenalty,
 		Ejection:       c.Ejection,
+		RemovalGrace:   time.Duration(c.RemovalGrace),
 		Weights: &engine.WeightsConfig{
 			ORCA: orcaweight.Config{
 				BlackoutPeriod:          time.Duration(c.BlackoutPeriod),

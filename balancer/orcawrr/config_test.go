@@ -46,6 +46,7 @@ func TestParseConfig(t *testing.T) {
 		{Name: "negative penalty", JSON: `{"errorUtilizationPenalty": -1}`, WantErr: "pickwise_orca_wrr: errorUtilizationPenalty -1: must be a finite number >= 0"},
 		{Name: "zero OOB period", JSON: `{"oobReportingPeriod": "0s"}`, WantErr: `pickwise_orca_wrr: oobReportingPeriod "0s": must be > 0`},
 		{Name: "negative blackout", JSON: `{"blackoutPeriod": "-1s"}`, WantErr: `pickwise_orca_wrr: blackoutPeriod "-1s": must be >= 0`},
+		{Name: "negative removalGrace", JSON: `{"removalGrace": "-1s"}`, WantErr: `pickwise_orca_wrr: removalGrace "-1s": must be in [0s, 10m0s]`},
 		{Name: "zero expiration", JSON: `{"weightExpirationPeriod": "0s"}`, WantErr: `pickwise_orca_wrr: weightExpirationPeriod "0s": must be > 0`},
 		{Name: "negative half-life", JSON: `{"weightHalfLife": "-5s"}`, WantErr: `pickwise_orca_wrr: weightHalfLife "-5s": must be in [0s, 1h0m0s]`},
 		{Name: "half-life too long", JSON: `{"weightHalfLife": "2h"}`, WantErr: `pickwise_orca_wrr: weightHalfLife "2h0m0s"`},

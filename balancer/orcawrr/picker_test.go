@@ -582,3 +582,30 @@ func TestRetryReportsReachTheRetriedEndpoint(t *testing.T) {
 		t.Errorf("plain picks on %s: %.1f%%, want 75%% (weights 300:100)", as[0], 100*share)
 	}
 }
+
+// TestRemovedEndpointReturnsWithItsWeight: an endpoint that leaves the
+// endpoint list and returns on the connection the policy kept for it
+// (removalGrace) is the same backend, and keeps its weight: no new
+// blackout holds it at the median.
+func TestRemovedEndpointReturnsWithItsWeight(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"blackoutPeriod": "5s", "weightHalfLife": "0s"}`)
+	as := testkit.Addrs(4)
+	h.Start(as...)
+	reports := map[string]*v3orcapb.OrcaLoadReport{ // weights 100, 200, 400, 1000
+		as[0]: report(100, 1, 0), as[1]: report(100, 0.5, 0), as[2]: report(100, 0.25, 0), as[3]: report(100, 0.1, 0),
+	}
+	var got map[string]int
+	for range 8 {
+		got = serve(h, 1700, time.Second, reports)
+	}
+	near(t, "share before the removal", shareOf(got, as[3]), 1000.0/1700, 0.01)
+	if err := h.Update(testkit.Endpoints(as[:3])...); err != nil {
+		t.Fatal(err)
+	}
+	serve(h, 700, time.Second, reports)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	got = serve(h, 1700, time.Second, reports)
+	near(t, "share back on its connection", shareOf(got, as[3]), 1000.0/1700, 0.01)
+}

@@ -1,6 +1,8 @@
 package p2c
 
 import (
+	"time"
+
 	"github.com/pickwise/pickwise/internal/engine"
 )
 
@@ -27,7 +29,7 @@ func init() {
 		ParseConfig: ParseConfig,
 		Defaults:    DefaultConfig,
 		Settings: func(c *Config) engine.Settings {
-			return engine.Settings{SlowStart: c.SlowStart, FailurePenalty: c.FailurePenalty, Ejection: c.Ejection}
+			return engine.Settings{SlowStart: c.SlowStart, FailurePenalty: c.FailurePenalty, Ejection: c.Ejection, RemovalGrace: time.Duration(c.RemovalGrace)}
 		},
 		Choices: func(c *Config) int { return int(c.ChoiceCount) },
 		Metric:  func(c *Config, _ *engine.Snapshot) engine.LoadMetric { return loadMetric(c.ActiveRequestBias) },

@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 )
 
-// Config is pickwise_p2c's service-config object.
+// Config is pickwise_p2c's service-config object. Build one in Go from
+// DefaultConfig: the fields a struct literal leaves at zero are settings,
+// not the defaults, and most of them turn a feature off.
 type Config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 
@@ -35,6 +37,12 @@ type Config struct {
 	// fleet's out of placement for a while, with probe calls and
 	// probation. On by default; {"enabled": false} turns it off.
 	Ejection lbconfig.EjectionConfig `json:"ejection"`
+	// RemovalGrace is how long the READY connection of an endpoint the
+	// resolver removed is kept, in case it returns: one that returns on
+	// it keeps its statistics and is not slow-started (see
+	// lbconfig.DefaultRemovalGrace). Default "10s"; "0s" closes it at
+	// once; at most "10m".
+	RemovalGrace lbconfig.Duration `json:"removalGrace"`
 }
 
 // Defaults of the fields above.
@@ -53,6 +61,7 @@ func DefaultConfig() *Config {
 		SlowStart:         &slow,
 		FailurePenalty:    lbconfig.DefaultFailurePenalty(),
 		Ejection:          lbconfig.DefaultEjection(),
+		RemovalGrace:      lbconfig.Duration(lbconfig.DefaultRemovalGrace),
 	}
 }
 
@@ -83,6 +92,9 @@ func ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) 
 		return nil, err
 	}
 	if err := cfg.Ejection.Validate(Name); err != nil {
+		return nil, err
+	}
+	if err := lbconfig.ValidateRemovalGrace(Name, cfg.RemovalGrace); err != nil {
 		return nil, err
 	}
 	return cfg, nil

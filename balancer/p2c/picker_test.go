@@ -561,8 +561,13 @@ func TestEndpointsRemovedAndAdded(t *testing.T) {
 	if got[as[2]] != 0 {
 		t.Errorf("removed endpoint got %d picks", got[as[2]])
 	}
+	// Its connection is kept for its return, then closed (parked_test.go).
+	if removed.IsShutdown() {
+		t.Error("removed endpoint's SubConn was shut down before removalGrace")
+	}
+	h.Clock.Advance(lbconfig.DefaultRemovalGrace)
 	if !removed.IsShutdown() {
-		t.Error("removed endpoint's SubConn was not shut down")
+		t.Error("removed endpoint's SubConn was not shut down after removalGrace")
 	}
 
 	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[3], 0)); err != nil {

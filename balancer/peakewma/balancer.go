@@ -34,6 +34,7 @@ func init() {
 				FailurePenalty: c.FailurePenalty,
 				Ejection:       c.Ejection,
 				Latency:        &engine.LatencyConfig{DecayTime: time.Duration(c.DecayTime)},
+				RemovalGrace:   time.Duration(c.RemovalGrace),
 			}
 		},
 		Choices: func(c *Config) int { return int(c.ChoiceCount) },

@@ -30,6 +30,7 @@ func TestParseConfig(t *testing.T) {
 		{Name: "choiceCount clamped", JSON: `{"choiceCount": 50}`, Want: with(func(c *peakewma.Config) { c.ChoiceCount = 10 })},
 		{Name: "decayTime too short", JSON: `{"decayTime": "1ms"}`, WantErr: `pickwise_peak_ewma: decayTime "1ms": must be in [10ms, 1h0m0s]`},
 		{Name: "decayTime too long", JSON: `{"decayTime": "2h"}`, WantErr: `pickwise_peak_ewma: decayTime "2h0m0s": must be in [10ms, 1h0m0s]`},
+		{Name: "removalGrace too long", JSON: `{"removalGrace": "1h"}`, WantErr: `pickwise_peak_ewma: removalGrace "1h0m0s": must be in [0s, 10m0s]`},
 		{Name: "decayTime not a string", JSON: `{"decayTime": 10}`, WantErr: `pickwise_peak_ewma: field "decayTime": cannot use JSON 10: a duration must be a string`},
 		{Name: "defaultRtt zero is unset", JSON: `{"defaultRtt": "0s"}`, Want: peakewma.DefaultConfig()},
 		{Name: "defaultRtt too short", JSON: `{"defaultRtt": "100ns"}`, WantErr: `pickwise_peak_ewma: defaultRtt "100ns": must be in [1µs, 1m0s]`},

@@ -19,7 +19,9 @@ const (
 	TableRendezvous = "rendezvous"
 )
 
-// Config is pickwise_ring_hash's service-config object.
+// Config is pickwise_ring_hash's service-config object. Build one in Go from
+// DefaultConfig: the fields a struct literal leaves at zero are settings,
+// not the defaults, and most of them turn a feature off.
 type Config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 

@@ -431,7 +431,9 @@ func TestRealChild(t *testing.T) {
 	cc := testkit.NewClientConn()
 	b := newBalancer(cc, balancer.BuildOptions{}, 1)
 	defer b.Close()
-	cfg := parse(t, `{"subsetSize": 3, "clientIndex": 2, "clientCount": 3}`)
+	// removalGrace 0s: the child closes a removed backend's connection at
+	// once, rather than keep it for the backend's return.
+	cfg := parse(t, `{"subsetSize": 3, "clientIndex": 2, "clientCount": 3, "childPolicy": [{"pickwise_p2c": {"removalGrace": "0s"}}]}`)
 	update(t, b, cfg, endpointsOf(addrs))
 	want, _ := subsetting.Balanced(addrs, 3, 2, 3)
 	if err := cc.SetReady(ctx, want...); err != nil {

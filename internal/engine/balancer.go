@@ -69,7 +69,14 @@ type engineBalancer struct {
 	resolverErr error // last resolver error, for messages
 	coalesce    coalescer
 	rampTimer   Timer
-	rampTimerAt int64         // UnixNano when rampTimer fires; 0 if none
+	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
+	// parked are the children of removed endpoints kept in case they
+	// return, by endpointKey (parked.go); grace is how long, and
+	// parkTimer the sweep that closes them after it.
+	parked      map[string]*child
+	grace       time.Duration
+	parkTimer   Timer
+	parkTimerAt int64         // Clock.Nanotime when parkTimer fires; 0 if none
 	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
 	locality    string        // the endpoints' xDS locality, if any: a metrics label
 	// labels are target and locality, the labels of most metrics, as one
@@ -225,6 +232,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
 	var added []*child
+	var returned []*Endpoint // back from parking (parked.go)
 	for _, ep := range ccs.ResolverState.Endpoints {
 		key := endpointKey(ep)
 		if _, dup := next[key]; dup {
@@ -232,16 +240,25 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 		e, ok := b.endpoints[key]
 		if !ok {
-			// Endpoints known before the first READY picker are the initial
-			// fleet: they are not cold newcomers, so they skip slow start.
-			e = newEndpoint(firstAddr(ep), &b.shared, b.everReady)
-			if b.weights != nil {
-				b.weights.add(e)
+			if c := b.unparkLocked(key); c != nil {
+				// Back on the connection it left with (parked.go).
+				e = c.e
+				b.children[e] = c
+				b.counts.move(noStateYet, e.state)
+				returned = append(returned, e)
+			} else {
+				// Endpoints known before the first READY picker are the
+				// initial fleet: they are not cold newcomers, so they
+				// skip slow start.
+				e = newEndpoint(firstAddr(ep), &b.shared, b.everReady)
+				if b.weights != nil {
+					b.weights.add(e)
+				}
+				c := newChild(b, e)
+				b.children[e] = c
+				added = append(added, c)
+				b.counts.move(noStateYet, e.state)
 			}
-			c := newChild(b, e)
-			b.children[e] = c
-			added = append(added, c)
-			b.counts.move(noStateYet, e.state)
 		}
 		e.resolved = ep
 		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
@@ -251,6 +268,11 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	var removed []*child
 	var picks pickCounts // of the removed endpoints, which no later flush sees
+	now := b.clock.Nanotime()
+	b.grace = settings.RemovalGrace
+	if b.grace <= 0 {
+		removed = b.takeParkedLocked()
+	}
 	for key, e := range b.endpoints {
 		if _, kept := next[key]; !kept {
 			e.weights.closeOOB()
@@ -258,13 +280,25 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			c := b.children[e]
 			c.removed = true
 			delete(b.children, e)
-			removed = append(removed, c)
 			b.counts.move(e.state, noStateYet)
+			if !b.parkLocked(key, c, now) {
+				removed = append(removed, c)
+			}
 		}
 	}
 	b.recordPicksLocked(&picks)
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
+	if b.weights != nil {
+		for _, e := range returned {
+			if e.weights.tracker == nil {
+				b.weights.add(e)
+			} else {
+				b.weights.routeReports(e)
+				b.weights.restartOOB(e)
+			}
+		}
+	}
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	kids := b.childrenInOrderLocked()
 	stale := kids[:0:0]
@@ -417,7 +451,7 @@ func (b *engineBalancer) Close() {
 	// In resolver order, the order the children were made in, which is
 	// about the order they lie in memory: over a large fleet, closing them
 	// in a map's order instead waits on a cache miss per child.
-	kids := b.childrenFromLocked(0)
+	kids := append(b.childrenFromLocked(0), b.takeParkedLocked()...)
 	b.children = map[*Endpoint]*child{}
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while

@@ -33,6 +33,11 @@ type child struct {
 
 	// Guarded by the balancer's mu.
 	removed bool // no longer in the resolver's list: its reports are stale
+	// parkedUntil is when a removed child kept for its endpoint's return
+	// is closed (parked.go), and parkedKey its endpoint's key in the
+	// parked list; parkedUntil is 0 if it is not parked.
+	parkedUntil int64
+	parkedKey   string
 	// What the child was last given: its endpoint and the resolver
 	// state's attributes; unset until the first update.
 	sent      resolver.Endpoint
@@ -133,7 +138,13 @@ func (c *child) UpdateState(s balancer.State) {
 	b := c.b
 	b.mu.Lock()
 	if b.closed || c.removed {
+		closing := !b.closed && b.parkedStateLocked(c, s.ConnectivityState)
 		b.mu.Unlock()
+		if closing {
+			// Not on this goroutine: the child may be calling from
+			// inside its own methods.
+			b.wakes.Go(c.close)
+		}
 		return
 	}
 	b.childStateLocked(c.e, s)

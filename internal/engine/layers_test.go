@@ -36,7 +36,7 @@ var engineFiles = []string{
 	// balancer.
 	"metrics.go", "policy.go", "static.go", "weightkeeper.go",
 	// The balancer: one type whose methods are split by job.
-	"balancer.go", "readylist.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "observe.go", "children.go",
+	"balancer.go", "readylist.go", "coalesce.go", "ejection.go", "recording.go", "weights.go", "lazy.go", "observe.go", "children.go", "parked.go",
 	// Registering a policy with grpc, and parents that build policies.
 	"registry.go", "parents.go",
 }
@@ -58,6 +58,10 @@ var upwardAllowed = map[string]string{
 	// The connect mode is chosen by the balancer and calls back into its
 	// publishing: a strategy of the one type.
 	"balancer.go -> lazy.go": "the onDemand connectMode",
+	// A removed endpoint's child is parked, and its reports while parked
+	// are the parking's to judge: the balancer's own methods again.
+	"balancer.go -> parked.go": "engineBalancer's own methods",
+	"children.go -> parked.go": "a parked child's state report",
 }
 
 // TestFilesReadInOneDirection type-checks the engine and fails on any

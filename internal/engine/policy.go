@@ -38,6 +38,10 @@ type Settings struct {
 	// Weights, when not nil, makes the engine keep backend-reported
 	// weights (Snapshot.Weights). It must be validated.
 	Weights *WeightsConfig
+	// RemovalGrace is how long the READY connection of an endpoint the
+	// resolver removed is kept, in case the endpoint returns on it
+	// (parked.go); 0 closes it at once. Lazy policies never park.
+	RemovalGrace time.Duration
 }
 
 // Spec describes one policy: its registry name, its config parser and a

@@ -33,7 +33,7 @@ func warmRejoin(ctx context.Context, l *lab) (section, error) {
 		all[i] = i
 	}
 	policies := l.keep("warm-rejoin", []labPolicy{roundRobin, leastRequest, p2c,
-		{name: "pickwise_p2c (timeOnly)", config: lbConfig("pickwise_p2c", `{"slowStart":{"timeOnly":true}}`)}, peakEWMA})
+		{name: "pickwise_p2c (timeOnly)", config: lbConfig("pickwise_p2c", `{"slowStart":{"timeOnly":true},"removalGrace":"0s"}`)}, peakEWMA})
 	var rs []result
 	for _, p := range policies {
 		ch, err := l.open(ctx, "warm-rejoin", n, p, rejoinBackend, nil, nil)
@@ -84,7 +84,8 @@ func warmRejoin(ctx context.Context, l *lab) (section, error) {
 	t.AddRow("p99.9 of successful calls, whole run", row(rs, func(o outcome) string { return sim.Ms(sim.Quantile(o.latencies, 0.999)) })...)
 	t.AddRow("failed calls", row(rs, func(o outcome) string { return fmt.Sprint(o.failed) })...)
 	t.AddNote("while the four are out the other eight get 112% of their capacity, and queue")
-	t.AddNote("pickwise policies ramp the four with slow start when they come back, and end the ramp once their first answers show them as fast as their peers, or their peers, queueing, twice as slow; (timeOnly) ramps them for the whole 30 s window, the rest of the run, while the other eight run over capacity")
+	t.AddNote("pickwise policies keep a removed backend's connection for removalGrace (10 s by default): the four come back on the connections they left with, the same processes, and are not ramped")
+	t.AddNote("(timeOnly): removalGrace \"0s\" and a ramp by time alone: the four reconnect, and slow start ramps them for the whole 30 s window, the rest of the run, while the other eight run over capacity")
 	sec := newSection("warm-rejoin", t, rs)
 	sec.Charts = []chart{latencyChart(rs)}
 	return sec, nil
