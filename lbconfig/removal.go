@@ -7,13 +7,14 @@ import (
 
 // DefaultRemovalGrace is the default "removalGrace" of the load-aware
 // policies (pickwise_p2c, pickwise_peak_ewma, pickwise_orca_wrr): how long
-// the READY connection of an endpoint the resolver removed is kept, idle,
-// in case the endpoint returns. One that returns on the connection it left
-// with is the same process that served before: it keeps its statistics,
-// its failure evidence and its weight, and it is not slow-started. The
-// connection is closed when the grace is over, or at once if it drops
-// meanwhile; a removed endpoint gets no calls either way. "0s" closes
-// connections when their endpoints are removed, as grpc's own policies do.
+// the READY connection of an endpoint the resolver removed is kept in case
+// the endpoint returns; no picker published after the removal places calls
+// on it. One that returns on the connection it left with is the same
+// process that served before: it comes back with its statistics, its
+// failure evidence and its weight as they were when it left, and no new
+// slow-start ramp starts. The connection is closed when the grace is over,
+// or at once if it drops meanwhile. "0s" closes connections when their
+// endpoints are removed, as grpc's own policies do.
 const DefaultRemovalGrace = 10 * time.Second
 
 // MaxRemovalGrace is the longest removalGrace accepted.

@@ -69,7 +69,7 @@ type Config struct {
 	Ejection lbconfig.EjectionConfig `json:"ejection"`
 	// RemovalGrace is how long the READY connection of an endpoint the
 	// resolver removed is kept, in case it returns: one that returns on
-	// it keeps its statistics and is not slow-started (see
+	// it keeps its statistics, and no new slow-start ramp starts (see
 	// lbconfig.DefaultRemovalGrace). Default "10s"; "0s" closes it at
 	// once; at most "10m".
 	RemovalGrace lbconfig.Duration `json:"removalGrace"`

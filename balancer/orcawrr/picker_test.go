@@ -609,3 +609,37 @@ func TestRemovedEndpointReturnsWithItsWeight(t *testing.T) {
 	got = serve(h, 1700, time.Second, reports)
 	near(t, "share back on its connection", shareOf(got, as[3]), 1000.0/1700, 0.01)
 }
+
+// TestOutOfBandStreamRestartsOnReturn: an endpoint's ORCA stream closes
+// when it leaves the endpoint list, and opens again on the connection it
+// kept when it returns (removalGrace).
+func TestOutOfBandStreamRestartsOnReturn(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{"enableOobLoadReport": true}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
+	sc := h.CC.SubConnFor(as[2])
+	streams := func() int {
+		n := 0
+		for _, m := range sc.Streams() {
+			if m == method {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, h, "an ORCA stream", func() bool { return streams() == 1 })
+	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	if n := sc.ProducersClosed(); n != 1 {
+		t.Errorf("producers closed on the removed endpoint's connection = %d, want 1", n)
+	}
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	if h.CC.SubConnFor(as[2]) != sc {
+		t.Fatal("the returning endpoint did not keep its connection")
+	}
+	waitFor(t, h, "a second ORCA stream on the kept connection", func() bool { return streams() == 2 })
+}

@@ -71,14 +71,16 @@ type engineBalancer struct {
 	rampTimer   Timer
 	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
 	// parked are the children of removed endpoints kept in case they
-	// return, by endpointKey (parked.go); grace is how long, and
-	// parkTimer the sweep that closes them after it.
-	parked      map[string]*child
-	grace       time.Duration
-	parkTimer   Timer
-	parkTimerAt int64         // Clock.Nanotime when parkTimer fires; 0 if none
-	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
-	locality    string        // the endpoints' xDS locality, if any: a metrics label
+	// return, by endpointKey, and parkQueue the order they were parked
+	// in (parked.go); grace is how long, and parkTimer the sweep that
+	// closes them after it, of generation parkGen.
+	parked    map[string]*child
+	parkQueue []parkedEntry
+	grace     time.Duration
+	parkTimer Timer
+	parkGen   uint64
+	weights   *weightKeeper // nil unless the policy asks for Settings.Weights
+	locality  string        // the endpoints' xDS locality, if any: a metrics label
 	// labels are target and locality, the labels of most metrics, as one
 	// slice: passed whole, they cost a recording no allocation, where
 	// listing them would allocate one for every value (one per endpoint
@@ -289,15 +291,8 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.recordPicksLocked(&picks)
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
-	if b.weights != nil {
-		for _, e := range returned {
-			if e.weights.tracker == nil {
-				b.weights.add(e)
-			} else {
-				b.weights.routeReports(e)
-				b.weights.restartOOB(e)
-			}
-		}
+	for _, e := range returned {
+		b.returnedLocked(e, now)
 	}
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	kids := b.childrenInOrderLocked()

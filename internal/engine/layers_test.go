@@ -62,6 +62,7 @@ var upwardAllowed = map[string]string{
 	// are the parking's to judge: the balancer's own methods again.
 	"balancer.go -> parked.go": "engineBalancer's own methods",
 	"children.go -> parked.go": "a parked child's state report",
+	"weights.go -> parked.go":  "the parked endpoints' trackers, stopped with the others'",
 }
 
 // TestFilesReadInOneDirection type-checks the engine and fails on any

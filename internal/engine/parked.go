@@ -8,21 +8,31 @@ import (
 
 // This file keeps, for a while, the connections of endpoints the resolver
 // removed. A resolver's list can drop endpoints for a moment and give them
-// back (a control plane that flaps, a zone withdrawn and restored, a
-// readiness check that fails once): grpc's own sharding closes their
-// connections at once and reconnects when they return, and a returning
-// endpoint then looks like any newcomer, cold, with no history. An endpoint
-// whose connection was READY when it left is parked instead: its child and
-// its state are kept, nothing is placed on it, and it is closed once
-// Settings.RemovalGrace has passed or as soon as its connection changes
-// state. One that returns while parked, on the connection it had, is the
-// same process that served it before: it comes back with its latency,
-// failures, ejection and weight as they were, and it is not ramped, where
-// a newcomer at that address, or the same one reconnected, would be.
+// back (a control plane that flaps, a zone withdrawn and restored, a DNS
+// answer lost): grpc's own sharding closes their connections at once and
+// reconnects when they return, and a returning endpoint then looks like
+// any newcomer, cold, with no history. An endpoint whose connection was
+// READY when it left is parked instead: its child and its state are kept,
+// no picker published after its removal places a call on it, and it is
+// closed once Settings.RemovalGrace has passed, or as soon as its
+// connection changes state. One that returns while parked, on the
+// connection it had, is the same process that served it before: it comes
+// back with its latency, failures, ejection and weight as they were
+// (frozen while it was out: the health ticks and weight updates walk the
+// listed endpoints only), and no new slow-start ramp starts, where a
+// newcomer at that address, or the same one reconnected, would ramp.
 //
 // Only eager policies park: a lazy policy's connections follow its picks,
 // and its endpoints have their own hold for keys (the hash policies'
 // rejoin hold).
+
+// parkedEntry is a child in the order it was parked, with the deadline it
+// was given: an entry whose child has since left the parked list, or been
+// parked again, no longer matches it and is skipped.
+type parkedEntry struct {
+	c     *child
+	until int64
+}
 
 // parkLocked keeps c, the child of an endpoint the resolver just removed,
 // if its connection is READY and parking is on, and reports whether it
@@ -36,7 +46,15 @@ func (b *engineBalancer) parkLocked(key string, c *child, now int64) bool {
 	}
 	c.parkedUntil, c.parkedKey = now+int64(b.grace), key
 	b.parked[key] = c
-	b.armParkTimerLocked(c.parkedUntil, now)
+	// Deadlines come in the order children are parked while the grace
+	// stays the same, so the sweep reads only the head of the queue. A
+	// grace shortened later leaves the children parked before it to
+	// their own, longer deadline, and those parked after it to wait
+	// behind them: at most the old grace.
+	b.parkQueue = append(b.parkQueue, parkedEntry{c, c.parkedUntil})
+	if b.parkTimer == nil {
+		b.armParkTimerLocked(c.parkedUntil, now)
+	}
 	return true
 }
 
@@ -52,6 +70,36 @@ func (b *engineBalancer) unparkLocked(key string) *child {
 	return c
 }
 
+// returnedLocked settles what changed while e, back from parking, was out
+// of the list, once the update's config is applied: its weight's tracker
+// and ORCA stream, and an ejection that nothing would end otherwise, since
+// the health ticks skipped it and may have stopped.
+func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
+	if b.weights != nil {
+		if e.weights.tracker == nil {
+			b.weights.add(e)
+		} else {
+			b.weights.routeReports(e)
+			b.weights.restartOOB(e)
+		}
+	}
+	pen := b.shared.penalty.Load()
+	if pen == nil {
+		// The penalty went off meanwhile: what it knew is forgotten, as
+		// for the endpoints that stayed (UpdateClientConnState).
+		e.outcomeBits.Store(0)
+		e.ejection.ejected = false
+		return
+	}
+	if e.ejection.ejected {
+		if b.shared.ejector.Load() == nil {
+			b.readmitLocked(e, now)
+		} else {
+			b.shared.work.startHealth(pen.tick)
+		}
+	}
+}
+
 // parkedStateLocked is a parked child's state report. Any change ends the
 // parking: the connection it was kept for is gone, and an endpoint that
 // returns after that is not known to be the same process. It reports
@@ -65,41 +113,51 @@ func (b *engineBalancer) parkedStateLocked(c *child, st connectivity.State) bool
 	return true
 }
 
-// armParkTimerLocked makes sure a sweep runs by at, now being the time.
+// armParkTimerLocked arms the sweep for at, now being the time. A sweep
+// armed before and not stopped in time finds its generation out of date
+// and does nothing.
 func (b *engineBalancer) armParkTimerLocked(at, now int64) {
-	if b.parkTimer != nil && b.parkTimerAt <= at {
-		return
-	}
 	if b.parkTimer != nil {
 		b.parkTimer.Stop()
 	}
-	b.parkTimerAt = at
-	b.parkTimer = b.clock.AfterFunc(time.Duration(at-now), b.sweepParked)
+	b.parkGen++
+	gen := b.parkGen
+	b.parkTimer = b.clock.AfterFunc(time.Duration(at-now), func() { b.sweepParked(gen) })
 }
 
 // sweepParked closes the parked children whose grace is over, and arms the
-// timer for the next.
-func (b *engineBalancer) sweepParked() {
+// timer for the next. It reads the queue from its head only as far as the
+// first child still within its grace.
+func (b *engineBalancer) sweepParked(gen uint64) {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || gen != b.parkGen {
 		b.mu.Unlock()
 		return
 	}
-	b.parkTimer, b.parkTimerAt = nil, 0
+	b.parkTimer = nil
 	now := b.clock.Nanotime()
 	var done []*child
-	next := int64(0)
-	for key, c := range b.parked {
-		if c.parkedUntil <= now {
-			delete(b.parked, key)
-			c.parkedUntil = 0
-			done = append(done, c)
-		} else if next == 0 || c.parkedUntil < next {
-			next = c.parkedUntil
+	q := b.parkQueue
+	for len(q) > 0 {
+		p := q[0]
+		if p.c.parkedUntil == p.until && p.until > now {
+			break
 		}
+		if p.c.parkedUntil == p.until {
+			delete(b.parked, p.c.parkedKey)
+			p.c.parkedUntil = 0
+			done = append(done, p.c)
+		}
+		q[0] = parkedEntry{}
+		q = q[1:]
 	}
-	if next != 0 {
-		b.armParkTimerLocked(next, now)
+	b.parkQueue = q
+	if len(q) > 0 {
+		b.armParkTimerLocked(q[0].until, now)
+	} else {
+		// A mass removal's map and queue are let go, not kept at their
+		// largest.
+		b.parked, b.parkQueue = nil, nil
 	}
 	b.mu.Unlock()
 	for _, c := range done {
@@ -113,13 +171,23 @@ func (b *engineBalancer) sweepParked() {
 func (b *engineBalancer) takeParkedLocked() []*child {
 	if b.parkTimer != nil {
 		b.parkTimer.Stop()
-		b.parkTimer, b.parkTimerAt = nil, 0
+		b.parkTimer = nil
 	}
-	kids := make([]*child, 0, len(b.parked))
-	for key, c := range b.parked {
-		delete(b.parked, key)
+	b.parkGen++
+	var kids []*child
+	for _, c := range b.parked {
 		c.parkedUntil = 0
 		kids = append(kids, c)
 	}
+	b.parked, b.parkQueue = nil, nil
 	return kids
+}
+
+// parkedEndpointsLocked is the endpoints of the parked children.
+func (b *engineBalancer) parkedEndpointsLocked() []*Endpoint {
+	es := make([]*Endpoint, 0, len(b.parked))
+	for _, c := range b.parked {
+		es = append(es, c.e)
+	}
+	return es
 }

@@ -22,7 +22,9 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	switch {
 	case cfg == nil:
 		if b.weights != nil {
-			b.weights.stop(b.order)
+			// The parked endpoints' trackers too: one that returns
+			// gets a fresh one from the next keeper (returnedLocked).
+			b.weights.stop(append(b.parkedEndpointsLocked(), b.order...))
 			b.weights = nil
 		}
 	case b.weights == nil:

@@ -1,0 +1,123 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/pickwise/pickwise/balancer/p2c"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"github.com/pickwise/pickwise/lbconfig"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// The parking of removed endpoints (parked.go) where a config or the
+// clock moves while they are out; balancer/p2c's parked_test.go has the
+// common cases.
+
+func parseP2C(t *testing.T, js string) serviceconfig.LoadBalancingConfig {
+	t.Helper()
+	cfg, err := p2c.ParseConfig(json.RawMessage(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestParkedEjectedEndpointReturns: an endpoint ejected when it left, and
+// back after a config turned ejection or the whole failure penalty off,
+// is readmitted: nothing else would, since no probe goes to it without
+// ejection and no health tick looked at it while it was out.
+func TestParkedEjectedEndpointReturns(t *testing.T) {
+	for _, off := range []string{`{"ejection": {"enabled": false}}`, `{"failurePenalty": {"enabled": false}}`} {
+		t.Run(off, func(t *testing.T) {
+			h := testkit.NewHarness(t, p2c.Name, `{}`)
+			as := testkit.Addrs(10)
+			h.Start(as...)
+			healAt := 2 * time.Second
+			c := blackHoleUntil(h, as[0], healAt)
+			if s := testkit.Share(c.Run(healAt, healAt)[0], as[0]); s > 0.01 {
+				t.Fatalf("black hole's share %.2f%%: the setup did not eject it", 100*s)
+			}
+			if err := h.Update(testkit.Endpoints(as[1:])...); err != nil {
+				t.Fatal(err)
+			}
+			h.Cfg = parseP2C(t, off)
+			if err := h.Update(testkit.Endpoints(as)...); err != nil {
+				t.Fatal(err)
+			}
+			// It healed while it was out.
+			if s := testkit.Share(c.Run(time.Second, time.Second)[0], as[0]); s < 0.05 {
+				t.Errorf("share of the healed endpoint back from parking = %.1f%%, want about its fair 10%%", 100*s)
+			}
+		})
+	}
+}
+
+// TestParkedGraceTurnedOff: a config that sets removalGrace to 0s closes
+// the connections parked under the old one.
+func TestParkedGraceTurnedOff(t *testing.T) {
+	h := testkit.NewHarness(t, p2c.Name, `{}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	sc := h.CC.SubConnFor(as[2])
+	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	if sc.IsShutdown() {
+		t.Fatal("removed endpoint's connection closed at once under the default removalGrace")
+	}
+	h.Cfg = parseP2C(t, `{"removalGrace": "0s"}`)
+	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	if !sc.IsShutdown() {
+		t.Fatal("a parked connection outlived a config that set removalGrace to 0s")
+	}
+	if n := h.Clock.Pending(); n != 0 {
+		t.Errorf("%d timers pending with nothing parked and nothing failing", n)
+	}
+}
+
+// TestParkedClosedInTurn: endpoints removed at different times are each
+// closed after their own grace, by sweeps that re-arm for the next.
+func TestParkedClosedInTurn(t *testing.T) {
+	h := testkit.NewHarness(t, p2c.Name, `{}`)
+	as := testkit.Addrs(4)
+	h.Start(as...)
+	first, second := h.CC.SubConnFor(as[3]), h.CC.SubConnFor(as[2])
+	grace := lbconfig.DefaultRemovalGrace
+	if err := h.Update(testkit.Endpoints(as[:3])...); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(grace / 2)
+	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(grace / 2)
+	if !first.IsShutdown() || second.IsShutdown() {
+		t.Fatalf("after the first's grace: first closed %v, second closed %v; want true, false", first.IsShutdown(), second.IsShutdown())
+	}
+	h.Clock.Advance(grace / 2)
+	if !second.IsShutdown() {
+		t.Fatal("the second parked connection outlived its grace")
+	}
+	if n := h.Clock.Pending(); n != 0 {
+		t.Errorf("%d timers pending with nothing parked", n)
+	}
+}
+
+// TestLazyPolicyDoesNotPark: a lazy policy's connections follow its
+// picks, and a removed endpoint's closes at once.
+func TestLazyPolicyDoesNotPark(t *testing.T) {
+	h := testkit.NewHarness(t, "pickwise_ring_hash", `{}`)
+	as := testkit.Addrs(3)
+	h.StartLazy(as...)
+	sc := h.CC.SubConnFor(as[2])
+	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	if !sc.IsShutdown() {
+		t.Fatal("ring hash kept a removed endpoint's connection")
+	}
+}
