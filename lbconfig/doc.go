@@ -1,7 +1,7 @@
 // Package lbconfig holds the parts of pickwise's policy configs that
 // several policies share: slow start, the failure evidence
-// (failurePenalty), local ejection, and durations written as service
-// configs write them ("30s").
+// (failurePenalty), local ejection, the removal grace (removalGrace), and
+// durations written as service configs write them ("30s").
 //
 // Most users never import it: a service config names a policy and its
 // fields in JSON, and the policy parses them. It is for building a config
