@@ -11,8 +11,8 @@ import (
 // the endpoint returns; no picker published after the removal places calls
 // on it. One that returns on the connection it left with is the same
 // process that served before: it comes back with its statistics, its
-// failure evidence and its weight as they were when it left, and no new
-// slow-start ramp starts. The connection is closed when the grace is over,
+// failure evidence and its weight, not decayed or updated while it was
+// out, and no new slow-start ramp starts. The connection is closed when the grace is over,
 // or at once if it drops meanwhile. "0s" closes connections when their
 // endpoints are removed, as grpc's own policies do.
 const DefaultRemovalGrace = 10 * time.Second

@@ -218,10 +218,15 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.shared.ejector.Store(newEjector(settings.Ejection, pen))
 	if pen == nil {
 		// Forget failures seen while the penalty was on, so that turning it
-		// on again does not resurrect them, and readmit everyone.
+		// on again does not resurrect them, and readmit everyone, the
+		// parked endpoints too.
 		for _, e := range b.endpoints {
 			e.outcomeBits.Store(0)
 			e.ejection.ejected = false
+		}
+		for _, c := range b.parked {
+			c.e.outcomeBits.Store(0)
+			c.e.ejection.ejected = false
 		}
 	}
 	b.resolverErr = nil

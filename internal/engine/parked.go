@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/connectivity"
@@ -13,14 +14,16 @@ import (
 // reconnects when they return, and a returning endpoint then looks like
 // any newcomer, cold, with no history. An endpoint whose connection was
 // READY when it left is parked instead: its child and its state are kept,
-// no picker published after its removal places a call on it, and it is
-// closed once Settings.RemovalGrace has passed, or as soon as its
-// connection changes state. One that returns while parked, on the
-// connection it had, is the same process that served it before: it comes
-// back with its latency, failures, ejection and weight as they were
-// (frozen while it was out: the health ticks and weight updates walk the
-// listed endpoints only), and no new slow-start ramp starts, where a
-// newcomer at that address, or the same one reconnected, would ramp.
+// no picker published after its removal places a call on it (calls
+// already out finish, and their outcomes count), and it is closed once
+// Settings.RemovalGrace has passed, or as soon as its connection changes
+// state. One that returns while parked, on the connection it had, is the
+// same process that served it before: it comes back with its latency,
+// failures, ejection and weight (not decayed or updated while it was
+// out: the health ticks and weight updates walk the listed endpoints
+// only), but for what a config changed meanwhile asks (returnedLocked),
+// and no new slow-start ramp starts, where a newcomer at that address, or
+// the same one reconnected, would ramp.
 //
 // Only eager policies park: a lazy policy's connections follow its picks,
 // and its endpoints have their own hold for keys (the hash policies'
@@ -33,6 +36,10 @@ type parkedEntry struct {
 	c     *child
 	until int64
 }
+
+// parkQueueSlack is how many entries past twice the parked list the queue
+// may hold before it is rid of those that no longer match.
+const parkQueueSlack = 64
 
 // parkLocked keeps c, the child of an endpoint the resolver just removed,
 // if its connection is READY and parking is on, and reports whether it
@@ -52,6 +59,12 @@ func (b *engineBalancer) parkLocked(key string, c *child, now int64) bool {
 	// their own, longer deadline, and those parked after it to wait
 	// behind them: at most the old grace.
 	b.parkQueue = append(b.parkQueue, parkedEntry{c, c.parkedUntil})
+	if len(b.parkQueue) > 2*len(b.parked)+parkQueueSlack {
+		// Endpoints parked and taken back again and again within the
+		// grace leave entries that no longer match: dropped here, so
+		// that the queue stays within twice the parked list.
+		b.parkQueue = slices.DeleteFunc(b.parkQueue, func(p parkedEntry) bool { return p.c.parkedUntil != p.until })
+	}
 	if b.parkTimer == nil {
 		b.armParkTimerLocked(c.parkedUntil, now)
 	}
@@ -91,12 +104,15 @@ func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
 		e.ejection.ejected = false
 		return
 	}
-	if e.ejection.ejected {
-		if b.shared.ejector.Load() == nil {
-			b.readmitLocked(e, now)
-		} else {
-			b.shared.work.startHealth(pen.tick)
-		}
+	if e.ejection.ejected && b.shared.ejector.Load() == nil {
+		b.readmitLocked(e, now)
+	}
+	if e.ejection.ejected || e.outcomes().failures > 0 {
+		// The ticks that decay its failures and judge its ejection may
+		// have stopped while it was out, and the pickers read failures
+		// only while some endpoint is known to have them.
+		b.shared.failing.Store(true)
+		b.shared.work.startHealth(pen.tick)
 	}
 }
 

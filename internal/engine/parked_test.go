@@ -121,3 +121,29 @@ func TestLazyPolicyDoesNotPark(t *testing.T) {
 		t.Fatal("ring hash kept a removed endpoint's connection")
 	}
 }
+
+// TestParkedFailuresCountOnReturn: an endpoint that left with failures
+// counted, not ejected, is passed over on its return as before it left,
+// though the health ticks stopped while it was out, when no listed
+// endpoint had failures: a weighted schedule reads failures only while
+// some endpoint is known to have them.
+func TestParkedFailuresCountOnReturn(t *testing.T) {
+	h := testkit.NewHarness(t, "pickwise_orca_wrr", `{"ejection": {"enabled": false}}`)
+	as := testkit.Addrs(4)
+	h.Start(as...)
+	c := blackHoleUntil(h, as[0], time.Hour)
+	if s := testkit.Share(c.Run(3*time.Second, time.Second)[2], as[0]); s > 0.1 {
+		t.Fatalf("failing endpoint's share %.1f%%: the setup did not penalize it", 100*s)
+	}
+	if err := h.Update(testkit.Endpoints(as[1:])...); err != nil {
+		t.Fatal(err)
+	}
+	c.Run(2*time.Second, 2*time.Second) // the others succeed: the ticks stop
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.Count(2000, false) // no outcomes: nothing new is learnt
+	if s := testkit.Share(got, as[0]); s > 0.1 {
+		t.Errorf("failing endpoint's share back from parking = %.1f%%, want it passed over as before it left", 100*s)
+	}
+}
