@@ -539,7 +539,11 @@ func TestLoadEndsOnce(t *testing.T) {
 // when their endpoint is removed are counted in the totals, and the
 // endpoints left list only their own.
 func TestRemovedEndpointStaysCounted(t *testing.T) {
-	b, cc := readyShadow(t, 3, `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	// The candidate closes a removed endpoint's connection at once
+	// (removalGrace 0s), rather than keep it for the endpoint's return,
+	// so that the shadow lets the endpoint go.
+	const cfg = `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {"removalGrace": "0s"}}], "sampleRate": 1}`
+	b, cc := readyShadow(t, 3, cfg)
 	p := cc.State().Picker.(*picker)
 	const picks = 90 // fewer than a shard lists before counting
 	for range picks {
@@ -550,7 +554,7 @@ func TestRemovedEndpointStaysCounted(t *testing.T) {
 		res.Done(balancer.DoneInfo{})
 	}
 	addrs := testkit.Addrs(3)
-	update(t, b, addrs[1:], `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}], "sampleRate": 1}`)
+	update(t, b, addrs[1:], cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
