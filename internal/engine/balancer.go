@@ -220,13 +220,15 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		// Forget failures seen while the penalty was on, so that turning it
 		// on again does not resurrect them, and readmit everyone, the
 		// parked endpoints too.
-		for _, e := range b.endpoints {
+		forget := func(e *Endpoint) {
 			e.outcomeBits.Store(0)
 			e.ejection.ejected = false
 		}
+		for _, e := range b.endpoints {
+			forget(e)
+		}
 		for _, c := range b.parked {
-			c.e.outcomeBits.Store(0)
-			c.e.ejection.ejected = false
+			forget(c.e)
 		}
 	}
 	b.resolverErr = nil

@@ -98,10 +98,9 @@ func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
 	}
 	pen := b.shared.penalty.Load()
 	if pen == nil {
-		// The penalty went off meanwhile: what it knew is forgotten, as
-		// for the endpoints that stayed (UpdateClientConnState).
-		e.outcomeBits.Store(0)
-		e.ejection.ejected = false
+		// Nothing to judge: a config that turned the penalty off forgot
+		// the parked endpoints' failures with the others'
+		// (UpdateClientConnState).
 		return
 	}
 	if e.ejection.ejected && b.shared.ejector.Load() == nil {
@@ -156,10 +155,11 @@ func (b *engineBalancer) sweepParked(gen uint64) {
 	q := b.parkQueue
 	for len(q) > 0 {
 		p := q[0]
-		if p.c.parkedUntil == p.until && p.until > now {
+		current := p.c.parkedUntil == p.until
+		if current && p.until > now {
 			break
 		}
-		if p.c.parkedUntil == p.until {
+		if current {
 			delete(b.parked, p.c.parkedKey)
 			p.c.parkedUntil = 0
 			done = append(done, p.c)
