@@ -12,9 +12,11 @@ import (
 // on it. One that returns on the connection it left with is the same
 // process that served before: it comes back with its statistics, its
 // failure evidence and its weight, not decayed or updated while it was
-// out, and no new slow-start ramp starts. The connection is closed when the grace is over,
-// or at once if it drops meanwhile. "0s" closes connections when their
-// endpoints are removed, as grpc's own policies do.
+// out, and no new slow-start ramp starts. The connection is closed when
+// the grace is over, or at once if it drops meanwhile. "0s" closes
+// connections when their endpoints are removed, as grpc's own policies do.
+// A config that changes the grace applies it to the connections already
+// kept, each counted from its endpoint's removal.
 const DefaultRemovalGrace = 10 * time.Second
 
 // MaxRemovalGrace is the longest removalGrace accepted.

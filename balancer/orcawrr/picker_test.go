@@ -643,3 +643,37 @@ func TestOutOfBandStreamRestartsOnReturn(t *testing.T) {
 	}
 	waitFor(t, h, "a second ORCA stream on the kept connection", func() bool { return streams() == 2 })
 }
+
+// TestOutOfBandStreamOpenedOnceOnReturn: an endpoint that returns from
+// parking in the update that turns out-of-band reports on gets one ORCA
+// stream, opened once, not opened and closed again at once.
+func TestOutOfBandStreamOpenedOnceOnReturn(t *testing.T) {
+	h := testkit.NewHarness(t, orcawrr.Name, `{}`)
+	as := testkit.Addrs(3)
+	h.Start(as...)
+	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
+	sc := h.CC.SubConnFor(as[2])
+	streams := func() int {
+		n := 0
+		for _, m := range sc.Streams() {
+			if m == method {
+				n++
+			}
+		}
+		return n
+	}
+	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	h.Cfg = mustParse(t, `{"enableOobLoadReport": true}`)
+	if err := h.Update(testkit.Endpoints(as)...); err != nil {
+		t.Fatal(err)
+	}
+	if h.CC.SubConnFor(as[2]) != sc {
+		t.Fatal("the returning endpoint did not keep its connection")
+	}
+	waitFor(t, h, "an ORCA stream on the kept connection", func() bool { return streams() == 1 })
+	if n := sc.ProducersClosed(); n != 0 {
+		t.Errorf("producers closed on the returning endpoint's connection = %d, want 0: its stream was opened twice", n)
+	}
+}

@@ -73,12 +73,14 @@ type engineBalancer struct {
 	// parked are the children of removed endpoints kept in case they
 	// return, by endpointKey, and parkQueue the order they were parked
 	// in (parked.go); grace is how long, and parkTimer the sweep that
-	// closes them after it, of generation parkGen.
+	// closes them after it, of generation parkGen. parkSeq numbers the
+	// parkings.
 	parked    map[string]*child
 	parkQueue []parkedEntry
 	grace     time.Duration
 	parkTimer Timer
 	parkGen   uint64
+	parkSeq   uint64
 	weights   *weightKeeper // nil unless the policy asks for Settings.Weights
 	locality  string        // the endpoints' xDS locality, if any: a metrics label
 	// labels are target and locality, the labels of most metrics, as one
@@ -278,10 +280,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	var removed []*child
 	var picks pickCounts // of the removed endpoints, which no later flush sees
 	now := b.clock.Nanotime()
-	b.grace = settings.RemovalGrace
-	if b.grace <= 0 {
-		removed = b.takeParkedLocked()
-	}
+	removed = b.setGraceLocked(settings.RemovalGrace, now)
 	for key, e := range b.endpoints {
 		if _, kept := next[key]; !kept {
 			e.weights.closeOOB()
@@ -297,9 +296,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	b.recordPicksLocked(&picks)
 	b.endpoints = next
-	b.configureWeightsLocked(settings.Weights)
+	weightsRestarted := b.configureWeightsLocked(settings.Weights)
 	for _, e := range returned {
-		b.returnedLocked(e, now)
+		b.returnedLocked(e, now, weightsRestarted)
 	}
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	kids := b.childrenInOrderLocked()

@@ -33,11 +33,12 @@ type child struct {
 
 	// Guarded by the balancer's mu.
 	removed bool // no longer in the resolver's list: its reports are stale
-	// parkedUntil is when a removed child kept for its endpoint's return
-	// is closed (parked.go), and parkedKey its endpoint's key in the
-	// parked list; parkedUntil is 0 if it is not parked.
-	parkedUntil int64
-	parkedKey   string
+	// parkSeq numbers a removed child's parking, kept for its endpoint's
+	// return (parked.go), 0 if it is not parked; parkedAt is when it was
+	// parked, and parkedKey its endpoint's key in the parked list.
+	parkSeq   uint64
+	parkedAt  int64
+	parkedKey string
 	// What the child was last given: its endpoint and the resolver
 	// state's attributes; unset until the first update.
 	sent      resolver.Endpoint

@@ -23,19 +23,29 @@ import (
 // out: the health ticks and weight updates walk the listed endpoints
 // only), but for what a config changed meanwhile asks (returnedLocked),
 // and no new slow-start ramp starts, where a newcomer at that address, or
-// the same one reconnected, would ramp.
+// the same one reconnected, would ramp. The grace is counted from each
+// child's parking under the grace of the time: a config that shortens it
+// closes the children parked longer ago than the new grace, and one that
+// lengthens it keeps them longer.
 //
 // Only eager policies park: a lazy policy's connections follow its picks,
 // and its endpoints have their own hold for keys (the hash policies'
 // rejoin hold).
 
-// parkedEntry is a child in the order it was parked, with the deadline it
-// was given: an entry whose child has since left the parked list, or been
-// parked again, no longer matches it and is skipped.
+// parkedEntry is a child in the order it was parked, with the number of
+// that parking and its time: an entry whose child has since left the
+// parked list, or been parked again, no longer matches it and is skipped.
 type parkedEntry struct {
-	c     *child
-	until int64
+	c   *child
+	seq uint64
+	at  int64
 }
+
+// current reports whether p is its child's parking of now.
+func (p parkedEntry) current() bool { return p.c.parkSeq == p.seq }
+
+// until is when p's child is to be closed under the balancer's grace.
+func (b *engineBalancer) until(p parkedEntry) int64 { return p.at + int64(b.grace) }
 
 // parkQueueSlack is how many entries past twice the parked list the queue
 // may hold before it is rid of those that no longer match.
@@ -51,24 +61,39 @@ func (b *engineBalancer) parkLocked(key string, c *child, now int64) bool {
 	if b.parked == nil {
 		b.parked = map[string]*child{}
 	}
-	c.parkedUntil, c.parkedKey = now+int64(b.grace), key
+	b.parkSeq++
+	c.parkSeq, c.parkedAt, c.parkedKey = b.parkSeq, now, key
 	b.parked[key] = c
-	// Deadlines come in the order children are parked while the grace
-	// stays the same, so the sweep reads only the head of the queue. A
-	// grace shortened later leaves the children parked before it to
-	// their own, longer deadline, and those parked after it to wait
-	// behind them: at most the old grace.
-	b.parkQueue = append(b.parkQueue, parkedEntry{c, c.parkedUntil})
+	// Every child's deadline is its parking time plus the one grace, so
+	// deadlines come in the order children are parked, whatever the
+	// grace, and the sweep reads only the head of the queue.
+	b.parkQueue = append(b.parkQueue, parkedEntry{c, c.parkSeq, now})
 	if len(b.parkQueue) > 2*len(b.parked)+parkQueueSlack {
 		// Endpoints parked and taken back again and again within the
 		// grace leave entries that no longer match: dropped here, so
 		// that the queue stays within twice the parked list.
-		b.parkQueue = slices.DeleteFunc(b.parkQueue, func(p parkedEntry) bool { return p.c.parkedUntil != p.until })
+		b.parkQueue = slices.DeleteFunc(b.parkQueue, func(p parkedEntry) bool { return !p.current() })
 	}
 	if b.parkTimer == nil {
-		b.armParkTimerLocked(c.parkedUntil, now)
+		b.armParkTimerLocked(now+int64(b.grace), now)
 	}
 	return true
+}
+
+// setGraceLocked sets the grace to grace, from a config at time now. A
+// grace of 0 (parking off) takes every parked child out, for the caller
+// to close outside the lock; a changed one re-arms the sweep for the
+// first deadline under it, which may be now.
+func (b *engineBalancer) setGraceLocked(grace time.Duration, now int64) []*child {
+	old := b.grace
+	b.grace = grace
+	if grace <= 0 {
+		return b.takeParkedLocked()
+	}
+	if grace != old && len(b.parkQueue) > 0 {
+		b.armParkTimerLocked(max(b.until(b.parkQueue[0]), now), now)
+	}
+	return nil
 }
 
 // unparkLocked takes back the parked child of the endpoint at key, which
@@ -79,21 +104,24 @@ func (b *engineBalancer) unparkLocked(key string) *child {
 		return nil
 	}
 	delete(b.parked, key)
-	c.parkedUntil, c.removed = 0, false
+	c.parkSeq, c.removed = 0, false
 	return c
 }
 
 // returnedLocked settles what changed while e, back from parking, was out
 // of the list, once the update's config is applied: its weight's tracker
-// and ORCA stream, and an ejection that nothing would end otherwise, since
-// the health ticks skipped it and may have stopped.
-func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
-	if b.weights != nil {
-		if e.weights.tracker == nil {
-			b.weights.add(e)
-		} else {
-			b.weights.routeReports(e)
-			b.weights.restartOOB(e)
+// and ORCA stream (unless weightsRestarted says the config's weights gave
+// every listed endpoint both anew already), and an ejection that nothing
+// would end otherwise, since the health ticks skipped it and may have
+// stopped.
+func (b *engineBalancer) returnedLocked(e *Endpoint, now int64, weightsRestarted bool) {
+	if w := b.weights; w != nil {
+		switch {
+		case e.weights.tracker == nil:
+			w.add(e)
+		case !weightsRestarted:
+			w.routeReports(e)
+			w.restartOOB(e)
 		}
 	}
 	pen := b.shared.penalty.Load()
@@ -120,11 +148,11 @@ func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
 // returns after that is not known to be the same process. It reports
 // whether the child is to be closed.
 func (b *engineBalancer) parkedStateLocked(c *child, st connectivity.State) bool {
-	if c.parkedUntil == 0 || st == connectivity.Ready {
+	if c.parkSeq == 0 || st == connectivity.Ready {
 		return false
 	}
 	delete(b.parked, c.parkedKey)
-	c.parkedUntil = 0
+	c.parkSeq = 0
 	return true
 }
 
@@ -155,13 +183,13 @@ func (b *engineBalancer) sweepParked(gen uint64) {
 	q := b.parkQueue
 	for len(q) > 0 {
 		p := q[0]
-		current := p.c.parkedUntil == p.until
-		if current && p.until > now {
+		current := p.current()
+		if current && b.until(p) > now {
 			break
 		}
 		if current {
 			delete(b.parked, p.c.parkedKey)
-			p.c.parkedUntil = 0
+			p.c.parkSeq = 0
 			done = append(done, p.c)
 		}
 		q[0] = parkedEntry{}
@@ -169,7 +197,7 @@ func (b *engineBalancer) sweepParked(gen uint64) {
 	}
 	b.parkQueue = q
 	if len(q) > 0 {
-		b.armParkTimerLocked(q[0].until, now)
+		b.armParkTimerLocked(b.until(q[0]), now)
 	} else {
 		// A mass removal's map and queue are let go, not kept at their
 		// largest.
@@ -192,7 +220,7 @@ func (b *engineBalancer) takeParkedLocked() []*child {
 	b.parkGen++
 	var kids []*child
 	for _, c := range b.parked {
-		c.parkedUntil = 0
+		c.parkSeq = 0
 		kids = append(kids, c)
 	}
 	b.parked, b.parkQueue = nil, nil

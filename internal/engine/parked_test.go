@@ -107,6 +107,51 @@ func TestParkedClosedInTurn(t *testing.T) {
 	}
 }
 
+// TestParkedGraceChanged: a config that changes removalGrace applies it
+// to the endpoints parked before it too, each counted from its own
+// removal: a shorter grace closes at once those removed longer ago than
+// it, and the others when it ends; a longer one keeps them longer.
+func TestParkedGraceChanged(t *testing.T) {
+	h := testkit.NewHarness(t, p2c.Name, `{}`) // the default grace, 10s
+	as := testkit.Addrs(5)
+	h.Start(as...)
+	first, second, third := h.CC.SubConnFor(as[4]), h.CC.SubConnFor(as[3]), h.CC.SubConnFor(as[2])
+	update := func(cfg string, n int) {
+		t.Helper()
+		h.Cfg = parseP2C(t, cfg)
+		if err := h.Update(testkit.Endpoints(as[:n])...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(`{}`, 4) // first removed at 0s
+	h.Clock.Advance(4 * time.Second)
+	update(`{}`, 3) // second removed at 4s
+	h.Clock.Advance(time.Second)
+	update(`{"removalGrace": "3s"}`, 3) // at 5s: first's grace is over, second's ends at 7s
+	h.Clock.Advance(0)
+	if !first.IsShutdown() || second.IsShutdown() {
+		t.Fatalf("grace shortened to 3s at 5s: first (removed at 0s) closed %v, second (at 4s) closed %v; want true, false", first.IsShutdown(), second.IsShutdown())
+	}
+	h.Clock.Advance(2 * time.Second)
+	if !second.IsShutdown() {
+		t.Fatal("the second parked connection outlived the shortened grace")
+	}
+	update(`{"removalGrace": "3s"}`, 2) // third removed at 7s
+	h.Clock.Advance(time.Second)
+	update(`{"removalGrace": "20s"}`, 2) // at 8s: third's grace now ends at 27s
+	h.Clock.Advance(18 * time.Second)
+	if third.IsShutdown() {
+		t.Fatal("a parked connection was closed at 26s, before the lengthened grace ends at 27s")
+	}
+	h.Clock.Advance(time.Second)
+	if !third.IsShutdown() {
+		t.Fatal("a parked connection outlived the lengthened grace")
+	}
+	if n := h.Clock.Pending(); n != 0 {
+		t.Errorf("%d timers pending with nothing parked", n)
+	}
+}
+
 // TestLazyPolicyDoesNotPark: a lazy policy's connections follow its
 // picks, and a removed endpoint's closes at once.
 func TestLazyPolicyDoesNotPark(t *testing.T) {

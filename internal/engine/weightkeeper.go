@@ -70,18 +70,24 @@ func (k *weightKeeper) routeReports(e *Endpoint) {
 
 // reconfigure applies a changed config to every endpoint in all. It
 // reports whether the update period changed, so that the caller rearms the
-// timer.
-func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodChanged bool) {
+// timer, and whether every endpoint's reports were routed anew and its
+// stream restarted.
+func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodChanged, restarted bool) {
 	old := k.cfg
 	k.cfg = cfg
 	k.group.SetConfig(cfg.ORCA)
-	if old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod {
+	restarted = old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod
+	if restarted {
 		for _, e := range all {
+			if e.weights.tracker == nil {
+				// Back from parking with none: returnedLocked adds it.
+				continue
+			}
 			k.routeReports(e)
 			k.restartOOB(e)
 		}
 	}
-	return old.UpdatePeriod != cfg.UpdatePeriod
+	return old.UpdatePeriod != cfg.UpdatePeriod, restarted
 }
 
 // connectionReady follows e's new READY connection. A new connection means

@@ -14,7 +14,13 @@ import (
 
 // configureWeightsLocked applies a policy's WeightsConfig (nil turns weight
 // keeping off) and (re)starts the update timer.
-func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
+//
+// It reports whether it routed the listed endpoints' reports and
+// restarted their streams anew (a keeper started, or the out-of-band
+// settings changed), so that an endpoint back from parking needs neither
+// again (returnedLocked, which gives one back without a tracker its
+// first).
+func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) (restarted bool) {
 	// A resolver update has dropped the list already; a change of config
 	// alone may start or stop the keeper, which starts every endpoint's
 	// weight over (weightKeeper.add).
@@ -30,11 +36,15 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	case b.weights == nil:
 		b.weights = newWeightKeeper(*cfg, b.order)
 		b.scheduleWeightUpdateLocked()
+		return true
 	default:
-		if b.weights.reconfigure(*cfg, b.order) {
+		periodChanged, restarted := b.weights.reconfigure(*cfg, b.order)
+		if periodChanged {
 			b.scheduleWeightUpdateLocked()
 		}
+		return restarted
 	}
+	return false
 }
 
 // scheduleWeightUpdateLocked arms the keeper's update timer. Its firing is
