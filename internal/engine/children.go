@@ -34,10 +34,9 @@ type child struct {
 	// Guarded by the balancer's mu.
 	removed bool // no longer in the resolver's list: its reports are stale
 	// parkSeq numbers a removed child's parking, kept for its endpoint's
-	// return (parked.go), 0 if it is not parked; parkedAt is when it was
-	// parked, and parkedKey its endpoint's key in the parked list.
+	// return (parked.go), 0 if it is not parked; parkedKey is its
+	// endpoint's key in the parked list.
 	parkSeq   uint64
-	parkedAt  int64
 	parkedKey string
 	// What the child was last given: its endpoint and the resolver
 	// state's attributes; unset until the first update.

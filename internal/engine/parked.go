@@ -62,7 +62,7 @@ func (b *engineBalancer) parkLocked(key string, c *child, now int64) bool {
 		b.parked = map[string]*child{}
 	}
 	b.parkSeq++
-	c.parkSeq, c.parkedAt, c.parkedKey = b.parkSeq, now, key
+	c.parkSeq, c.parkedKey = b.parkSeq, key
 	b.parked[key] = c
 	// Every child's deadline is its parking time plus the one grace, so
 	// deadlines come in the order children are parked, whatever the
