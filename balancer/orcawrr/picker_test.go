@@ -610,6 +610,17 @@ func TestRemovedEndpointReturnsWithItsWeight(t *testing.T) {
 	near(t, "share back on its connection", shareOf(got, as[3]), 1000.0/1700, 0.01)
 }
 
+// orcaStreams is how many ORCA streams were opened on sc.
+func orcaStreams(sc *testkit.SubConn) int {
+	n := 0
+	for _, m := range sc.Streams() {
+		if m == "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics" {
+			n++
+		}
+	}
+	return n
+}
+
 // TestOutOfBandStreamRestartsOnReturn: an endpoint's ORCA stream closes
 // when it leaves the endpoint list, and opens again on the connection it
 // kept when it returns (removalGrace).
@@ -617,17 +628,8 @@ func TestOutOfBandStreamRestartsOnReturn(t *testing.T) {
 	h := testkit.NewHarness(t, orcawrr.Name, `{"enableOobLoadReport": true}`)
 	as := testkit.Addrs(3)
 	h.Start(as...)
-	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
 	sc := h.CC.SubConnFor(as[2])
-	streams := func() int {
-		n := 0
-		for _, m := range sc.Streams() {
-			if m == method {
-				n++
-			}
-		}
-		return n
-	}
+	streams := func() int { return orcaStreams(sc) }
 	waitFor(t, h, "an ORCA stream", func() bool { return streams() == 1 })
 	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
 		t.Fatal(err)
@@ -651,17 +653,8 @@ func TestOutOfBandStreamOpenedOnceOnReturn(t *testing.T) {
 	h := testkit.NewHarness(t, orcawrr.Name, `{}`)
 	as := testkit.Addrs(3)
 	h.Start(as...)
-	const method = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
 	sc := h.CC.SubConnFor(as[2])
-	streams := func() int {
-		n := 0
-		for _, m := range sc.Streams() {
-			if m == method {
-				n++
-			}
-		}
-		return n
-	}
+	streams := func() int { return orcaStreams(sc) }
 	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
 		t.Fatal(err)
 	}
