@@ -38,7 +38,7 @@ func TestParseConfig(t *testing.T) {
 		{Name: "live not a list", JSON: `{"live": {"round_robin": {}}, "candidate": [{"pickwise_p2c": {}}]}`, WantErr: `pickwise_shadow: live: must be a list like`},
 		{Name: "live empty list", JSON: `{"live": [], "candidate": [{"pickwise_p2c": {}}]}`, WantErr: `pickwise_shadow: live: empty list: must name a policy`},
 		{Name: "two names in an entry", JSON: `{"live": [{"round_robin": {}, "pick_first": {}}], "candidate": [{"pickwise_p2c": {}}]}`, WantErr: `pickwise_shadow: live[0]: must have exactly one policy name, has 2`},
-		{Name: "unregistered", JSON: `{"live": [{"round_robin": {}}], "candidate": [{"nope": {}}]}`, WantErr: `pickwise_shadow: candidate: no registered policy among ["nope"]`},
+		{Name: "unregistered", JSON: `{"live": [{"round_robin": {}}], "candidate": [{"nope": {}}]}`, WantErr: `pickwise_shadow: candidate: no registered policy among ["nope"] (a policy registers when its package is imported)`},
 		{Name: "child's own error", JSON: `{"live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {"choiceCount": 1}}]}`, WantErr: `pickwise_shadow: candidate "pickwise_p2c": pickwise_p2c: choiceCount 1: must be >= 2`},
 		{Name: "sampleRate above 1", JSON: `{` + pair + `, "sampleRate": 1.5}`, WantErr: `pickwise_shadow: sampleRate 1.5: must be in [0, 1]`},
 		{Name: "sampleRate negative", JSON: `{` + pair + `, "sampleRate": -0.1}`, WantErr: `pickwise_shadow: sampleRate -0.1: must be in [0, 1]`},

@@ -72,7 +72,7 @@ func TestParseConfig(t *testing.T) {
 			c.ChildPolicy.Name = testChildName
 		})},
 		{Name: "childPolicy config null", JSON: `{"subsetSize": 3, "childPolicy": [{"pickwise_p2c": null}]}`, Want: base},
-		{Name: "childPolicy none registered", JSON: `{"subsetSize": 3, "childPolicy": [{"no_such_policy": {}}, {"nor_this": {}}]}`, WantErr: `pickwise_subset: childPolicy: no registered policy among ["no_such_policy" "nor_this"]`},
+		{Name: "childPolicy none registered", JSON: `{"subsetSize": 3, "childPolicy": [{"no_such_policy": {}}, {"nor_this": {}}]}`, WantErr: `pickwise_subset: childPolicy: no registered policy among ["no_such_policy" "nor_this"] (a policy registers when its package is imported)`},
 		{Name: "childPolicy empty list", JSON: `{"subsetSize": 3, "childPolicy": []}`, WantErr: `pickwise_subset: childPolicy: empty list: must name a policy`},
 		{Name: "childPolicy not a list", JSON: `{"subsetSize": 3, "childPolicy": {"pickwise_p2c": {}}}`, WantErr: `pickwise_subset: childPolicy: must be a list like [{"pickwise_p2c": {}}]`},
 		{Name: "childPolicy string", JSON: `{"subsetSize": 3, "childPolicy": "pickwise_p2c"}`, WantErr: `pickwise_subset: childPolicy: must be a list like`},

@@ -59,7 +59,7 @@ func Parse(field string, b []byte) (name string, cfg serviceconfig.LoadBalancing
 	if len(names) == 0 {
 		return "", nil, fmt.Errorf("%s: empty list: must name a policy", field)
 	}
-	return "", nil, fmt.Errorf("%s: no registered policy among %q", field, names)
+	return "", nil, fmt.Errorf("%s: no registered policy among %q (a policy registers when its package is imported)", field, names)
 }
 
 // Marshal writes a child as the one-entry list Parse reads, so that a

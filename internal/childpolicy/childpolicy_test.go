@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 		`{}`:                   `live: must be a list like`,
 		`[]`:                   `live: empty list: must name a policy`,
 		`[{"a": {}, "b": {}}]`: `live[0]: must have exactly one policy name, has 2`,
-		`[{"nope": {}}]`:       `live: no registered policy among ["nope"]`,
+		`[{"nope": {}}]`:       `live: no registered policy among ["nope"] (a policy registers when its package is imported)`,
 	} {
 		if _, _, err := Parse("live", []byte(js)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want %q", js, err, want)
