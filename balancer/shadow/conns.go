@@ -41,6 +41,7 @@ type conns struct {
 	mu     sync.Mutex
 	byAddr map[string]*realConn
 	all    map[*realConn]struct{} // shared and unshared alike, for Summary
+	made   uint64                 // the real SubConns made so far
 	closed bool
 
 	// countsMu guards every realConn's compared-pick counts and retired
@@ -64,6 +65,7 @@ type realConn struct {
 	sc    balancer.SubConn
 	key   string // in byAddr; "" for a SubConn of several addresses, never shared
 	addr  string // the first address, for Summary
+	seq   uint64 // c's SubConns in the order made, from 1: which one a Summary's counts are of
 
 	// Guarded by owner.mu.
 	state   balancer.SubConnState // the latest grpc reported; IDLE before any
@@ -163,7 +165,8 @@ func (c *conns) newSubConn(child int, addrs []resolver.Address, opts balancer.Ne
 		r.views = append(r.views, v)
 		return v, nil
 	}
-	r := &realConn{owner: c, key: key, state: balancer.SubConnState{ConnectivityState: connectivity.Idle}}
+	c.made++
+	r := &realConn{owner: c, key: key, seq: c.made, state: balancer.SubConnState{ConnectivityState: connectivity.Idle}}
 	r.liveDone = r.finishLive
 	if len(addrs) > 0 {
 		r.addr = addrs[0].Addr

@@ -42,7 +42,9 @@
 // live and under the candidate, whose ratios to the compared picks are the
 // shares each policy gives it. For two policies that route by key (ring
 // hash and Maglev, say), 1 - agreement is the share of keyed traffic that a
-// switch would move.
+// switch would move. For others, read the shares: two policies that each
+// rotate through the endpoints agree as often as their rotations line up,
+// whatever their quality.
 //
 // A load-aware candidate is kept informed two ways. Its prediction stays
 // in its in-flight count for as long as a call on the endpoint it chose
@@ -76,12 +78,13 @@
 // was faster than round_robin (README). Judge a canary by its arm's
 // errors; read shares from a shadow stage.
 //
-// Read the counts in Go with Summaries, or as the pickwise.shadow.*
-// metrics: predictions (by agree, disagree, none), endpoint_picks (by
-// policy and endpoint), calls (by arm and status code) and call_duration
-// (by arm). The live arm's outcomes are recorded on the sampled picks,
-// and on a share of picks equal to the canary's, so that the two arms'
-// figures compare like with like. Durations are those of the timed
+// Read the counts in Go with Summaries (Summary.Since gives one step's
+// alone), or as the pickwise.shadow.* metrics: predictions (by agree,
+// disagree, none), endpoint_picks (by policy and endpoint), calls (by arm
+// and status code) and call_duration (by arm). The live arm's outcomes
+// are recorded on the sampled picks, and on at least a share of picks
+// equal to the canary's, so that the two arms' figures compare like with
+// like. Durations are those of the timed
 // calls: all of them, unless recorded calls come less than about 10 µs
 // apart, where reading the clock twice a call would cost more than the
 // rest of the recording; then a random one in up to 64.

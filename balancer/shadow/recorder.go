@@ -53,8 +53,11 @@ type recorder struct {
 	labels    atomic.Pointer[labelSet]
 	fallbacks atomic.Int64 // canary picks the candidate could not place
 
-	mu          sync.Mutex // guards the names and rates below
-	live, cand  string
+	mu         sync.Mutex // guards the names, rates and counts' origin below
+	live, cand string
+	// origin tells these counts from those of other recorders, and of
+	// this one before a reset (Summary.Since).
+	origin      countsOrigin
 	sampleRate  float64
 	canaryShare float64
 
@@ -72,6 +75,7 @@ type armCounts struct {
 
 func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock engine.Clock, c *conns) *recorder {
 	r := &recorder{target: target, rnd: rnd, timing: timing{clock: clock}, conns: c, held: newReleases(engine.PerPSlots(rnd, maxShards), rnd)}
+	r.origin.recorder = recorderSeq.Add(1)
 	c.rec = r
 	r.labels.Store(newLabelSet(target, ""))
 	if m := cc.MetricsRecorder(); m != nil {
@@ -140,6 +144,7 @@ func (r *recorder) setRates(sample, canaryPercent float64) {
 func (r *recorder) reset(live, cand string) {
 	r.mu.Lock()
 	r.live, r.cand = live, cand
+	r.origin.resets++
 	r.mu.Unlock()
 	r.noPrediction.Store(0)
 	for i := range r.arms {
@@ -407,7 +412,7 @@ func (r *recorder) callMetrics(arm int, err error, timed bool, took int64) {
 // summary reads the counts.
 func (r *recorder) summary() Summary {
 	r.mu.Lock()
-	s := Summary{Target: r.target, Live: r.live, Candidate: r.cand, SampleRate: r.sampleRate, CanaryPercent: r.canaryShare}
+	s := Summary{Target: r.target, Live: r.live, Candidate: r.cand, SampleRate: r.sampleRate, CanaryPercent: r.canaryShare, origin: r.origin}
 	r.mu.Unlock()
 	s.NoPrediction = r.noPrediction.Load()
 	s.CanaryFallbacks = r.fallbacks.Load()
@@ -436,7 +441,7 @@ func (r *recorder) summary() Summary {
 		agreed, live := rc.agreed, rc.liveOnly
 		s.Compared += agreed + live
 		s.Agreed += agreed
-		s.Endpoints = append(s.Endpoints, EndpointPicks{Addr: rc.addr, Live: agreed + live, Candidate: agreed + rc.candidateOnly})
+		s.Endpoints = append(s.Endpoints, EndpointPicks{Addr: rc.addr, Live: agreed + live, Candidate: agreed + rc.candidateOnly, conn: rc.seq})
 	}
 	c.countsMu.Unlock()
 	c.mu.Unlock()

@@ -3,6 +3,7 @@ package shadow
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,7 +41,17 @@ type Summary struct {
 	// CanaryFallbacks is how many canary calls the candidate could not
 	// place, which live placed instead.
 	CanaryFallbacks int64
+
+	origin countsOrigin // whose counts these are, for Since
 }
+
+// countsOrigin names a balancer's counts since its children last changed:
+// the balancer, by a number of its own, and how many times its counts
+// started over.
+type countsOrigin struct{ recorder, resets uint64 }
+
+// recorderSeq numbers the recorders of the process.
+var recorderSeq atomic.Uint64
 
 // Agreement is the share of compared picks on which the candidate chose
 // live's endpoint, 0 before any. For two policies that route by key (ring
@@ -53,6 +64,38 @@ func (s Summary) Agreement() float64 {
 	return float64(s.Agreed) / float64(s.Compared)
 }
 
+// Since returns what s recorded after earlier, an earlier Summary of the
+// same balancer: its counts less earlier's, endpoint by endpoint, so that
+// a rollout tool reads each stage alone (the shadow step's shares without
+// the canary's, the canary's arms without the shadow step's live calls).
+// Names and rates are s's. An endpoint that earlier does not list, or
+// whose connection was closed and made anew in between, counts from
+// zero, from its new connection. If the children changed in between,
+// which starts the counts over, or earlier is another balancer's, s is
+// returned as it is.
+func (s Summary) Since(earlier Summary) Summary {
+	if s.origin != earlier.origin {
+		return s
+	}
+	d := s
+	d.Compared -= earlier.Compared
+	d.Agreed -= earlier.Agreed
+	d.NoPrediction -= earlier.NoPrediction
+	d.CanaryFallbacks -= earlier.CanaryFallbacks
+	d.LiveArm = s.LiveArm.since(earlier.LiveArm)
+	d.CanaryArm = s.CanaryArm.since(earlier.CanaryArm)
+	before := make(map[uint64]EndpointPicks, len(earlier.Endpoints))
+	for _, e := range earlier.Endpoints {
+		before[e.conn] = e
+	}
+	d.Endpoints = make([]EndpointPicks, len(s.Endpoints))
+	for i, e := range s.Endpoints {
+		b := before[e.conn] // by connection: one made anew counts from zero
+		d.Endpoints[i] = EndpointPicks{Addr: e.Addr, Live: e.Live - b.Live, Candidate: e.Candidate - b.Candidate, conn: e.conn}
+	}
+	return d
+}
+
 // EndpointPicks is one endpoint's compared picks.
 type EndpointPicks struct {
 	// Addr is the endpoint's address.
@@ -60,6 +103,8 @@ type EndpointPicks struct {
 	// Live is how many compared calls live sent it; Candidate, how many
 	// the candidate would have.
 	Live, Candidate int64
+
+	conn uint64 // which of the balancer's connections, for Since
 }
 
 // Shares returns the endpoint's share of the compared picks under live
@@ -85,6 +130,11 @@ type ArmStats struct {
 	// TotalLatency is the timed calls' summed duration, from pick to
 	// finish.
 	TotalLatency time.Duration
+}
+
+// since is a less b, field by field.
+func (a ArmStats) since(b ArmStats) ArmStats {
+	return ArmStats{Calls: a.Calls - b.Calls, Failed: a.Failed - b.Failed, Timed: a.Timed - b.Timed, TotalLatency: a.TotalLatency - b.TotalLatency}
 }
 
 // ErrorRate is Failed / Calls, 0 before any call. A call still in flight
