@@ -53,7 +53,11 @@ type recorder struct {
 	labels    atomic.Pointer[labelSet]
 	fallbacks atomic.Int64 // canary picks the candidate could not place
 
-	mu         sync.Mutex // guards the names, rates and counts' origin below
+	// mu guards the names, rates and counts' origin below. It is held
+	// across the whole of reset and summary, so that a Summary's counts
+	// are those of the origin it carries (Summary.Since); it is taken
+	// before the shards' and the conns' locks, never under them.
+	mu         sync.Mutex
 	live, cand string
 	// origin tells these counts from those of other recorders, and of
 	// this one before a reset (Summary.Since).
@@ -143,9 +147,9 @@ func (r *recorder) setRates(sample, canaryPercent float64) {
 // reset starts every count over, for a new pair of children.
 func (r *recorder) reset(live, cand string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.live, r.cand = live, cand
 	r.origin.resets++
-	r.mu.Unlock()
 	r.noPrediction.Store(0)
 	for i := range r.arms {
 		r.arms[i].calls.Store(0)
@@ -412,8 +416,8 @@ func (r *recorder) callMetrics(arm int, err error, timed bool, took int64) {
 // summary reads the counts.
 func (r *recorder) summary() Summary {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	s := Summary{Target: r.target, Live: r.live, Candidate: r.cand, SampleRate: r.sampleRate, CanaryPercent: r.canaryShare, origin: r.origin}
-	r.mu.Unlock()
 	s.NoPrediction = r.noPrediction.Load()
 	s.CanaryFallbacks = r.fallbacks.Load()
 	// Ends are read before placements, so that a call placed and ended

@@ -10,7 +10,8 @@ import (
 // Summary is what a pickwise_shadow balancer has recorded since its
 // children last changed: how often the candidate agreed with live on the
 // sampled picks, where each would have sent them, and the outcomes of
-// each arm's calls.
+// each arm's calls. A Summary also holds, unexported, whose counts it
+// reads, for Since.
 type Summary struct {
 	// Target is the channel's canonical target, as
 	// grpc.ClientConn.CanonicalTarget gives it (dns:///host:port for a
@@ -71,8 +72,9 @@ func (s Summary) Agreement() float64 {
 // Names and rates are s's. An endpoint that earlier does not list, or
 // whose connection was closed and made anew in between, counts from
 // zero, from its new connection. If the children changed in between,
-// which starts the counts over, or earlier is another balancer's, s is
-// returned as it is.
+// which starts the counts over, or earlier is another balancer's, or a
+// zero Summary, s is returned as it is. earlier must be the earlier of
+// the two: the other way round, the counts come out negative.
 func (s Summary) Since(earlier Summary) Summary {
 	if s.origin != earlier.origin {
 		return s
@@ -96,7 +98,9 @@ func (s Summary) Since(earlier Summary) Summary {
 	return d
 }
 
-// EndpointPicks is one endpoint's compared picks.
+// EndpointPicks is one endpoint's compared picks. One from a Summary also
+// holds, unexported, which of the balancer's connections it counts, for
+// Since: compare its fields rather than whole values.
 type EndpointPicks struct {
 	// Addr is the endpoint's address.
 	Addr string

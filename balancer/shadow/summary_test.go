@@ -65,15 +65,21 @@ func TestSummarySince(t *testing.T) {
 	before := b.rec.summary()
 	picks(30)
 	after := b.rec.summary()
-	for _, e := range after.Since(first).Endpoints {
-		if e.Addr != addrs[2] {
-			continue
-		}
-		for _, raw := range after.Endpoints {
-			if raw.Addr == e.Addr && (e.Live != raw.Live || e.Candidate != raw.Candidate) {
-				t.Errorf("an endpoint back on a new connection: since the first summary live %d, candidate %d; want its counts since its return, %d and %d", e.Live, e.Candidate, raw.Live, raw.Candidate)
+	back := func(s Summary) EndpointPicks {
+		t.Helper()
+		for _, e := range s.Endpoints {
+			if e.Addr == addrs[2] {
+				return e
 			}
 		}
+		t.Fatalf("%s is not listed after its return", addrs[2])
+		return EndpointPicks{}
+	}
+	if e, raw := back(after.Since(first)), back(after); e.Live != raw.Live || e.Candidate != raw.Candidate || raw.Live == 0 {
+		t.Errorf("an endpoint back on a new connection: since the first summary live %d, candidate %d; want its counts since its return, %d and %d (not 0)", e.Live, e.Candidate, raw.Live, raw.Candidate)
+	}
+	if d := after.Since(Summary{}); d.Compared != after.Compared {
+		t.Errorf("since a zero Summary: compared %d, want the summary's own %d", d.Compared, after.Compared)
 	}
 	if d := after.Since(before); d.Compared != 30 {
 		t.Errorf("compared %d since the summary before the last picks, want 30", d.Compared)
@@ -95,5 +101,30 @@ func TestSummarySince(t *testing.T) {
 	latest := b.rec.summary()
 	if d := latest.Since(after); d.LiveArm.Calls != latest.LiveArm.Calls || d.LiveArm.Calls != 10 {
 		t.Errorf("since a summary from before the candidate changed: live calls %d, want the summary's own %d, the 10 since", d.LiveArm.Calls, latest.LiveArm.Calls)
+	}
+}
+
+// TestSummarySinceArms: Since subtracts every count of the arms and of the
+// predictions, failures and latencies included.
+func TestSummarySinceArms(t *testing.T) {
+	b, _ := readyShadow(t, 2, `{"live": [{"round_robin": {}}], "candidate": [{"round_robin": {}}], "sampleRate": 1}`)
+	r := b.rec
+	counts := func(n int64) {
+		r.noPrediction.Add(n)
+		r.fallbacks.Add(2 * n)
+		for i := range r.arms {
+			r.arms[i].calls.Add(3 * n)
+			r.arms[i].failed.Add(n)
+			r.arms[i].timed.Add(2 * n)
+			r.arms[i].nanos.Add(1000 * n)
+		}
+	}
+	counts(5)
+	earlier := r.summary()
+	counts(7)
+	d := r.summary().Since(earlier)
+	want := ArmStats{Calls: 21, Failed: 7, Timed: 14, TotalLatency: 7000}
+	if d.NoPrediction != 7 || d.CanaryFallbacks != 14 || d.LiveArm != want || d.CanaryArm != want {
+		t.Errorf("since: no prediction %d, fallbacks %d, live arm %+v, canary arm %+v; want 7, 14, and %+v for both", d.NoPrediction, d.CanaryFallbacks, d.LiveArm, d.CanaryArm, want)
 	}
 }

@@ -20,10 +20,13 @@
 // (xDS: each step is a cluster update), or, as here, a resolver that
 // returns a service config with the endpoints (grpc's manual resolver
 // stands in for one; a channel's WithDefaultServiceConfig cannot change
-// once the channel is built). The shadow itself is a blank import and a
-// config:
+// once the channel is built). The shadow itself is a blank import, with
+// one of each child policy that is not grpc's own, and a config:
 //
-//	import _ "github.com/pickwise/pickwise/balancer/shadow"
+//	import (
+//		_ "github.com/pickwise/pickwise/balancer/p2c"
+//		_ "github.com/pickwise/pickwise/balancer/shadow"
+//	)
 //
 //	{"loadBalancingConfig": [{"pickwise_shadow": {
 //	    "live": [{"round_robin": {}}], "candidate": [{"pickwise_p2c": {}}],
@@ -40,6 +43,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -126,22 +130,29 @@ func run(rpcs, concurrency int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	load := func() fleet.LoadResult { return client.Load(ctx, rpcs, concurrency, 10*time.Second) }
-	summary := func() shadow.Summary {
+	summary := func() (shadow.Summary, error) {
 		for _, s := range shadow.Summaries() {
 			if s.Target == conn.CanonicalTarget() {
-				return s
+				return s, nil
 			}
 		}
-		return shadow.Summary{}
+		return shadow.Summary{}, fmt.Errorf("no pickwise_shadow summary for %s", conn.CanonicalTarget())
 	}
 
 	// Step 1: shadow. Shares, not agreement, say what a switch changes
 	// for a load-aware candidate: two policies that each rotate through
 	// the backends agree by their phase, whatever their quality.
 	load() // both policies connect and warm up
-	start := summary()
+	start, err := summary()
+	if err != nil {
+		return err
+	}
 	placed := load()
-	shadowed := summary().Since(start)
+	end, err := summary()
+	if err != nil {
+		return err
+	}
+	shadowed := end.Since(start)
 	fmt.Printf("Step 1, shadow: round_robin places every call; pickwise_p2c is asked on every pick (%d compared, %.1f%% agreed)\n\n",
 		shadowed.Compared, 100*shadowed.Agreement())
 
@@ -149,9 +160,16 @@ func run(rpcs, concurrency int) error {
 	if err := push(shadowConfig(0.1, 10)); err != nil {
 		return err
 	}
-	before := summary()
+	before, err := summary()
+	if err != nil {
+		return err
+	}
 	load()
-	canary := summary().Since(before)
+	after, err := summary()
+	if err != nil {
+		return err
+	}
+	canary := after.Since(before)
 	fmt.Printf("Step 2, canary: pickwise_p2c places %.1f%% of the calls\n", 100*float64(canary.CanaryArm.Calls)/float64(rpcs))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "arm\tcalls\terrors\tmean latency\t")
@@ -168,7 +186,10 @@ func run(rpcs, concurrency int) error {
 	if err := push(shadowConfig(1, 0)); err != nil {
 		return err
 	}
-	kept := summary()
+	kept, err := summary()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("\nStep 3, rollback (canaryPercent 0): the shadow keeps both policies and its counts: %d picks compared so far, %d canary calls\n\n",
 		kept.Compared, kept.CanaryArm.Calls)
 
@@ -181,6 +202,7 @@ func run(rpcs, concurrency int) error {
 	fmt.Println("Step 4, switch: pickwise_p2c alone. Each backend's share of the calls:")
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "backend\tlatency\tround_robin (step 1)\tpredicted for pickwise_p2c (step 1)\tpickwise_p2c (step 4)\t")
+	var worst float64 // the largest difference between predicted and switched shares
 	for i, b := range f.Backends {
 		var predicted float64
 		for _, e := range shadowed.Endpoints {
@@ -188,11 +210,35 @@ func run(rpcs, concurrency int) error {
 				_, predicted = e.Shares(shadowed)
 			}
 		}
+		got := share(switched, b.Name())
+		worst = max(worst, math.Abs(100*predicted-got))
 		fmt.Fprintf(w, "%s\t%v\t%.1f%%\t%.1f%%\t%.1f%%\t\n", b.Name(), latencies[i],
-			share(placed, b.Name()), 100*predicted, share(switched, b.Name()))
+			share(placed, b.Name()), 100*predicted, got)
 	}
-	w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// CI runs this example: it fails when the shadow stops showing what
+	// it says it shows.
+	switch canaryShare := float64(canary.CanaryArm.Calls) / float64(rpcs); {
+	case shadowed.Compared != int64(rpcs):
+		return fmt.Errorf("step 1 compared %d picks of %d", shadowed.Compared, rpcs)
+	case canaryShare < 0.05 || canaryShare > 0.15:
+		return fmt.Errorf("step 2's canary placed %.1f%% of the calls, want about 10%%", 100*canaryShare)
+	case kept.CanaryArm.Calls != after.CanaryArm.Calls || kept.Compared < after.Compared:
+		return fmt.Errorf("the rollback lost the shadow's counts")
+	case worst > tolerance(rpcs):
+		return fmt.Errorf("a backend's predicted share is %.1f points off its share after the switch, over %.1f", worst, tolerance(rpcs))
+	}
 	return nil
+}
+
+// tolerance is how many points a backend's predicted share may be off
+// the share it gets after the switch: a point for the prediction, and
+// four standard deviations of the difference between two samples of rpcs
+// calls at a share of a fifth.
+func tolerance(rpcs int) float64 {
+	return 1 + 4*100*math.Sqrt(2*0.2*0.8/float64(rpcs))
 }
 
 // share is backend's share of res's calls, in percent.

@@ -23,7 +23,7 @@
 //
 //	import (
 //		_ "github.com/pickwise/pickwise/balancer/p2c" // the default child
-//		_ "github.com/pickwise/pickwise/balancer/subset"
+//		"github.com/pickwise/pickwise/balancer/subset"
 //	)
 //
 //	index, err := subset.IndexFromHostname(hostname) // "api-7" -> 7
@@ -60,25 +60,27 @@ const (
 	subsetSize = 4
 )
 
-// arrangement is one column: the service config of client i.
+// arrangement is one column: the service config of client i, and whether
+// every client connects to every backend.
 type arrangement struct {
 	name   string
 	config func(i int) string
+	mesh   bool
 }
 
 var arrangements = []arrangement{
 	{"full mesh (pickwise_p2c)", func(int) string {
 		return `{"loadBalancingConfig": [{"pickwise_p2c": {}}]}`
-	}},
+	}, true},
 	{"random_subsetting_experimental", func(int) string {
 		return fmt.Sprintf(`{"loadBalancingConfig": [{"random_subsetting_experimental": {"subsetSize": %d, "childPolicy": [{"round_robin": {}}]}}]}`, subsetSize)
-	}},
+	}, false},
 	{"pickwise_subset (balanced)", func(i int) string {
 		return fmt.Sprintf(`{"loadBalancingConfig": [{"pickwise_subset": {"subsetSize": %d, "clientIndex": %d, "clientCount": %d}}]}`, subsetSize, i, clients)
-	}},
+	}, false},
 	{"pickwise_subset (stable)", func(i int) string {
 		return fmt.Sprintf(`{"loadBalancingConfig": [{"pickwise_subset": {"subsetSize": %d, "clientIndex": %d, "clientCount": %d, "mode": "stable"}}]}`, subsetSize, i, clients)
-	}},
+	}, false},
 }
 
 func main() {
@@ -193,10 +195,21 @@ func measure(ctx context.Context, a arrangement, calls int) (result, error) {
 		wg.Go(func() { c.Load(ctx, 10, 1, 10*time.Second) })
 	}
 	wg.Wait()
-	settle(f)
-	for i, b := range f.Backends[:backends-1] {
-		r.replaced += b.Accepted() - accepted[i]
+	replaced := func() int64 {
+		var n int64
+		for i, b := range f.Backends[:backends-1] {
+			n += b.Accepted() - accepted[i]
+		}
+		return n
 	}
+	// Every client of the leaving backend connects to another (in a
+	// subset: the mesh has them all): wait for as many new connections,
+	// then for any more a policy opens.
+	for deadline := time.Now().Add(10 * time.Second); !a.mesh && replaced() < r.leaving && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	settle(f)
+	r.replaced = replaced()
 	return r, nil
 }
 

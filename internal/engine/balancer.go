@@ -74,7 +74,8 @@ type engineBalancer struct {
 	// return, by endpointKey, and parkQueue the order they were parked
 	// in (parked.go); grace is how long, and parkTimer the sweep that
 	// closes them after it, of generation parkGen. parkSeq numbers the
-	// parkings.
+	// parkings, so that a queue entry of a child's earlier parking no
+	// longer matches it (parkedEntry.current).
 	parked    map[string]*child
 	parkQueue []parkedEntry
 	grace     time.Duration

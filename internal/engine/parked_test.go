@@ -152,6 +152,37 @@ func TestParkedGraceChanged(t *testing.T) {
 	}
 }
 
+// TestParkedGraceShortenedBehindReturn: a grace shortened while the
+// first in the parking queue has returned closes the next one at its new
+// deadline, not at the old one's.
+func TestParkedGraceShortenedBehindReturn(t *testing.T) {
+	h := testkit.NewHarness(t, p2c.Name, `{}`) // the default grace, 10s
+	as := testkit.Addrs(5)
+	h.Start(as...)
+	returned, parked := h.CC.SubConnFor(as[4]), h.CC.SubConnFor(as[3])
+	update := func(cfg string, list ...string) {
+		t.Helper()
+		h.Cfg = parseP2C(t, cfg)
+		if err := h.Update(testkit.Endpoints(list)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(`{}`, as[:4]...) // as[4] parked at 0s
+	h.Clock.Advance(time.Second)
+	update(`{}`, as...) // back at 1s: its queue entry is stale
+	h.Clock.Advance(time.Second)
+	update(`{}`, as[0], as[1], as[2], as[4]) // as[3] parked at 2s
+	h.Clock.Advance(time.Second)
+	update(`{"removalGrace": "2s"}`, as[0], as[1], as[2], as[4]) // at 3s: as[3]'s grace ends at 4s
+	h.Clock.Advance(time.Second)
+	if !parked.IsShutdown() {
+		t.Fatal("a parked connection outlived the grace shortened to 2s behind a returned endpoint's stale entry")
+	}
+	if returned.IsShutdown() {
+		t.Fatal("the endpoint back in the list lost its connection")
+	}
+}
+
 // TestLazyPolicyDoesNotPark: a lazy policy's connections follow its
 // picks, and a removed endpoint's closes at once.
 func TestLazyPolicyDoesNotPark(t *testing.T) {

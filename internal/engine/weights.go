@@ -18,8 +18,8 @@ import (
 // It reports whether it routed the listed endpoints' reports and
 // restarted their streams anew (a keeper started, or the out-of-band
 // settings changed), so that an endpoint back from parking needs neither
-// again (returnedLocked, which gives one back without a tracker its
-// first).
+// again (returnedLocked, which gives a returning endpoint without a
+// tracker a fresh one).
 func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) (restarted bool) {
 	// A resolver update has dropped the list already; a change of config
 	// alone may start or stop the keeper, which starts every endpoint's
