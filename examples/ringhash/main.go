@@ -41,6 +41,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -185,20 +186,17 @@ func measure(ctx context.Context, f *fleet.Fleet, p policy, users []string) (res
 	// returns the backend of each.
 	round := func() (map[string]string, error) {
 		backends := make([]string, len(users))
-		var g errgroup
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
 		for w := range callers {
-			g.Go(func() error {
-				for i := w; i < len(users); i += callers {
-					backend, err := c.Call(p.withKey(ctx, users[i]))
-					if err != nil {
-						return err
-					}
-					backends[i] = backend
+			wg.Go(func() {
+				for i := w; i < len(users) && errs[w] == nil; i += callers {
+					backends[i], errs[w] = c.Call(p.withKey(ctx, users[i]))
 				}
-				return nil
 			})
 		}
-		if err := g.Wait(); err != nil {
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
 		where := make(map[string]string, len(users))
@@ -261,26 +259,6 @@ func measure(ctx context.Context, f *fleet.Fleet, p policy, users []string) (res
 
 // callers is how many goroutines send a round's calls.
 const callers = 8
-
-// errgroup runs goroutines and keeps the first error any returns.
-type errgroup struct {
-	wg   sync.WaitGroup
-	once sync.Once
-	err  error
-}
-
-func (g *errgroup) Go(f func() error) {
-	g.wg.Go(func() {
-		if err := f(); err != nil {
-			g.once.Do(func() { g.err = err })
-		}
-	})
-}
-
-func (g *errgroup) Wait() error {
-	g.wg.Wait()
-	return g.err
-}
 
 // same is the share of users a and b send to the same backend.
 func same(a, b map[string]string) float64 {

@@ -252,11 +252,10 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 		e, ok := b.endpoints[key]
 		if !ok {
-			if c := b.unparkLocked(key); c != nil {
+			c := b.unparkLocked(key)
+			if c != nil {
 				// Back on the connection it left with (parked.go).
 				e = c.e
-				b.children[e] = c
-				b.counts.move(noStateYet, e.state)
 				returned = append(returned, e)
 			} else {
 				// Endpoints known before the first READY picker are the
@@ -266,11 +265,11 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 				if b.weights != nil {
 					b.weights.add(e)
 				}
-				c := newChild(b, e)
-				b.children[e] = c
+				c = newChild(b, e)
 				added = append(added, c)
-				b.counts.move(noStateYet, e.state)
 			}
+			b.children[e] = c
+			b.counts.move(noStateYet, e.state)
 		}
 		e.resolved = ep
 		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
@@ -297,9 +296,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	b.recordPicksLocked(&picks)
 	b.endpoints = next
-	weightsRestarted := b.configureWeightsLocked(settings.Weights)
+	b.configureWeightsLocked(settings.Weights)
 	for _, e := range returned {
-		b.returnedLocked(e, now, weightsRestarted)
+		b.returnedLocked(e, now)
 	}
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	kids := b.childrenInOrderLocked()

@@ -109,19 +109,21 @@ func (b *engineBalancer) unparkLocked(key string) *child {
 }
 
 // returnedLocked settles what changed while e, back from parking, was out
-// of the list, once the update's config is applied: its weight's tracker
-// and ORCA stream (unless weightsRestarted says the config's weights gave
-// every listed endpoint both anew already), and an ejection that nothing
-// would end otherwise, since the health ticks skipped it and may have
-// stopped.
-func (b *engineBalancer) returnedLocked(e *Endpoint, now int64, weightsRestarted bool) {
+// of the list, once the update's config is applied: its weight's tracker,
+// where its reports go, and its ORCA stream, closed at its removal unless
+// the update's config has opened it again already, and an ejection that
+// nothing would end otherwise, since the health ticks skipped it and may
+// have stopped.
+func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
 	if w := b.weights; w != nil {
 		switch {
 		case e.weights.tracker == nil:
 			w.add(e)
-		case !weightsRestarted:
+		default:
 			w.routeReports(e)
-			w.restartOOB(e)
+			if e.weights.stopOOB == nil {
+				w.restartOOB(e)
+			}
 		}
 	}
 	pen := b.shared.penalty.Load()

@@ -24,6 +24,16 @@ func parseP2C(t *testing.T, js string) serviceconfig.LoadBalancingConfig {
 	return cfg
 }
 
+// updateP2C gives h's balancer the pickwise_p2c config js and the
+// endpoints at addrs, as one resolver update.
+func updateP2C(t *testing.T, h *testkit.Harness, js string, addrs ...string) {
+	t.Helper()
+	h.Cfg = parseP2C(t, js)
+	if err := h.Update(testkit.Endpoints(addrs)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestParkedEjectedEndpointReturns: an endpoint ejected when it left, and
 // back after a config turned ejection or the whole failure penalty off,
 // is readmitted: nothing else would, since no probe goes to it without
@@ -42,10 +52,7 @@ func TestParkedEjectedEndpointReturns(t *testing.T) {
 			if err := h.Update(testkit.Endpoints(as[1:])...); err != nil {
 				t.Fatal(err)
 			}
-			h.Cfg = parseP2C(t, off)
-			if err := h.Update(testkit.Endpoints(as)...); err != nil {
-				t.Fatal(err)
-			}
+			updateP2C(t, h, off, as...)
 			// It healed while it was out.
 			if s := testkit.Share(c.Run(time.Second, time.Second)[0], as[0]); s < 0.05 {
 				t.Errorf("share of the healed endpoint back from parking = %.1f%%, want about its fair 10%%", 100*s)
@@ -67,10 +74,7 @@ func TestParkedGraceTurnedOff(t *testing.T) {
 	if sc.IsShutdown() {
 		t.Fatal("removed endpoint's connection closed at once under the default removalGrace")
 	}
-	h.Cfg = parseP2C(t, `{"removalGrace": "0s"}`)
-	if err := h.Update(testkit.Endpoints(as[:2])...); err != nil {
-		t.Fatal(err)
-	}
+	updateP2C(t, h, `{"removalGrace": "0s"}`, as[:2]...)
 	if !sc.IsShutdown() {
 		t.Fatal("a parked connection outlived a config that set removalGrace to 0s")
 	}
@@ -116,13 +120,7 @@ func TestParkedGraceChanged(t *testing.T) {
 	as := testkit.Addrs(5)
 	h.Start(as...)
 	first, second, third := h.CC.SubConnFor(as[4]), h.CC.SubConnFor(as[3]), h.CC.SubConnFor(as[2])
-	update := func(cfg string, n int) {
-		t.Helper()
-		h.Cfg = parseP2C(t, cfg)
-		if err := h.Update(testkit.Endpoints(as[:n])...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	update := func(cfg string, n int) { t.Helper(); updateP2C(t, h, cfg, as[:n]...) }
 	update(`{}`, 4) // first removed at 0s
 	h.Clock.Advance(4 * time.Second)
 	update(`{}`, 3) // second removed at 4s
@@ -160,20 +158,13 @@ func TestParkedGraceShortenedBehindReturn(t *testing.T) {
 	as := testkit.Addrs(5)
 	h.Start(as...)
 	returned, parked := h.CC.SubConnFor(as[4]), h.CC.SubConnFor(as[3])
-	update := func(cfg string, list ...string) {
-		t.Helper()
-		h.Cfg = parseP2C(t, cfg)
-		if err := h.Update(testkit.Endpoints(list)...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	update(`{}`, as[:4]...) // as[4] parked at 0s
+	updateP2C(t, h, `{}`, as[:4]...) // as[4] parked at 0s
 	h.Clock.Advance(time.Second)
-	update(`{}`, as...) // back at 1s: its queue entry is stale
+	updateP2C(t, h, `{}`, as...) // back at 1s: its queue entry is stale
 	h.Clock.Advance(time.Second)
-	update(`{}`, as[0], as[1], as[2], as[4]) // as[3] parked at 2s
+	updateP2C(t, h, `{}`, as[0], as[1], as[2], as[4]) // as[3] parked at 2s
 	h.Clock.Advance(time.Second)
-	update(`{"removalGrace": "2s"}`, as[0], as[1], as[2], as[4]) // at 3s: as[3]'s grace ends at 4s
+	updateP2C(t, h, `{"removalGrace": "2s"}`, as[0], as[1], as[2], as[4]) // at 3s: as[3]'s grace ends at 4s
 	h.Clock.Advance(time.Second)
 	if !parked.IsShutdown() {
 		t.Fatal("a parked connection outlived the grace shortened to 2s behind a returned endpoint's stale entry")

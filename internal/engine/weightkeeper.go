@@ -70,14 +70,12 @@ func (k *weightKeeper) routeReports(e *Endpoint) {
 
 // reconfigure applies a changed config to every endpoint in all. It
 // reports whether the update period changed, so that the caller rearms the
-// timer, and whether every endpoint's reports were routed anew and its
-// stream restarted.
-func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodChanged, restarted bool) {
+// timer.
+func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodChanged bool) {
 	old := k.cfg
 	k.cfg = cfg
 	k.group.SetConfig(cfg.ORCA)
-	restarted = old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod
-	if restarted {
+	if old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod {
 		for _, e := range all {
 			if e.weights.tracker == nil {
 				// Back from parking with none: returnedLocked adds it.
@@ -87,7 +85,7 @@ func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodCh
 			k.restartOOB(e)
 		}
 	}
-	return old.UpdatePeriod != cfg.UpdatePeriod, restarted
+	return old.UpdatePeriod != cfg.UpdatePeriod
 }
 
 // connectionReady follows e's new READY connection. A new connection means

@@ -14,13 +14,7 @@ import (
 
 // configureWeightsLocked applies a policy's WeightsConfig (nil turns weight
 // keeping off) and (re)starts the update timer.
-//
-// It reports whether it routed the listed endpoints' reports and
-// restarted their streams anew (a keeper started, or the out-of-band
-// settings changed), so that an endpoint back from parking needs neither
-// again (returnedLocked, which gives a returning endpoint without a
-// tracker a fresh one).
-func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) (restarted bool) {
+func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	// A resolver update has dropped the list already; a change of config
 	// alone may start or stop the keeper, which starts every endpoint's
 	// weight over (weightKeeper.add).
@@ -36,15 +30,11 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) (restarted b
 	case b.weights == nil:
 		b.weights = newWeightKeeper(*cfg, b.order)
 		b.scheduleWeightUpdateLocked()
-		return true
 	default:
-		periodChanged, restarted := b.weights.reconfigure(*cfg, b.order)
-		if periodChanged {
+		if b.weights.reconfigure(*cfg, b.order) {
 			b.scheduleWeightUpdateLocked()
 		}
-		return restarted
 	}
-	return false
 }
 
 // scheduleWeightUpdateLocked arms the keeper's update timer. Its firing is
