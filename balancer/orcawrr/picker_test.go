@@ -367,6 +367,7 @@ func joinTwelfth(t *testing.T) (*testkit.Harness, string) {
 	h := testkit.NewHarness(t, orcawrr.Name, `{"slowStart": {"window": "30s"}}`)
 	as := testkit.Addrs(12)
 	h.Start(as[:11]...)
+	h.Serve()
 	if err := h.Update(testkit.Endpoints(as)...); err != nil {
 		t.Fatal(err)
 	}

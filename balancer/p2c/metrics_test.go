@@ -117,6 +117,7 @@ func TestMetricsSlowStartAndCosts(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s", "minWeightPercent": 10}}`)
 	as := addrs(3)
 	h.Start(as[:2]...)
+	h.Serve()
 	if v := gauge(t, h, "pickwise.p2c.endpoints_in_slow_start"); v != 0 {
 		t.Errorf("endpoints_in_slow_start with the initial fleet = %v, want 0", v)
 	}

@@ -127,6 +127,7 @@ func TestRemovedEndpointReturnsAsNewcomer(t *testing.T) {
 			h := newHarness(t, tc.cfg)
 			as := addrs(3)
 			h.Start(as...)
+			h.Serve()
 			old := h.CC.SubConnFor(as[2])
 			if err := h.Update(endpointsOf(as[:2])...); err != nil {
 				t.Fatal(err)

@@ -137,6 +137,7 @@ func TestSlowStartRamp(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10, "timeOnly": true}}`)
 	as := addrs(3)
 	h.Start(as[:2]...)
+	h.Serve()
 
 	// The third endpoint joins after the first picker: it ramps.
 	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[2], 0)); err != nil {
@@ -177,6 +178,7 @@ func joinLoaded(t *testing.T, cfg string, perPeer int) (*harness, []string) {
 	h := newHarness(t, cfg)
 	as := addrs(9)
 	h.Start(as[:8]...)
+	h.Serve()
 	_, held := h.Count(8*perPeer, true)
 	t.Cleanup(func() { finish(held, nil) })
 	if err := h.Update(endpointsOf(as)...); err != nil {
@@ -490,6 +492,7 @@ func TestSlowStartAggression(t *testing.T) {
 	h := newHarness(t, `{"slowStart": {"window": "10s", "aggression": 2, "minWeightPercent": 1}}`)
 	as := addrs(2)
 	h.Start(as[0])
+	h.Serve()
 	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -514,6 +517,30 @@ func TestSlowStartInitialFleetDoesNotRamp(t *testing.T) {
 	if p := h.Clock.Pending(); p != 0 {
 		t.Errorf("%d ramp timers pending for the initial fleet, want 0", p)
 	}
+}
+
+// TestSlowStartInitialFleetOverTwoUpdates: an endpoint that joins after
+// the channel is READY but before its first call is part of the initial
+// fleet, as a resolver that sends its list in two updates makes it; one
+// that joins after the first call ramps.
+func TestSlowStartInitialFleetOverTwoUpdates(t *testing.T) {
+	h := newHarness(t, `{"slowStart": {"window": "10s", "timeOnly": true}}`)
+	as := addrs(3)
+	h.Start(as[0])
+	if err := h.Update(endpointsOf(as[:2])...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[1])
+	got, pending := h.Count(400, true)
+	finish(pending, nil)
+	within(t, "share of the endpoint of the second update", float64(got[as[1]])/400, 0.5, 0.01)
+	if err := h.Update(endpointsOf(as)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as[2])
+	got, pending = h.Count(2100, true)
+	finish(pending, nil)
+	within(t, "share of the endpoint that joined after the first call", float64(got[as[2]])/2100, 0.1/2.1, 0.01)
 }
 
 func TestSlowStartAfterConnectionFailure(t *testing.T) {

@@ -65,7 +65,6 @@ type engineBalancer struct {
 	lastIn      [connectivity.Shutdown + 1]*Endpoint
 	ramp        *ramp
 	latency     *latency
-	everReady   bool  // a READY picker has been published
 	resolverErr error // last resolver error, for messages
 	coalesce    coalescer
 	rampTimer   Timer
@@ -258,10 +257,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 				e = c.e
 				returned = append(returned, e)
 			} else {
-				// Endpoints known before the first READY picker are the
-				// initial fleet: they are not cold newcomers, so they
-				// skip slow start.
-				e = newEndpoint(firstAddr(ep), &b.shared, b.everReady)
+				e = newEndpoint(firstAddr(ep), &b.shared, b.joinsCold())
 				if b.weights != nil {
 					b.weights.add(e)
 				}
@@ -463,6 +459,15 @@ func (b *engineBalancer) Close() {
 	}
 }
 
+// joinsCold says whether an endpoint that joins now starts a slow-start
+// ramp on its first READY: only once the channel has placed a call. The
+// endpoints that join before are its initial fleet, however the resolver
+// spread them over its first updates: none of them carries any of the
+// channel's load yet, so a ramp would only hold some below the shares
+// their weights give, and ramping all of them achieves nothing
+// (docs/design/slow-start.md).
+func (b *engineBalancer) joinsCold() bool { return b.shared.work.served.Load() }
+
 // trackLocked follows one endpoint's connectivity to decide when it starts a
 // slow-start ramp: on its first READY if it joined after the initial fleet,
 // and on any READY that follows a connection failure, since a backend that
@@ -506,7 +511,6 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 		return
 	}
 
-	b.everReady = true
 	snap := b.snapshotLocked(ready, now)
 	snap.Ejected = ejected
 	snap.ramp = b.ramp

@@ -53,6 +53,11 @@ type doneWork struct {
 	// (pickProvedSoon): a pick takes no lock and arms no timer.
 	// Beside recordsMetrics, which every Done reads already.
 	pickProved atomic.Bool
+	// served is set by the channel's first pick (Snapshot.notePlaced):
+	// from then on an endpoint that joins is a newcomer to a fleet that
+	// carries the channel's load, and ramps (engineBalancer.joinsCold).
+	// On the line every Done reads, which every core keeps.
+	served atomic.Bool
 
 	health task // the decay-and-assess tick, every penalty.tick while needed
 	assess task // an assessment now, asked for by the evidence of a failure

@@ -74,9 +74,6 @@ func (b *engineBalancer) publishLazyLocked(now int64) {
 			}
 		}
 	}
-	if len(ready)+len(ejected) > 0 {
-		b.everReady = true
-	}
 	snap := b.snapshotLocked(ready, now)
 	snap.Members, snap.States = members, states
 	// Calls without a key reach ejected endpoints only as probes

@@ -162,6 +162,7 @@ func (p *LeastLoaded) first() int {
 // evidence wants a peer's call timed (rampingPair), and everything else
 // is pickAny's.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	p.snap.notePlaced()
 	a := AttemptsOf(info)
 	if !p.pair || a != nil {
 		return p.pickAny(info, a)

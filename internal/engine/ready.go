@@ -85,6 +85,15 @@ type Snapshot struct {
 	turns   *turns // the balancer's, for its d-choice pickers; nil outside a balancer
 }
 
+// notePlaced marks the balancer as having placed a call, for a pick of a
+// policy with slow start: after the first, one load of a line every core
+// keeps.
+func (s *Snapshot) notePlaced() {
+	if sh := s.shared; sh != nil && !sh.work.served.Load() {
+		sh.work.served.Store(true)
+	}
+}
+
 // Ramping says that some endpoint of Endpoints is in its slow-start ramp.
 func (s *Snapshot) Ramping() bool { return s.ramps != nil }
 

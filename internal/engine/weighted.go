@@ -386,6 +386,7 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // cores had written last: half of a pick's time. Probes are counted, in
 // flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	p.snap.notePlaced()
 	a := AttemptsOf(info)
 	// The cursor, chosen here only, and advance, written out: as methods
 	// neither inlined, and the call cost more than the rest of a pick.

@@ -107,6 +107,22 @@ func (h *Harness) Start(as ...string) {
 	h.Ready(as...)
 }
 
+// Serve picks once and ends the call with a success. A channel ramps the
+// endpoints that join it once it has served a call (slow start), not
+// those that join before: a test of a newcomer's ramp serves one first.
+func (h *Harness) Serve() {
+	h.T.Helper()
+	_, done := h.Pick()
+	serveOne(done)
+}
+
+// serveOne ends a call with a success.
+func serveOne(done func(balancer.DoneInfo)) {
+	if done != nil {
+		done(balancer.DoneInfo{BytesSent: true, BytesReceived: true})
+	}
+}
+
 // Ready drives the endpoints to READY and waits until the picker can pick
 // each of them.
 func (h *Harness) Ready(as ...string) {
@@ -222,6 +238,11 @@ func ReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, fun
 func RampingPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker, func()) {
 	tb.Helper()
 	cc, bal := readyBalancer(tb, policy, cfg, n)
+	res, err := cc.State().Picker.Pick(balancer.PickInfo{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	serveOne(res.Done)
 	as := Addrs(n + 1)
 	updateReady(tb, cc, bal, policy, cfg, as, as[n])
 	Settle(cc, n+1)
