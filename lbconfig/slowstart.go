@@ -10,9 +10,12 @@ import (
 )
 
 // SlowStartConfig is the JSON "slowStart" object shared by every
-// load-aware policy. An endpoint that joins after the policy started, or
-// that comes back after a connection failure, starts at MinWeightPercent of
-// its weight and ramps to full weight over Window. Envoy's formula:
+// load-aware policy. An endpoint that joins after the channel placed its
+// first call, or that comes back after a connection failure, starts at
+// MinWeightPercent of its weight and ramps to full weight over Window.
+// The endpoints that join before the first call, over however many
+// resolver updates, are the initial fleet and do not ramp: none of them
+// carries any of the channel's load yet. Envoy's formula:
 //
 //	factor = max(minWeightPercent/100, (elapsed/window)^(1/aggression))
 //
