@@ -29,7 +29,10 @@ import (
 // later), so that its recovery shows in its answers; it is readmitted,
 // with fresh counts, once its ejection time is over and its last
 // ProbeSuccesses probes succeeded. Ejection needs the failure penalty's
-// counts: with failurePenalty off, nothing is ejected.
+// counts: with failurePenalty off, nothing is ejected. It has no list of
+// codes of its own: a failure is what failurePenalty.codes says, for the
+// counts and for the probes alike, so that what moves traffic and what
+// ejects are the same evidence.
 type EjectionConfig struct {
 	// Enabled turns local ejection on. Default true.
 	Enabled bool `json:"enabled"`

@@ -24,7 +24,7 @@ func ExampleServiceConfig() {
 	}
 	fmt.Println(sc)
 	// Output:
-	// {"loadBalancingConfig":[{"pickwise_p2c":{"choiceCount":2,"activeRequestBias":1,"slowStart":{"enabled":true,"window":"20s","aggression":1,"minWeightPercent":10},"failurePenalty":{"enabled":true,"window":10,"maxMultiplier":100,"halfLife":"5s"},"ejection":{"enabled":true,"threshold":0.5,"minFailures":5,"baseEjectionTime":"1s","maxEjectionTime":"10s","maxEjectionPercent":10,"probeInterval":"300ms","probeSuccesses":2},"removalGrace":"10s"}}]}
+	// {"loadBalancingConfig":[{"pickwise_p2c":{"choiceCount":2,"activeRequestBias":1,"slowStart":{"enabled":true,"window":"20s","aggression":1,"minWeightPercent":10},"failurePenalty":{"enabled":true,"window":10,"maxMultiplier":100,"halfLife":"5s","codes":["UNAVAILABLE","INTERNAL","UNKNOWN","DEADLINE_EXCEEDED","RESOURCE_EXHAUSTED"]},"ejection":{"enabled":true,"threshold":0.5,"minFailures":5,"baseEjectionTime":"1s","maxEjectionTime":"10s","maxEjectionPercent":10,"probeInterval":"300ms","probeSuccesses":2},"removalGrace":"10s"}}]}
 }
 
 // The failure evidence and ejection every load-aware policy shares, at

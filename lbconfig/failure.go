@@ -2,6 +2,7 @@ package lbconfig
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pickwise/pickwise/internal/strictjson"
@@ -44,6 +45,19 @@ import (
 //
 // Both counts also halve every HalfLife of wall time, so old evidence
 // fades and the prior takes over again.
+//
+// Codes says which outcomes are failures. The default five are the ones a
+// backend is responsible for whatever the call; a caller's bad argument,
+// a missing entity or a cancellation say nothing about the backend. A
+// fleet whose broken hosts answer with another code (one host of a bad
+// deploy answering Unimplemented to every call, or one with a broken
+// credential answering PermissionDenied) lists it, and that host is then
+// avoided and ejected like any black hole. A listed code that every
+// endpoint returns alike (a credential bad everywhere) moves no traffic,
+// as no endpoint's rate stands out from the fleet's. Where calls are
+// placed by key (ring hash) a code callers cause is not to be listed: a
+// key whose own calls all fail with it makes its home endpoint's rate
+// stand out.
 type FailurePenaltyConfig struct {
 	// Enabled turns the penalty on. Default true.
 	Enabled bool `json:"enabled"`
@@ -58,6 +72,17 @@ type FailurePenaltyConfig struct {
 	// HalfLife is how fast evidence fades with time. Default "5s"; must be
 	// in [100ms, 1h].
 	HalfLife Duration `json:"halfLife"`
+	// Codes are the gRPC status codes that count as failures, by the names
+	// grpc's service config uses ("UNAVAILABLE", "PERMISSION_DENIED"; a
+	// plain error that is not a status is "UNKNOWN"). They decide what
+	// ejection and its probes count too, and which failed calls a latency
+	// average and slow start's warm-up take for the server's; with the
+	// penalty off they are not read, and the default ones decide. Default
+	// "UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED",
+	// "RESOURCE_EXHAUSTED"; "OK" is rejected, a repeated name counts once,
+	// and an empty list is rejected: a penalty that counts nothing is
+	// {"enabled": false}.
+	Codes []string `json:"codes"`
 }
 
 // Failure-penalty defaults; see FailurePenaltyConfig for the reasoning.
@@ -78,7 +103,40 @@ func DefaultFailurePenalty() FailurePenaltyConfig {
 		Window:        DefaultFailureWindow,
 		MaxMultiplier: DefaultFailureMaxMultiplier,
 		HalfLife:      Duration(DefaultFailureHalfLife),
+		Codes:         []string{"UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"},
 	}
+}
+
+// statusCodeNames are the gRPC status codes by number, as grpc's service
+// config spells them (google.golang.org/grpc/codes, Code.UnmarshalJSON).
+var statusCodeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+// validateCode checks one name of FailurePenaltyConfig.Codes, the i-th.
+func validateCode(policy string, i int, name string) error {
+	for c, n := range statusCodeNames {
+		if name == n {
+			// A success counted as a failure would make every healthy
+			// endpoint look broken.
+			if c == 0 {
+				return fmt.Errorf("%s: failurePenalty.codes[%d] %q: a success is not a failure", policy, i, name)
+			}
+			return nil
+		}
+	}
+	// grpc's own spelling is exact; a Go name ("PermissionDenied") or
+	// another case is a near miss worth naming.
+	flat := strings.ReplaceAll(name, "_", "")
+	for _, n := range statusCodeNames {
+		if strings.EqualFold(flat, strings.ReplaceAll(n, "_", "")) {
+			return fmt.Errorf("%s: failurePenalty.codes[%d] %q: not a gRPC status code; did you mean %q", policy, i, name, n)
+		}
+	}
+	return fmt.Errorf("%s: failurePenalty.codes[%d] %q: not a gRPC status code", policy, i, name)
 }
 
 // UnmarshalJSON fills the defaults before reading the fields a user set.
@@ -116,6 +174,17 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 	// observed; beyond an hour a recovered backend would stay shunned.
 	if time.Duration(c.HalfLife) < minFailureHalfLife || time.Duration(c.HalfLife) > maxFailureHalfLife {
 		return fmt.Errorf("%s: failurePenalty.halfLife %q: must be in [%v, %v]", policy, c.HalfLife, minFailureHalfLife, maxFailureHalfLife)
+	}
+	// A penalty with nothing to count would be on in name only, and a
+	// config that says "codes": [] more likely lost its list than meant
+	// that; off is said with enabled.
+	if len(c.Codes) == 0 {
+		return fmt.Errorf(`%s: failurePenalty.codes: must list at least one code (to count none, set "enabled": false)`, policy)
+	}
+	for i, name := range c.Codes {
+		if err := validateCode(policy, i, name); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -28,17 +28,18 @@ func TestConfigsBuiltInGoRoundTrip(t *testing.T) {
 	slow := &lbconfig.SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 2, MinWeightPercent: 5}
 	penalty := lbconfig.DefaultFailurePenalty()
 	penalty.Window, penalty.HalfLife = 20, lbconfig.Duration(2*time.Second)
+	penalty.Codes = append(penalty.Codes, "UNIMPLEMENTED")
 	ejection := lbconfig.DefaultEjection()
 	ejection.MaxEjectionPercent, ejection.ProbeInterval = 30, lbconfig.Duration(time.Second)
 
 	p2cCfg := p2c.DefaultConfig()
 	p2cCfg.ChoiceCount, p2cCfg.SlowStart, p2cCfg.FailurePenalty, p2cCfg.Ejection = 3, slow, penalty, ejection
 	peakCfg := peakewma.DefaultConfig()
-	peakCfg.DecayTime, peakCfg.SlowStart, peakCfg.Ejection = lbconfig.Duration(5*time.Second), slow, ejection
+	peakCfg.DecayTime, peakCfg.SlowStart, peakCfg.FailurePenalty, peakCfg.Ejection = lbconfig.Duration(5*time.Second), slow, penalty, ejection
 	orcaCfg := orcawrr.DefaultConfig()
 	orcaCfg.BlackoutPeriod, orcaCfg.WeightHalfLife, orcaCfg.FailurePenalty = lbconfig.Duration(time.Second), lbconfig.Duration(0), penalty
 	ringCfg := ringhash.DefaultConfig()
-	ringCfg.Table, ringCfg.BalanceFactor, ringCfg.StrictAffinity, ringCfg.Ejection = ringhash.TableMaglev, 1.25, true, ejection
+	ringCfg.Table, ringCfg.BalanceFactor, ringCfg.StrictAffinity, ringCfg.FailurePenalty, ringCfg.Ejection = ringhash.TableMaglev, 1.25, true, penalty, ejection
 
 	for _, tc := range []struct {
 		name  string
@@ -122,5 +123,53 @@ func TestServiceConfigChecksRegisteredPolicies(t *testing.T) {
 	}
 	if sc, err := lbconfig.ServiceConfig("not_registered_here", map[string]int{"x": 1}); err != nil || sc != `{"loadBalancingConfig":[{"not_registered_here":{"x":1}}]}` {
 		t.Errorf("unregistered policy: %q, %v; want the config written out unchecked", sc, err)
+	}
+}
+
+// TestFailurePenaltyCodes reads failurePenalty.codes as every policy's
+// ParseConfig does: decoded over the defaults, then validated.
+func TestFailurePenaltyCodes(t *testing.T) {
+	defaults := lbconfig.DefaultFailurePenalty().Codes
+	for _, tc := range []struct {
+		name, js string
+		want     []string
+		wantErr  string
+	}{
+		{name: "absent", js: `{}`, want: defaults},
+		{name: "default spelled out", js: `{"codes": ["UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"]}`, want: defaults},
+		{name: "one host's bad deploy", js: `{"codes": ["UNAVAILABLE", "UNIMPLEMENTED"]}`, want: []string{"UNAVAILABLE", "UNIMPLEMENTED"}},
+		{name: "every code but OK", js: `{"codes": ["CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"]}`,
+			want: []string{"CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}},
+		{name: "a repeat counts once", js: `{"codes": ["UNAVAILABLE", "UNAVAILABLE"]}`, want: []string{"UNAVAILABLE", "UNAVAILABLE"}},
+		{name: "not a code", js: `{"codes": ["UNAVAILABLE", "INTERNAL", "NOPE"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[2] "NOPE": not a gRPC status code`},
+		{name: "Go spelling", js: `{"codes": ["PermissionDenied"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[0] "PermissionDenied": not a gRPC status code; did you mean "PERMISSION_DENIED"`},
+		{name: "lower case", js: `{"codes": ["unavailable"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[0] "unavailable": not a gRPC status code; did you mean "UNAVAILABLE"`},
+		{name: "American spelling", js: `{"codes": ["CANCELED"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[0] "CANCELED": not a gRPC status code`},
+		{name: "OK", js: `{"codes": ["UNAVAILABLE", "OK"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[1] "OK": a success is not a failure`},
+		{name: "empty", js: `{"codes": []}`, wantErr: `pickwise_p2c: failurePenalty.codes: must list at least one code (to count none, set "enabled": false)`},
+		{name: "null", js: `{"codes": null}`, wantErr: `pickwise_p2c: failurePenalty.codes: must list at least one code`},
+		{name: "a number", js: `{"codes": [14]}`, wantErr: `failurePenalty: field "codes": cannot use JSON number`},
+		{name: "a string", js: `{"codes": "UNAVAILABLE"}`, wantErr: `failurePenalty: field "codes": cannot use JSON string`},
+		{name: "off skips checks", js: `{"enabled": false, "codes": ["NOPE"]}`, want: []string{"NOPE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c lbconfig.FailurePenaltyConfig
+			err := json.Unmarshal([]byte(tc.js), &c)
+			if err == nil {
+				err = c.Validate("pickwise_p2c")
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("%s: error %v, want one containing %q", tc.js, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tc.js, err)
+			}
+			if d := cmp.Diff(tc.want, c.Codes); d != "" {
+				t.Errorf("%s: codes differ (-want +got):\n%s", tc.js, d)
+			}
+		})
 	}
 }

@@ -55,6 +55,8 @@ func TestParseConfig(t *testing.T) {
 		{Name: "failure penalty off", JSON: `{"failurePenalty": {"enabled": false}}`,
 			Want: with(func(c *orcawrr.Config) { c.FailurePenalty.Enabled = false })},
 		{Name: "bad failure penalty", JSON: `{"failurePenalty": {"maxMultiplier": 0.5}}`, WantErr: "pickwise_orca_wrr: failurePenalty.maxMultiplier"},
+		{Name: "failure penalty codes", JSON: `{"failurePenalty": {"codes": ["UNAVAILABLE", "PERMISSION_DENIED"]}}`,
+			Want: with(func(c *orcawrr.Config) { c.FailurePenalty.Codes = []string{"UNAVAILABLE", "PERMISSION_DENIED"} })},
 		{Name: "duration not a string", JSON: `{"blackoutPeriod": 10}`, WantErr: "pickwise_orca_wrr"},
 		{Name: "bad duration", JSON: `{"blackoutPeriod": "ten seconds"}`, WantErr: "pickwise_orca_wrr"},
 		{Name: "unknown field", JSON: `{"blackoutPeriods": "1s"}`, WantErr: `pickwise_orca_wrr: unknown field "blackoutPeriods"`},

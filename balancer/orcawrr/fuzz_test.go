@@ -21,6 +21,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"metricNamesForComputingUtilization": null}`, `{"slowStart": {"window": "1s"}}`, `{"slowStart": {"window": "-1s"}}`,
 		`{"unknown": 1}`, `{"blackoutPeriod": "1s"}{}`, `{"oobReportingPeriod": "-1s"}`,
 		`{"failurePenalty": {"enabled": false}}`, `{"failurePenalty": {"window": 1, "maxMultiplier": 1e6}}`, `{"ejection": {"enabled": false}}`,
+		`{"failurePenalty": {"codes": ["UNAVAILABLE", "PERMISSION_DENIED"]}}`, `{"failurePenalty": {"codes": ["OK"]}}`, `{"failurePenalty": {"codes": []}}`,
+		`{"failurePenalty": {"codes": ["NOPE", 14]}}`, `{"failurePenalty": {"enabled": false, "codes": ["x"]}}`,
 	} {
 		f.Add(seed)
 	}

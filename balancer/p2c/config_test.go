@@ -60,7 +60,19 @@ func TestParseConfig(t *testing.T) {
 		{Name: "slowStart enabled string", JSON: `{"slowStart": {"enabled": "no"}}`, WantErr: `pickwise_p2c: slowStart: field "enabled"`},
 		{Name: "failurePenalty off", JSON: `{"failurePenalty": {"enabled": false}}`, Want: with(func(c *p2c.Config) { c.FailurePenalty.Enabled = false })},
 		{Name: "failurePenalty tuned", JSON: `{"failurePenalty": {"window": 50, "maxMultiplier": 10, "halfLife": "30s"}}`, Want: with(func(c *p2c.Config) {
-			c.FailurePenalty = engine.FailurePenaltyConfig{Enabled: true, Window: 50, MaxMultiplier: 10, HalfLife: engine.Duration(30 * time.Second)}
+			c.FailurePenalty = engine.FailurePenaltyConfig{Enabled: true, Window: 50, MaxMultiplier: 10, HalfLife: engine.Duration(30 * time.Second),
+				Codes: []string{"UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}}
+		})},
+		{Name: "failurePenalty codes", JSON: `{"failurePenalty": {"codes": ["UNAVAILABLE", "PERMISSION_DENIED"]}}`, Want: with(func(c *p2c.Config) {
+			c.FailurePenalty.Codes = []string{"UNAVAILABLE", "PERMISSION_DENIED"}
+		})},
+		{Name: "failurePenalty codes unknown", JSON: `{"failurePenalty": {"codes": ["UNAVAILABLE", "INTERNAL", "NOPE"]}}`, WantErr: `pickwise_p2c: failurePenalty.codes[2] "NOPE": not a gRPC status code`},
+		{Name: "failurePenalty codes OK", JSON: `{"failurePenalty": {"codes": ["OK"]}}`, WantErr: `pickwise_p2c: failurePenalty.codes[0] "OK": a success is not a failure`},
+		{Name: "failurePenalty codes empty", JSON: `{"failurePenalty": {"codes": []}}`, WantErr: `pickwise_p2c: failurePenalty.codes: must list at least one code`},
+		{Name: "failurePenalty codes number", JSON: `{"failurePenalty": {"codes": [14]}}`, WantErr: `pickwise_p2c: failurePenalty: field "codes`},
+		{Name: "failurePenalty codes off skips checks", JSON: `{"failurePenalty": {"enabled": false, "codes": []}}`, Want: with(func(c *p2c.Config) {
+			c.FailurePenalty.Enabled = false
+			c.FailurePenalty.Codes = []string{}
 		})},
 		{Name: "failurePenalty window clamped", JSON: `{"failurePenalty": {"window": 1000000}}`, Want: with(func(c *p2c.Config) { c.FailurePenalty.Window = 10000 })},
 		{Name: "failurePenalty window zero", JSON: `{"failurePenalty": {"window": 0}}`, WantErr: "pickwise_p2c: failurePenalty.window 0: must be >= 1"},

@@ -252,6 +252,50 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 	return hits, res.Total
 }
 
+// TestEndToEndListedCode is one host of four answering PERMISSION_DENIED
+// to every call at once (a broken credential on that machine) while its
+// peers take 20ms. By default the code is the caller's problem, and the
+// fast answers make the host the idlest of its pairs, as a black hole is:
+// it draws 1/N of the calls or more. With the code listed in
+// failurePenalty.codes it is a black hole the penalty and ejection act
+// on. grpc-go's least_request_experimental runs beside, for the log.
+func TestEndToEndListedCode(t *testing.T) {
+	const backends = 4
+	variants := []struct {
+		name, config string
+	}{
+		{"default_codes", e2eConfig},
+		{"listed", `{"loadBalancingConfig":[{"pickwise_p2c":{"failurePenalty":{"codes":["UNAVAILABLE","INTERNAL","UNKNOWN","DEADLINE_EXCEEDED","RESOURCE_EXHAUSTED","PERMISSION_DENIED"]}}}]}`},
+		{"least_request", `{"loadBalancingConfig":[{"least_request_experimental":{}}]}`},
+	}
+	shares := make(map[string]float64)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			const workers = 20
+			calls := e2eScale(1500, 750)
+			ctx := fleet.Context(t, e2eTimeout)
+			f := fleet.StartT(t, backends)
+			c := fleet.DialT(t, f.Addrs(), v.config)
+			e2eWarmUp(t, ctx, c, f, f.Backends...)
+			e2eSetLatency(f, 20*time.Millisecond)
+			denier := f.Backends[0]
+			denier.SetBehavior(fleet.Behavior{ErrorRate: 1, ErrorCode: codes.PermissionDenied})
+			res := e2eLoad(t, ctx, c, calls, workers)
+			shares[v.name] = e2eShare(res, denier)
+			t.Logf("%s: the denying host's share %.1f%% of %d calls (fair %.0f%%); all: %s", v.name, 100*shares[v.name], res.Total, 100.0/backends, e2eShares(res, f))
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	if s := shares["default_codes"]; s < 0.8/backends {
+		t.Errorf("default codes: the denying host got %.1f%% of the calls, want about 1/N (%.0f%%) or more", 100*s, 100.0/backends)
+	}
+	if s := shares["listed"]; s > 0.05 {
+		t.Errorf("PERMISSION_DENIED listed: the denying host got %.1f%% of the calls, want < 5%%", 100*s)
+	}
+}
+
 // TestEndToEndMembershipChange checks that the policy follows the resolver:
 // a removed backend gets no call once the update has been applied, and an
 // added one gets its share: at once with the defaults, as it answers as

@@ -25,6 +25,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"unknown": true}`, `{"choiceCount": 2}{}`, `{"slowStart": null}`, `{"failurePenalty": null}`,
 		`{"ejection": {"enabled": false}}`, `{"ejection": null}`, `{"ejection": {"threshold": 1, "minFailures": 1, "maxEjectionPercent": 100, "probeInterval": "1ms"}}`,
 		`{"ejection": {"baseEjectionTime": "10ms", "maxEjectionTime": "24h", "probeSuccesses": 100}}`,
+		`{"failurePenalty": {"codes": ["UNAVAILABLE", "PERMISSION_DENIED"]}}`, `{"failurePenalty": {"codes": ["OK"]}}`, `{"failurePenalty": {"codes": []}}`,
+		`{"failurePenalty": {"codes": ["NOPE", 14]}}`, `{"failurePenalty": {"enabled": false, "codes": ["x"]}}`,
 	} {
 		f.Add(seed)
 	}

@@ -37,6 +37,7 @@ func TestParseConfig(t *testing.T) {
 		{Name: "defaultRtt too long", JSON: `{"defaultRtt": "2m"}`, WantErr: `pickwise_peak_ewma: defaultRtt "2m0s": must be in [1µs, 1m0s]`},
 		{Name: "bad slowStart", JSON: `{"slowStart": {"aggression": 0}}`, WantErr: "pickwise_peak_ewma: slowStart.aggression 0: must be > 0 and finite"},
 		{Name: "bad failurePenalty", JSON: `{"failurePenalty": {"maxMultiplier": 0}}`, WantErr: "pickwise_peak_ewma: failurePenalty.maxMultiplier 0: must be in [1, 1e6]"},
+		{Name: "bad failurePenalty codes", JSON: `{"failurePenalty": {"codes": ["NOPE"]}}`, WantErr: `pickwise_peak_ewma: failurePenalty.codes[0] "NOPE": not a gRPC status code`},
 		{Name: "unknown field", JSON: `{"decay": "1s"}`, WantErr: `pickwise_peak_ewma: unknown field "decay"`},
 		{Name: "malformed", JSON: `{"decayTime": `, WantErr: "pickwise_peak_ewma: unexpected EOF"},
 	})

@@ -16,6 +16,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{}`, ``, `null`, `{"choiceCount": 1}`, `{"choiceCount": 11}`, `{"decayTime": "10ms"}`, `{"decayTime": "1h"}`,
 		`{"defaultRtt": "1us"}`, `{"defaultRtt": "1m"}`, `{"slowStart": {}}`, `{"failurePenalty": {"enabled": false}}`, `{"ejection": {"probeSuccesses": 1}}`,
 		`{"decayTime": 5}`, `{"x": 1}`, `[]`,
+		`{"failurePenalty": {"codes": ["UNAVAILABLE", "PERMISSION_DENIED"]}}`, `{"failurePenalty": {"codes": ["OK"]}}`, `{"failurePenalty": {"codes": []}}`,
+		`{"failurePenalty": {"codes": ["NOPE", 14]}}`, `{"failurePenalty": {"enabled": false, "codes": ["x"]}}`,
 	} {
 		f.Add(seed)
 	}

@@ -64,6 +64,8 @@ func TestParseConfig(t *testing.T) {
 		{Name: "strictAffinity not a bool", JSON: `{"strictAffinity": "yes"}`, WantErr: `pickwise_ring_hash: field "strictAffinity": cannot use JSON string`},
 		{Name: "failurePenalty window", JSON: `{"failurePenalty": {"window": 50}}`, Want: with(func(c *Config) { c.FailurePenalty.Window = 50 })},
 		{Name: "failurePenalty window zero", JSON: `{"failurePenalty": {"window": 0}}`, WantErr: "pickwise_ring_hash: failurePenalty.window 0: must be >= 1"},
+		{Name: "failurePenalty codes", JSON: `{"failurePenalty": {"codes": ["UNAVAILABLE", "UNIMPLEMENTED"]}}`, Want: with(func(c *Config) { c.FailurePenalty.Codes = []string{"UNAVAILABLE", "UNIMPLEMENTED"} })},
+		{Name: "failurePenalty codes OK", JSON: `{"failurePenalty": {"codes": ["OK"]}}`, WantErr: `pickwise_ring_hash: failurePenalty.codes[0] "OK": a success is not a failure`},
 		{Name: "unknown field", JSON: `{"tableSize": 3}`, WantErr: `pickwise_ring_hash: unknown field "tableSize"`},
 		{Name: "trailing data", JSON: `{} {}`, WantErr: "pickwise_ring_hash: trailing data"},
 		{Name: "not an object", JSON: `[]`, WantErr: "pickwise_ring_hash: cannot use JSON array"},

@@ -99,6 +99,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"balanceFactor": 1}`, `{"balanceFactor": 1.25}`, `{"balanceFactor": 0.99}`, `{"balanceFactor": -0}`, `{"balanceFactor": 1e308}`,
 		`{"table": "rendezvous", "balanceFactor": 2, "requestHashHeader": "k"}`, `{"unknown": 1}`, `{} {}`, `{"table": null}`,
 		`{"strictAffinity": true}`, `{"ejection": {"enabled": false}}`, `{"ejection": {"maxEjectionPercent": 0}}`,
+		`{"failurePenalty": {"codes": ["UNAVAILABLE", "INVALID_ARGUMENT"]}}`, `{"failurePenalty": {"codes": ["OK"]}}`, `{"failurePenalty": {"codes": []}}`,
 	} {
 		f.Add(seed)
 	}

@@ -369,8 +369,9 @@ func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 		// either way.
 		return false
 	}
-	failed := IsServerFailure(info.Err) // the attempt reached the server: serverFailed
-	if p := shared.penalty.Load(); p != nil {
+	p := shared.penalty.Load()
+	failed := p.counts(info.Err) // the attempt reached the server: serverFailed
+	if p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {
 			if !shared.failing.Load() { // set once, read by every Done after

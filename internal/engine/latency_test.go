@@ -52,7 +52,7 @@ func near(t *testing.T, what string, got, want time.Duration) {
 }
 
 func TestPeakEWMAPeakAndDecay(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, false)
+	l, e := testLatency(), newEndpoint("a", &doneShared{}, false)
 	sec := int64(time.Second)
 	e.observe(ok(), int64(20*time.Millisecond), 0, l)
 	near(t, "first sample", avgOf(e), 20*time.Millisecond)
@@ -129,7 +129,7 @@ func TestPeakEWMALoneFarPeak(t *testing.T) {
 		{"a peak under farPeak times the average, taken at once", []answer{{ok(), 20, 0, 20}, {ok(), 59, 1000, 59}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l, e := testLatency(), newEndpoint("a", nil, false)
+			l, e := testLatency(), newEndpoint("a", &doneShared{}, false)
 			ms := int64(time.Millisecond)
 			for i, a := range c.answers {
 				e.observe(a.info, a.took*ms, a.at*ms, l)
@@ -143,7 +143,7 @@ func TestPeakEWMALoneFarPeak(t *testing.T) {
 }
 
 func TestPeakEWMAIdleDecay(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, false)
+	l, e := testLatency(), newEndpoint("a", &doneShared{}, false)
 	e.observe(ok(), int64(time.Second), 0, l)
 	// Idle for two decay times: a picker sees e^-2 of the average.
 	got := e.PeakLoad(int64(20*time.Second), l)
@@ -155,7 +155,7 @@ func TestPeakEWMAIdleDecay(t *testing.T) {
 }
 
 func TestPeakEWMADefaultAndPending(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, false)
+	l, e := testLatency(), newEndpoint("a", &doneShared{}, false)
 	// Never answered and idle: free, so it is tried at once.
 	if got := e.PeakLoad(0, l); got != 0 {
 		t.Errorf("load with no sample and nothing in flight = %v, want 0", got)
@@ -172,7 +172,7 @@ func TestPeakEWMADefaultAndPending(t *testing.T) {
 }
 
 func TestPeakEWMAFailures(t *testing.T) {
-	l, e := testLatency(), newEndpoint("a", nil, false)
+	l, e := testLatency(), newEndpoint("a", &doneShared{}, false)
 	e.observe(ok(), int64(20*time.Millisecond), 0, l)
 	// A fast server failure neither lowers the average nor raises it: the
 	// failure counts weigh it, not the latency.
@@ -192,14 +192,14 @@ func TestPeakEWMAFailures(t *testing.T) {
 
 	// Before any answer, a failure is no sample: neither the fast
 	// endpoint it seems nor a slow one never tried again.
-	fresh := newEndpoint("f", nil, false)
+	fresh := newEndpoint("f", &doneShared{}, false)
 	fresh.observe(failed(codes.Unavailable), int64(time.Microsecond), 1, l)
 	if _, ok := fresh.LatencyAverage(); ok {
 		t.Error("a failure before any answer set the latency average")
 	}
 
 	// What is not the backend's doing is not a sample.
-	f := newEndpoint("b", nil, false)
+	f := newEndpoint("b", &doneShared{}, false)
 	f.observe(ok(), int64(20*time.Millisecond), 0, l)
 	for _, di := range []balancer.DoneInfo{
 		failed(codes.Canceled),

@@ -159,7 +159,7 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 	}
 	sample := float64(took)
 	if info.Err != nil {
-		if !serverFailed(info) || took == 0 {
+		if !serverFailed(info, e.shared.penalty.Load()) || took == 0 {
 			return
 		}
 		cur := math.Float64frombits(e.rtt.bits.Load())
@@ -387,7 +387,7 @@ func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo,
 		p.settled.Add(1)
 		return false
 	case info.Err != nil:
-		if IsServerFailure(info.Err) || status.Code(info.Err) == codes.Canceled {
+		if d.penalty.Load().counts(info.Err) || status.Code(info.Err) == codes.Canceled {
 			// Sent, and failed, timed out or was given up on: the ramp
 			// runs by time (rampProof). Spoiled before it is settled,
 			// so that no relief sees it settled and not spoiled.

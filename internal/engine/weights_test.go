@@ -161,29 +161,54 @@ func TestOutcomeCounts(t *testing.T) {
 	}
 }
 
-func TestIsServerFailure(t *testing.T) {
+func TestFailureCodes(t *testing.T) {
 	server := []codes.Code{codes.Unavailable, codes.Internal, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted}
 	client := []codes.Code{codes.OK, codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
 		codes.PermissionDenied, codes.FailedPrecondition, codes.Aborted, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated}
-	for _, c := range server {
-		if !IsServerFailure(status.Error(c, "x")) {
-			t.Errorf("%v is not counted as a server failure", c)
+	def := newPenalty(DefaultFailurePenalty())
+	if def.codes != defaultFailureCodes {
+		t.Errorf("the default config's codes are %b, want defaultFailureCodes %b", def.codes, defaultFailureCodes)
+	}
+	// With the penalty off (nil), the default codes still classify.
+	for _, p := range []*penalty{def, nil} {
+		for _, c := range server {
+			if !p.counts(status.Error(c, "x")) {
+				t.Errorf("%v is not counted as a server failure", c)
+			}
+		}
+		for _, c := range client {
+			if p.counts(status.Error(c, "x")) {
+				t.Errorf("%v is counted as a server failure", c)
+			}
+		}
+		if p.counts(nil) {
+			t.Error("nil is a server failure")
+		}
+		// A non-status error is Unknown to grpc: the transport failed somehow.
+		if !p.counts(errors.New("transport closed")) {
+			t.Error("a plain error is not a server failure")
+		}
+		if !p.counts(fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "x"))) {
+			t.Error("a wrapped Unavailable is not a server failure")
 		}
 	}
-	for _, c := range client {
-		if IsServerFailure(status.Error(c, "x")) {
-			t.Errorf("%v is counted as a server failure", c)
+
+	cfg := DefaultFailurePenalty()
+	cfg.Codes = []string{"PERMISSION_DENIED", "UNIMPLEMENTED", "PERMISSION_DENIED"}
+	p := newPenalty(cfg)
+	for c := codes.Code(0); c < 20; c++ {
+		want := c == codes.PermissionDenied || c == codes.Unimplemented
+		if got := p.counts(status.Error(c, "x")); got != want {
+			t.Errorf("codes %v: %v counts = %v, want %v", cfg.Codes, c, got, want)
 		}
 	}
-	if IsServerFailure(nil) {
-		t.Error("nil is a server failure")
+	if p.counts(errors.New("transport closed")) {
+		t.Error("a plain error (Unknown) counts though UNKNOWN is not listed")
 	}
-	// A non-status error is Unknown to grpc: the transport failed somehow.
-	if !IsServerFailure(errors.New("transport closed")) {
-		t.Error("a plain error is not a server failure")
-	}
-	if !IsServerFailure(fmt.Errorf("wrapped: %w", status.Error(codes.Unavailable, "x"))) {
-		t.Error("a wrapped Unavailable is not a server failure")
+	// A disabled penalty's codes were never checked, and are not used.
+	cfg.Enabled = false
+	if got := newFailureCodes(cfg); got != defaultFailureCodes {
+		t.Errorf("a disabled penalty's codes are %b, want the default %b", got, defaultFailureCodes)
 	}
 }
 
