@@ -139,6 +139,22 @@ func TestPickActiveRequestBias(t *testing.T) {
 			})
 		}
 	})
+	t.Run("bias 0 with equal weights compares loads", func(t *testing.T) {
+		// As in Envoy, the bias applies when weights differ: equal
+		// weights leave nothing to place by, and the calls go by load.
+		h := newHarness(t, `{"activeRequestBias": 0}`)
+		as := addrs(10)
+		h.Start(as...)
+		got, pending := h.Count(1000, true)
+		defer finish(pending, nil)
+		lo, hi := math.MaxInt, 0
+		for _, a := range as {
+			lo, hi = min(lo, got[a]), max(hi, got[a])
+		}
+		if hi-lo > 4 {
+			t.Errorf("in-flight spread %d..%d, want a gap of at most 4: %v", lo, hi, got)
+		}
+	})
 	t.Run("bias 2 favours load over weight", func(t *testing.T) {
 		h := newHarness(t, `{"activeRequestBias": 2}`)
 		as := addrs(2)

@@ -27,12 +27,13 @@ func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inFlight() + 1) 
 
 // ByWeight is the metric of a picker that places by weight alone, as
 // Envoy's least request does with active_request_bias 0. Its costs all
-// tie, and a LeastLoaded picker given it draws each pick's first
-// candidate in proportion to weight, so that the weights set the shares
-// (1:3 gives 25% and 75%), while slow start and the failure check can
-// still pass that candidate over for the others. (A constant cost divided
-// by weight would give every comparison to the heavier candidate, not a
-// share in proportion.)
+// tie, and a LeastLoaded picker given it draws each pick's candidates in
+// proportion to weight, so that the weights set the shares (1:3 gives 25%
+// and 75%), while slow start and the failure check can still pass the
+// first over for the others. (A constant cost divided by weight would
+// give every comparison to the heavier candidate, not a share in
+// proportion.) While every weight is equal, there is nothing to place by
+// and the picker compares in-flight counts (InFlight), as Envoy does.
 type ByWeight struct{}
 
 // Load returns 1: in-flight counts play no part.
@@ -68,10 +69,11 @@ const (
 // ramping candidate over its share is preferred to those. Ties go to the
 // first candidate. With d = 2 this is the power of two choices
 // (Mitzenmacher): the maximum load drops from O(log n / log log n) to
-// O(log log n) while each pick reads two counters, not n. Under ByWeight
-// the candidates are drawn in proportion to weight (sampleByWeight), never
-// in turn, and every cost is the same: the first takes the call unless
-// slow start or the failure check pass it over.
+// O(log log n) while each pick reads two counters, not n. Under ByWeight,
+// while the weights differ, the candidates are drawn in proportion to
+// weight (sampleByWeight), never in turn, and every cost is the same: the
+// first takes the call unless slow start or the failure check pass it
+// over. With equal weights ByWeight is InFlight.
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
@@ -95,8 +97,8 @@ type LeastLoaded struct {
 	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
 	system  bool        // snap.Rand is SystemRand: drawn from without the interface
 	pair    bool        // Pick's written-out common case applies (see Pick)
-	// byWeight is set under ByWeight: first candidates are drawn by
-	// weight, through alias unless the weights are equal (alias nil).
+	// byWeight is set under ByWeight while the weights differ:
+	// candidates are drawn through alias.
 	byWeight bool
 	alias    aliasTable
 }
@@ -125,7 +127,6 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		uniform: true,
 		penalty: snap.penalty != nil,
 	}
-	p.byWeight = kind == weightMetric
 	if p.timed {
 		p.gap = snap.latency.sampleGap(len(p.cands))
 	}
@@ -138,8 +139,16 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 	for i := range snap.Endpoints {
 		p.uniform = p.uniform && snap.Endpoints[i].InvWeight == snap.Endpoints[0].InvWeight
 	}
-	if p.byWeight && !p.uniform {
-		p.alias = newAliasTable(len(p.cands), func(i int) float64 { return 1 / p.cands[i].InvWeight })
+	if kind == weightMetric {
+		if p.uniform {
+			// Equal weights leave nothing to place by: calls go by
+			// load, as Envoy's least request places them whatever its
+			// active_request_bias.
+			p.kind, p.metric = inFlightMetric, InFlight{}
+		} else {
+			p.byWeight = true
+			p.alias = newAliasTable(len(p.cands), func(i int) float64 { return 1 / p.cands[i].InvWeight })
+		}
 	}
 	if p.ramping {
 		total := 0.0
@@ -149,7 +158,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		p.shares = newRampShares(total, len(p.cands), p.choices, p.byWeight)
 		p.proving = snap.provesRamps()
 	}
-	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
+	p.pair = (p.kind == inFlightMetric || p.kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
 	return p
 }
 
@@ -179,12 +188,7 @@ func (p *LeastLoaded) first() int {
 }
 
 // drawByWeight is an endpoint drawn in proportion to its weight.
-func (p *LeastLoaded) drawByWeight() int {
-	if p.alias == nil {
-		return reduce(uint32(p.draw()), len(p.cands))
-	}
-	return p.alias.draw(p.draw())
-}
+func (p *LeastLoaded) drawByWeight() int { return p.alias.draw(p.draw()) }
 
 // sampleByWeight writes d distinct candidates into out and returns
 // out[:d], d <= len(p.cands), each drawn in proportion to weight among
