@@ -19,7 +19,7 @@ const Name = "pickwise_p2c"
 var metrics = engine.RegisterMetrics(engine.MetricsSpec{
 	Policy:  "p2c",
 	Reasons: engine.LeastLoadedReasons,
-	Cost:    "The cost pickwise_p2c compares: in-flight calls (scaled by activeRequestBias) plus one, divided by the endpoint's weight, times its failure penalty (slow start holds a ramping endpoint to its share of the picks instead of raising its cost).",
+	Cost:    "The cost pickwise_p2c compares: in-flight calls (scaled by activeRequestBias) plus one, divided by the endpoint's weight, times its failure penalty (slow start holds a ramping endpoint to its share of the picks instead of raising its cost); with activeRequestBias 0, which places by weight alone, the failure penalty only.",
 })
 
 func init() {

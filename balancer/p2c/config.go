@@ -21,9 +21,12 @@ type Config struct {
 	// A48).
 	ChoiceCount uint32 `json:"choiceCount"`
 	// ActiveRequestBias is the exponent of (inFlight + 1) in the cost when
-	// weights differ: 0 makes the policy weighted random, 1 (the default)
-	// weighs in-flight requests and weight equally, larger values favour
-	// the least loaded endpoint over the heaviest. Must be in [0, 100].
+	// weights differ: 1 (the default) weighs in-flight requests and weight
+	// equally, larger values favour the least loaded endpoint over the
+	// heaviest, and 0 leaves in-flight counts out: calls go to endpoints
+	// in proportion to their weights (1:3 gives 25% and 75%), as Envoy's
+	// active_request_bias 0 does. With equal weights every value compares
+	// in-flight counts. Must be in [0, 100].
 	ActiveRequestBias float64 `json:"activeRequestBias"`
 	// SlowStart ramps the weight of endpoints that join or recover. On by
 	// default; {"enabled": false} turns it off, as does nil in Go.

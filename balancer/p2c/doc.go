@@ -28,17 +28,26 @@
 // Mitzenmacher, "The Power of Two Choices in Randomized Load Balancing"
 // (2001); the policy follows gRFC A48 for choiceCount.
 //
-// The candidates are drawn uniformly at random, but for the first, which
-// wins ties: while more than a quarter of the random candidates a channel
-// meets are busy (calls of its own in flight there), as when one client is
-// most of its backends' load, the first is taken in round-robin turn. Two
-// random candidates are then often both busy, and the endpoint in turn,
-// last a first candidate a full round ago, has most likely finished; an
-// even fleet under steady traffic sees round_robin's evenly spaced
-// arrivals, and the random second still takes the call whenever the first
-// is busier. While few are busy, as for one client of many, a random
-// candidate's being busy is the only local sign of a slow backend, which
-// a turn would hide, so the first is drawn too.
+// With activeRequestBias 0 the weights alone place the calls, in
+// proportion (weights 1:3 give 25% and 75%), as Envoy's least request
+// does with active_request_bias 0: the candidates are drawn in proportion
+// to weight, in-flight counts are not read, and the first candidate takes
+// the call unless slow start or the failure check pass it over, when it
+// goes to the next. Ejection, probes and retries work as they do for any
+// bias. As in Envoy, the bias applies when weights differ: with equal
+// weights every bias compares in-flight counts.
+//
+// Otherwise the candidates are drawn uniformly at random, but for the
+// first, which wins ties: while more than a quarter of the random
+// candidates a channel meets are busy (calls of its own in flight there),
+// as when one client is most of its backends' load, the first is taken in
+// round-robin turn. Two random candidates are then often both busy, and
+// the endpoint in turn, last a first candidate a full round ago, has most
+// likely finished; an even fleet under steady traffic sees round_robin's
+// evenly spaced arrivals, and the random second still takes the call
+// whenever the first is busier. While few are busy, as for one client of
+// many, a random candidate's being busy is the only local sign of a slow
+// backend, which a turn would hide, so the first is drawn too.
 //
 // Compared with grpc-go's least_request_experimental it honours weights, has
 // slow start, failure evidence and local ejection, samples without

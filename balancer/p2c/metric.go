@@ -7,23 +7,18 @@ import (
 )
 
 // loadMetric returns the in-flight metric for a bias, with the two common
-// biases specialised so the pick path avoids math.Pow.
+// biases specialised so the pick path avoids math.Pow. Bias 0 is the
+// engine's placement by weight alone, where in-flight counts play no part.
 func loadMetric(bias float64) engine.LoadMetric {
 	switch bias {
 	case 1:
 		return engine.InFlight{}
 	case 0:
-		return constantLoad{}
+		return engine.ByWeight{}
 	default:
 		return biasedInFlight{bias: bias}
 	}
 }
-
-// constantLoad ignores in-flight counts, so the cost is 1/weight: weighted
-// random among the candidates.
-type constantLoad struct{}
-
-func (constantLoad) Load(*engine.Ready) float64 { return 1 }
 
 // biasedInFlight is (inFlight + 1)^bias.
 type biasedInFlight struct{ bias float64 }

@@ -1,6 +1,7 @@
 package p2c_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 )
 
@@ -102,19 +104,55 @@ func TestPickWeights(t *testing.T) {
 }
 
 func TestPickActiveRequestBias(t *testing.T) {
-	t.Run("bias 0 is weighted random", func(t *testing.T) {
-		h := newHarness(t, `{"activeRequestBias": 0}`)
-		as := addrs(2)
-		if err := h.Update(endpoint(as[0], 1), endpoint(as[1], 3)); err != nil {
-			t.Fatal(err)
+	t.Run("bias 0 places in proportion to weight", func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			weights []uint32
+			choices int
+			hold    bool // calls held in flight, which bias 0 must not read
+		}{
+			{"1:3", []uint32{1, 3}, 2, false},
+			{"1:3 held", []uint32{1, 3}, 2, true},
+			{"1:2:3:4", []uint32{1, 2, 3, 4}, 2, false},
+			{"1:2:3:4 held, three choices", []uint32{1, 2, 3, 4}, 3, true},
+			{"1:1:1:1:1:5", []uint32{1, 1, 1, 1, 1, 5}, 4, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, fmt.Sprintf(`{"activeRequestBias": 0, "choiceCount": %d}`, tc.choices))
+				as := addrs(len(tc.weights))
+				total := 0
+				var eps []resolver.Endpoint
+				for i, w := range tc.weights {
+					eps = append(eps, endpoint(as[i], w))
+					total += int(w)
+				}
+				if err := h.Update(eps...); err != nil {
+					t.Fatal(err)
+				}
+				h.Ready(as...)
+				const n = 10000
+				got, pending := h.Count(n, tc.hold)
+				defer finish(pending, nil)
+				for i, a := range as {
+					within(t, fmt.Sprintf("share of weight-%d endpoint", tc.weights[i]), float64(got[a])/n, float64(tc.weights[i])/float64(total), 0.02)
+				}
+			})
 		}
-		h.Ready(as...)
-		got, pending := h.Count(300, true)
+	})
+	t.Run("bias 0 with equal weights compares loads", func(t *testing.T) {
+		// As in Envoy, the bias applies when weights differ: equal
+		// weights leave nothing to place by, and the calls go by load.
+		h := newHarness(t, `{"activeRequestBias": 0}`)
+		as := addrs(10)
+		h.Start(as...)
+		got, pending := h.Count(1000, true)
 		defer finish(pending, nil)
-		// Both endpoints are always candidates and in-flight counts are
-		// ignored, so the heavier one always wins.
-		if got[as[0]] != 0 {
-			t.Errorf("weight-1 endpoint got %d picks, want 0 with bias 0: %v", got[as[0]], got)
+		lo, hi := math.MaxInt, 0
+		for _, a := range as {
+			lo, hi = min(lo, got[a]), max(hi, got[a])
+		}
+		if hi-lo > 4 {
+			t.Errorf("in-flight spread %d..%d, want a gap of at most 4: %v", lo, hi, got)
 		}
 	})
 	t.Run("bias 2 favours load over weight", func(t *testing.T) {
@@ -129,6 +167,134 @@ func TestPickActiveRequestBias(t *testing.T) {
 		// (a+1)^2/1 = (b+1)^2/3 at balance, so b/a tends to sqrt(3).
 		within(t, "in-flight ratio heavy/light", float64(got[as[1]])/float64(got[as[0]]), math.Sqrt(3), 0.05)
 	})
+}
+
+// weighted updates h with endpoints as of the given weights and makes
+// them READY.
+func weighted(t *testing.T, h *harness, as []string, weights ...uint32) {
+	t.Helper()
+	eps := make([]resolver.Endpoint, len(as))
+	for i, a := range as {
+		eps[i] = endpoint(a, weights[i])
+	}
+	if err := h.Update(eps...); err != nil {
+		t.Fatal(err)
+	}
+	h.Ready(as...)
+}
+
+// shares runs n picks on h, each call ending at once with err if it went
+// to bad, and returns each endpoint's share of them.
+func shares(h *harness, n int, bad string, err error) map[string]float64 {
+	got := map[string]float64{}
+	for range n {
+		a, done := h.Pick()
+		got[a] += 1.0 / float64(n)
+		if a == bad {
+			done(outcome(err))
+			continue
+		}
+		done(outcome(nil))
+	}
+	return got
+}
+
+// TestPickBiasZeroAvoidsFailing: placing by weight keeps the failure
+// check, ejection and its probes: a failing endpoint of weight 3 loses its
+// share, the others take it in proportion to their weights, and it gets
+// its share back once it recovers.
+func TestPickBiasZeroAvoidsFailing(t *testing.T) {
+	as := addrs(4)
+	failure := status.Error(codes.Internal, "boom")
+	// The others' shares without the failing endpoint: weights 1, 1, 3.
+	healthy := func(t *testing.T, got map[string]float64) {
+		t.Helper()
+		rest := 1 - got[as[0]]
+		for i, w := range []float64{1, 1, 3} {
+			within(t, "share of the rest taken by "+as[i+1], got[as[i+1]]/rest, w/5, 0.03)
+		}
+	}
+	t.Run("failure penalty", func(t *testing.T) {
+		h := newHarness(t, `{"activeRequestBias": 0, "ejection": {"enabled": false}}`)
+		weighted(t, h, as, 3, 1, 1, 3)
+		shares(h, 1000, as[0], failure)
+		got := shares(h, 10000, as[0], failure)
+		if got[as[0]] > 0.03 {
+			t.Errorf("share of a failing endpoint of weight 3 in 8 = %.2f%%, want below 3%%", 100*got[as[0]])
+		}
+		healthy(t, got)
+	})
+	t.Run("ejection", func(t *testing.T) {
+		h := newHarness(t, `{"activeRequestBias": 0}`)
+		weighted(t, h, as, 3, 1, 1, 3)
+		shares(h, 1000, as[0], failure)
+		h.Clock.Advance(100 * time.Millisecond) // the health tick ejects it
+		got := shares(h, 10000, as[0], failure)
+		if got[as[0]] > 0.01 {
+			t.Errorf("share of a failing endpoint of weight 3 in 8 = %.2f%%, want below 1%%", 100*got[as[0]])
+		}
+		healthy(t, got)
+		// Recovered: its probes succeed and it is readmitted.
+		for range 20 {
+			h.Clock.Advance(100 * time.Millisecond)
+			shares(h, 50, "", nil)
+		}
+		got = shares(h, 10000, "", nil)
+		for i, w := range []float64{3, 1, 1, 3} {
+			within(t, "share after recovery of "+as[i], got[as[i]], w/8, 0.02)
+		}
+	})
+}
+
+// TestPickBiasZeroRetriesGoElsewhere: placing by weight, the attempts of
+// one call still avoid the endpoints their earlier attempts used, even the
+// one that holds most of the weight.
+func TestPickBiasZeroRetriesGoElsewhere(t *testing.T) {
+	h := newHarness(t, `{"activeRequestBias": 0}`)
+	as := addrs(4)
+	weighted(t, h, as, 1, 1, 1, 5)
+	for i := range 200 {
+		ctx := engine.WithAttempts(context.Background())
+		used := map[string]bool{}
+		var held []func(balancer.DoneInfo)
+		for attempt := range 4 {
+			res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := res.SubConn.(*testkit.SubConn).Addr()
+			if used[a] {
+				t.Fatalf("call %d attempt %d went back to %s, used by an earlier attempt: %v", i, attempt, a, used)
+			}
+			used[a] = true
+			held = append(held, res.Done)
+		}
+		finish(held, nil)
+	}
+}
+
+// TestSlowStartRampByWeight: with activeRequestBias 0 a newcomer's share
+// follows its ramped weight, and the others keep theirs in proportion.
+func TestSlowStartRampByWeight(t *testing.T) {
+	h := newHarness(t, `{"activeRequestBias": 0, "slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10, "timeOnly": true}}`)
+	as := addrs(3)
+	weighted(t, h, as[:2], 1, 3)
+	// The third endpoint, of weight 2, joins after the first picker: it
+	// ramps.
+	weighted(t, h, as, 1, 3, 2)
+	check := func(f float64) {
+		t.Helper()
+		got := shares(h, 10000, "", nil)
+		ramped := []float64{1, 3, 2 * f}
+		for i, w := range ramped {
+			within(t, fmt.Sprintf("share of %s at factor %v", as[i], f), got[as[i]], w/(4+2*f), 0.015)
+		}
+	}
+	check(0.1)
+	h.Clock.Advance(5 * time.Second)
+	check(0.5)
+	h.Clock.Advance(5 * time.Second)
+	check(1)
 }
 
 func TestSlowStartRamp(t *testing.T) {
@@ -848,13 +1014,18 @@ func TestPickAllocatesNothing(t *testing.T) {
 		"default":    `{}`,
 		"slow start": `{"slowStart": {"window": "10s"}}`,
 		"bias 1.5":   `{"activeRequestBias": 1.5, "choiceCount": 4}`,
+		"bias 0":     `{"activeRequestBias": 0, "choiceCount": 3}`,
 	}
 	for name, cfg := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, cfg)
 			as := addrs(10)
 			h.Start(as[:5]...)
-			if err := h.Update(endpointsOf(as)...); err != nil {
+			var eps []resolver.Endpoint
+			for i, a := range as {
+				eps = append(eps, endpoint(a, uint32(1+i%3)))
+			}
+			if err := h.Update(eps...); err != nil {
 				t.Fatal(err)
 			}
 			h.Ready(as[5:]...) // these ramp when slow start is on

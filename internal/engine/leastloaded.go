@@ -25,6 +25,20 @@ type InFlight struct{}
 // Load returns r's in-flight count + 1.
 func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inFlight() + 1) }
 
+// ByWeight is the metric of a picker that places by weight alone, as
+// Envoy's least request does with active_request_bias 0. Its costs all
+// tie, and a LeastLoaded picker given it draws each pick's candidates in
+// proportion to weight, so that the weights set the shares (1:3 gives 25%
+// and 75%), while slow start and the failure check can still pass the
+// first over for the others. (A constant cost divided by weight would
+// give every comparison to the heavier candidate, not a share in
+// proportion.) While every weight is equal, there is nothing to place by
+// and the picker compares in-flight counts (InFlight), as Envoy does.
+type ByWeight struct{}
+
+// Load returns 1: in-flight counts play no part.
+func (ByWeight) Load(*Ready) float64 { return 1 }
+
 // metricKind tells LeastLoaded which of the engine's metrics it was given,
 // so that it can compute them inline.
 type metricKind uint8
@@ -33,6 +47,7 @@ const (
 	otherMetric    metricKind = iota // call LoadMetric.Load
 	inFlightMetric                   // InFlight
 	peakMetric                       // PeakEWMA with latency tracking on: timed picks
+	weightMetric                     // ByWeight: first candidates drawn by weight, costs equal
 )
 
 // LeastLoaded is the engine's d-choice picker: it takes choices distinct
@@ -54,7 +69,11 @@ const (
 // ramping candidate over its share is preferred to those. Ties go to the
 // first candidate. With d = 2 this is the power of two choices
 // (Mitzenmacher): the maximum load drops from O(log n / log log n) to
-// O(log log n) while each pick reads two counters, not n.
+// O(log log n) while each pick reads two counters, not n. Under ByWeight,
+// while the weights differ, the candidates are drawn in proportion to
+// weight (sampleByWeight), never in turn, and every cost is the same: the
+// first takes the call unless slow start or the failure check pass it
+// over. With equal weights ByWeight is InFlight.
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
@@ -78,6 +97,10 @@ type LeastLoaded struct {
 	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
 	system  bool        // snap.Rand is SystemRand: drawn from without the interface
 	pair    bool        // Pick's written-out common case applies (see Pick)
+	// byWeight is set under ByWeight while the weights differ:
+	// candidates are drawn through alias.
+	byWeight bool
+	alias    aliasTable
 }
 
 // NewLeastLoaded returns a LeastLoaded picker over snap. choices is clamped
@@ -91,6 +114,8 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		if snap.latency != nil {
 			kind = peakMetric
 		}
+	case ByWeight:
+		kind = weightMetric
 	}
 	p := &LeastLoaded{
 		snap:    snap,
@@ -114,15 +139,26 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 	for i := range snap.Endpoints {
 		p.uniform = p.uniform && snap.Endpoints[i].InvWeight == snap.Endpoints[0].InvWeight
 	}
+	if kind == weightMetric {
+		if p.uniform {
+			// Equal weights leave nothing to place by: calls go by
+			// load, as Envoy's least request places them whatever its
+			// active_request_bias.
+			p.kind, p.metric = inFlightMetric, InFlight{}
+		} else {
+			p.byWeight = true
+			p.alias = newAliasTable(len(p.cands), func(i int) float64 { return 1 / p.cands[i].InvWeight })
+		}
+	}
 	if p.ramping {
 		total := 0.0
 		for i := range snap.Endpoints {
 			total += 1 / snap.Endpoints[i].InvWeight
 		}
-		p.shares = newRampShares(total, len(p.cands), p.choices)
+		p.shares = newRampShares(total, len(p.cands), p.choices, p.byWeight)
 		p.proving = snap.provesRamps()
 	}
-	p.pair = (kind == inFlightMetric || kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
+	p.pair = (p.kind == inFlightMetric || p.kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
 	return p
 }
 
@@ -149,6 +185,33 @@ func (p *LeastLoaded) first() int {
 		return p.turns.take(len(p.cands), p.magic)
 	}
 	return reduce(uint32(p.draw()), len(p.cands))
+}
+
+// drawByWeight is an endpoint drawn in proportion to its weight.
+func (p *LeastLoaded) drawByWeight() int { return p.alias.draw(p.draw()) }
+
+// sampleByWeight writes d distinct candidates into out and returns
+// out[:d], d <= len(p.cands), each drawn in proportion to weight among
+// those not yet taken: the first wins unless slow start or the failure
+// check pass it over, and then the call goes where the weights would
+// send it without that endpoint. A draw that meets a taken candidate
+// draws again, up to retryDraws times; past that (one endpoint holding
+// most of the weight) the next endpoint not taken after the last draw is
+// taken.
+func (p *LeastLoaded) sampleByWeight(d int, out *[MaxChoices]int) []int {
+	n := len(p.cands)
+	for k := 0; k < d; k++ {
+		j := p.drawByWeight()
+		for tries := 1; slices.Contains(out[:k], j); tries++ {
+			if tries < retryDraws {
+				j = p.drawByWeight()
+			} else {
+				j = (j + 1) % n
+			}
+		}
+		out[k] = j
+	}
+	return out[:d]
 }
 
 // Pick implements balancer.Picker. The common case is written out here:
@@ -300,6 +363,11 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	var cands []int
 	var coin uint32 // spare randomness of the pair's draw, 0 if none
 	switch {
+	case p.byWeight:
+		cands = p.sampleByWeight(min(p.choices, n), &idx)
+		if len(p.snap.Ejected) > 0 {
+			coin = uint32(p.draw()) // for Probe, below
+		}
 	case n <= p.choices:
 		// Every endpoint is a candidate; the first, which ties favour,
 		// goes round or is drawn.
@@ -362,40 +430,46 @@ func (p *LeastLoaded) countRamping(i int) {
 const retryDraws = 8
 
 // avoidEarlier replaces the candidates that earlier attempts of the call
-// used with fresh draws, or drops them when every endpoint is a candidate,
-// as long as another candidate remains.
+// used with fresh draws, and drops those it could not replace (every
+// endpoint is a candidate, or every unused one already is), as long as
+// another candidate remains: a used candidate kept would win any tie.
 func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
-	n := len(p.cands)
-	if len(cands) == n {
-		kept := cands[:0:len(cands)]
-		for _, i := range cands {
-			if !a.Used(p.cands[i].Stats) {
-				kept = append(kept, i)
-			}
-		}
-		if len(kept) == 0 {
-			return cands[:n]
-		}
-		return kept
-	}
-	for k, i := range cands {
-		if a.Used(p.cands[i].Stats) {
-			if j, ok := p.unusedEndpoint(cands, a); ok {
-				cands[k] = j
+	if len(cands) < len(p.cands) {
+		for k, i := range cands {
+			if a.Used(p.cands[i].Stats) {
+				if j, ok := p.unusedEndpoint(cands, a); ok {
+					cands[k] = j
+				}
 			}
 		}
 	}
-	return cands
+	kept := cands[:0:len(cands)]
+	for _, i := range cands {
+		if !a.Used(p.cands[i].Stats) {
+			kept = append(kept, i)
+		}
+	}
+	if len(kept) == 0 {
+		return cands
+	}
+	return kept
 }
 
 // unusedEndpoint finds an endpoint that is not among cands and that no
-// earlier attempt used: by random draws, then, if most endpoints were
-// used (a small fleet), by a walk from a random start.
+// earlier attempt used: by random draws (by weight under ByWeight, where
+// the replacement may be the first candidate), then, if most endpoints
+// were used (a small fleet), by a walk from a random start.
 func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 	n := len(p.cands)
 	usable := func(j int) bool { return !a.Used(p.cands[j].Stats) && !slices.Contains(cands, j) }
 	for d := 0; d < retryDraws; d++ {
-		if j := reduce(uint32(p.draw()), n); usable(j) {
+		var j int
+		if p.byWeight {
+			j = p.drawByWeight()
+		} else {
+			j = reduce(uint32(p.draw()), n)
+		}
+		if usable(j) {
 			return j, true
 		}
 	}
@@ -501,7 +575,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	// is.
 	passed, capped := newRanking(), newRanking()
 	idle, idleAll := true, true
-	for _, i := range cands {
+	for k, i := range cands {
 		c := &p.cands[i]
 		inv := c.InvWeight
 		full := false
@@ -515,7 +589,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			// wait end (rampProof.provesWarm) is over from this pick on.
 			if !p.proving || !s.sharedOf(c.Stats).judge(c.Stats, now) {
 				opening := p.proving && c.Stats.rampProof.opening()
-				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), opening, now-s.ramps[i].start)
+				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), k == 0, opening, now-s.ramps[i].start)
 			}
 		}
 		var cost float64
@@ -526,6 +600,9 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		case peakMetric:
 			cost, busy = c.Stats.peakLoad(now, s.latency)
 			cost *= inv
+		case weightMetric:
+			// The weights are in the draw: every cost ties.
+			cost = 1
 		default:
 			cost = p.metric.Load(&s.Endpoints[i]) * inv
 		}
@@ -657,6 +734,8 @@ func (p *LeastLoaded) rawCost(i int, now int64) float64 {
 		return float64(r.Stats.inFlight()+1) * inv
 	case peakMetric:
 		return r.Stats.PeakLoad(now, s.latency) * inv
+	case weightMetric:
+		return 1
 	}
 	return p.metric.Load(r) * inv
 }

@@ -184,3 +184,63 @@ func lotteryWinner(coin uint32) bool { return coin>>8&busySampling == 0 }
 
 // modMagic is take's constant for n >= 1.
 func modMagic(n int) uint64 { return ^uint64(0)/uint64(n) + 1 }
+
+// aliasTable draws an index in [0, n) in proportion to its weight, in
+// constant time from one 64-bit draw (Walker's alias method, built by
+// Vose's): the high half picks a column uniformly, and the low half keeps
+// the column's own index with its probability, or takes its alias. A
+// cumulative table's binary search would read log2(n) lines a draw.
+type aliasTable []aliasColumn
+
+// aliasColumn is one column of an aliasTable: its own index is kept if
+// the draw's low half is below keep (a probability in units of 2^-32), and
+// alias taken otherwise. A column kept whatever the draw is its own alias.
+type aliasColumn struct{ keep, alias uint32 }
+
+// newAliasTable returns the table over n > 0 positive weights, weight(i)
+// the i-th.
+func newAliasTable(n int, weight func(i int) float64) aliasTable {
+	total := 0.0
+	for i := 0; i < n; i++ {
+		total += weight(i)
+	}
+	t := make(aliasTable, n)
+	// Each column holds one n-th of the mass: scaled[i] is weight i's mass
+	// in columns. Small columns are topped up from large ones until every
+	// one holds exactly one column's worth.
+	scaled := make([]float64, n)
+	small, large := make([]int, 0, n), make([]int, 0, n)
+	for i := range scaled {
+		scaled[i] = weight(i) * float64(n) / total
+		if scaled[i] < 1 {
+			small = append(small, i)
+		} else {
+			large = append(large, i)
+		}
+	}
+	for len(small) > 0 && len(large) > 0 {
+		s, l := small[len(small)-1], large[len(large)-1]
+		small, large = small[:len(small)-1], large[:len(large)-1]
+		t[s] = aliasColumn{keep: uint32(scaled[s] * (1 << 32)), alias: uint32(l)}
+		scaled[l] -= 1 - scaled[s]
+		if scaled[l] < 1 {
+			small = append(small, l)
+		} else {
+			large = append(large, l)
+		}
+	}
+	// What is left is full, up to rounding.
+	for _, i := range append(small, large...) {
+		t[i] = aliasColumn{alias: uint32(i)}
+	}
+	return t
+}
+
+// draw maps a uniform 64-bit value to an index.
+func (t aliasTable) draw(bits uint64) int {
+	col := reduce(uint32(bits>>32), len(t))
+	if c := t[col]; uint32(bits) >= c.keep {
+		return int(c.alias)
+	}
+	return col
+}

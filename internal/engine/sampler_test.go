@@ -144,3 +144,86 @@ func TestTurnsFollowBusyShare(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasTable checks that an alias table draws each index in
+// proportion to its weight, for skewed, equal and single weights.
+func TestAliasTable(t *testing.T) {
+	for _, weights := range [][]float64{{1, 3}, {1, 0.5, 7, 1, 1, 20, 3}, {2, 2, 2}, {5}, {1, 1, 1, 1000}} {
+		t.Run(fmt.Sprint(weights), func(t *testing.T) {
+			table := newAliasTable(len(weights), func(i int) float64 { return weights[i] })
+			total := 0.0
+			for _, w := range weights {
+				total += w
+			}
+			rnd := NewSeededRand(7)
+			const draws = 400000
+			got := make([]int, len(weights))
+			for range draws {
+				got[table.draw(rnd.Uint64())]++
+			}
+			for i, w := range weights {
+				want := draws * w / total
+				if tol := max(5*math.Sqrt(want), 1); math.Abs(float64(got[i])-want) > tol {
+					t.Errorf("index %d of weight %v drawn %d times, want %.0f ± %.0f", i, w, got[i], want, tol)
+				}
+			}
+		})
+	}
+}
+
+// TestSampleByWeight checks that a ByWeight picker's candidates are
+// distinct, that the first is drawn in proportion to weight, and that the
+// second, where a pick goes when the first is passed over, is drawn in
+// proportion to weight among the others: given the heaviest first, the
+// others in the ratio of their weights. With one endpoint holding nearly
+// all the weight, draws that keep meeting it give up and walk on, and the
+// samples stay distinct.
+func TestSampleByWeight(t *testing.T) {
+	for _, tc := range []struct {
+		weights []float64
+		d       int
+	}{{[]float64{1, 2, 3, 4}, 2}, {[]float64{1, 2, 3, 4}, 4}, {[]float64{1, 1, 1, 1000}, 3}} {
+		t.Run(fmt.Sprintf("%v/d=%d", tc.weights, tc.d), func(t *testing.T) {
+			var eps []Ready
+			total := 0.0
+			for i, w := range tc.weights {
+				eps = append(eps, readyFixed(newEndpoint(fmt.Sprint(i), nil, false), 1/w))
+				total += w
+			}
+			p := NewLeastLoaded(&Snapshot{Endpoints: eps, Clock: &manualClock{}, Rand: NewSeededRand(3)}, tc.d, ByWeight{})
+			heaviest := len(eps) - 1
+			const rounds = 200000
+			first, second := make([]int, len(eps)), make([]int, len(eps))
+			var out [MaxChoices]int
+			for range rounds {
+				got := p.sampleByWeight(tc.d, &out)
+				seen := map[int]bool{}
+				for _, x := range got {
+					if seen[x] {
+						t.Fatalf("sample %v repeats %d", got, x)
+					}
+					seen[x] = true
+				}
+				first[got[0]]++
+				if got[0] == heaviest {
+					second[got[1]]++
+				}
+			}
+			for i, w := range tc.weights {
+				want := rounds * w / total
+				if tol := max(5*math.Sqrt(want), 1); math.Abs(float64(first[i])-want) > tol {
+					t.Errorf("endpoint %d of weight %v first %d times, want %.0f ± %.0f", i, w, first[i], want, tol)
+				}
+			}
+			if tc.weights[heaviest] > 10*tc.weights[0] {
+				return // the walk: the others in turn, not by weight
+			}
+			for i, w := range tc.weights[:heaviest] {
+				want := float64(first[heaviest]) * w / (total - tc.weights[heaviest])
+				if tol := max(5*math.Sqrt(want), 1); math.Abs(float64(second[i])-want) > tol {
+					t.Errorf("endpoint %d of weight %v second after the heaviest %d times, want %.0f ± %.0f", i, w, second[i], want, tol)
+				}
+			}
+		})
+	}
+}

@@ -68,7 +68,10 @@ func (r *ramp) factor(elapsed int64) float64 {
 // others' full; where the loads alone keep it under that share, nothing
 // changes. Each time a pick draws it as a candidate, it earns that share
 // of n/min(d, n) picks (each pick draws a given endpoint with probability
-// min(d, n)/n), at the factor of the moment, so that a share that grows
+// min(d, n)/n); where first candidates are drawn by weight (ByWeight),
+// each time it is drawn first, that share of total/w picks (its chance
+// of being first is w/total), and nothing as a later candidate, whose
+// chance has no closed form. It earns at the factor of the moment, so that a share that grows
 // with the ramp applies to the picks to come and not to those already
 // made; and it keeps at most rampBurst picks of what it earned and did
 // not take. The counts are the endpoint's own (rampCount), from the start
@@ -81,8 +84,9 @@ func (r *ramp) factor(elapsed int64) float64 {
 // (a client that lost every connection), every candidate is over its
 // share, and the pick goes to the best of them as if none ramped.
 type rampShares struct {
-	total   float64 // the snapshot's summed weight, unramped
-	perDraw float64 // picks per time an endpoint is drawn: n/min(d, n)
+	total    float64 // the snapshot's summed weight, unramped
+	perDraw  float64 // picks per time an endpoint is drawn: n/min(d, n)
+	byWeight bool    // first candidates are drawn by weight: only they earn
 }
 
 // rampCount is one endpoint's counts in its current slow-start ramp: the
@@ -100,9 +104,10 @@ func (c *rampCount) reset() {
 const rampUnit = 1 << 20
 
 // newRampShares returns the shares of a picker over n endpoints whose
-// weights sum to total, drawing choices candidates a pick.
-func newRampShares(total float64, n, choices int) *rampShares {
-	return &rampShares{total: total, perDraw: float64(n) / float64(min(choices, n))}
+// weights sum to total, drawing choices candidates a pick, the first by
+// weight if byWeight.
+func newRampShares(total float64, n, choices int, byWeight bool) *rampShares {
+	return &rampShares{total: total, perDraw: float64(n) / float64(min(choices, n)), byWeight: byWeight}
 }
 
 // openingHorizon is how far ahead a ramping endpoint may take its share
@@ -116,7 +121,8 @@ const openingHorizon = 100 * time.Millisecond
 const rampBurst = 4
 
 // drawnFull credits c, the counts of an endpoint of weight w at ramp
-// factor f, with its share of the picks a draw stands for, and reports
+// factor f, drawn as a pick's first candidate or not, with its share of
+// the picks a draw stands for, and reports
 // whether it has taken all it earned, and all the opening lets it take
 // ahead.
 //
@@ -132,11 +138,20 @@ const rampBurst = 4
 // over the ramp its share is the same; and a client that sends it few
 // calls takes nothing ahead, so that clients without number, each
 // sending a few calls at once, do not herd onto a cold process.
-func (s *rampShares) drawnFull(c *rampCount, w, f float64, opening bool, elapsed int64) bool {
+func (s *rampShares) drawnFull(c *rampCount, w, f float64, first, opening bool, elapsed int64) bool {
 	if f >= 1 {
 		return false
 	}
-	earned := c.earned.Add(int64(f * w / (s.total - (1-f)*w) * s.perDraw * rampUnit))
+	perDraw := s.perDraw
+	if s.byWeight {
+		perDraw = s.total / w
+	}
+	var earned int64
+	if s.byWeight && !first {
+		earned = c.earned.Load()
+	} else {
+		earned = c.earned.Add(int64(f * w / (s.total - (1-f)*w) * perDraw * rampUnit))
+	}
 	took := c.took.Load() * rampUnit
 	limit := earned
 	if opening {

@@ -47,11 +47,11 @@ func TestRampFactor(t *testing.T) {
 // share grows; and at the end of its ramp nothing holds it.
 func TestRampSharesHoldShare(t *testing.T) {
 	const draws = 10000
-	s := newRampShares(9, 9, 2) // nine endpoints of weight 1: a pick draws each with probability 2/9
+	s := newRampShares(9, 9, 2, false) // nine endpoints of weight 1: a pick draws each with probability 2/9
 	c := &rampCount{}
 	took := 0
 	for range draws {
-		if !s.drawnFull(c, 1, 0.1, false, 0) {
+		if !s.drawnFull(c, 1, 0.1, true, false, 0) {
 			c.took.Add(1)
 			took++
 		}
@@ -64,12 +64,12 @@ func TestRampSharesHoldShare(t *testing.T) {
 	// Kept under its share by the loads: drawn and never taking a pick.
 	c.reset()
 	for range draws {
-		s.drawnFull(c, 1, 0.1, false, 0)
+		s.drawnFull(c, 1, 0.1, true, false, 0)
 	}
 	// The factor has grown to 0.5: the credit its share now gives it
 	// against every pick so far is forgotten but for rampBurst picks.
 	burst := 0
-	for !s.drawnFull(c, 1, 0.5, false, 0) {
+	for !s.drawnFull(c, 1, 0.5, true, false, 0) {
 		c.took.Add(1)
 		burst++
 	}
@@ -80,7 +80,7 @@ func TestRampSharesHoldShare(t *testing.T) {
 	}
 
 	c.took.Add(100) // far over any share it earned
-	if s.drawnFull(c, 1, 1, false, 0) {
+	if s.drawnFull(c, 1, 1, true, false, 0) {
 		t.Error("full at the end of its ramp")
 	}
 }
@@ -528,7 +528,7 @@ func TestRampProofOpening(t *testing.T) {
 // later; drawn by one whose picks come slowly, it takes nothing ahead.
 func TestRampSharesOpening(t *testing.T) {
 	ms := int64(time.Millisecond)
-	s := newRampShares(9, 9, 2)
+	s := newRampShares(9, 9, 2, false)
 	// took counts the picks taken over draws draws, at elapsed(k)
 	// nanoseconds into the ramp for the k-th, with an opening of its
 	// first quickAnswers picks if opening.
@@ -536,7 +536,7 @@ func TestRampSharesOpening(t *testing.T) {
 		c := &rampCount{}
 		n := 0
 		for k := range draws {
-			if !s.drawnFull(c, 1, 0.1, opening && n < quickAnswers, elapsed(k)) {
+			if !s.drawnFull(c, 1, 0.1, true, opening && n < quickAnswers, elapsed(k)) {
 				c.took.Add(1)
 				n++
 			}
