@@ -382,8 +382,10 @@ func (p *policy) loadWeights() []uint32 {
 // no cap is read.
 func placingWeight(weights []uint32, states []engine.MemberState, adm []admission) uint64 {
 	var placing, held uint64
+	weights = weights[:len(states)]
+	serving := engine.MemberStateOf(connectivity.Ready, false) // READY, not ejected
 	for i, st := range states {
-		if st.State() != connectivity.Ready || st.Ejected() {
+		if st != serving {
 			continue
 		}
 		if adm != nil && adm[i].full != 0 {
