@@ -58,7 +58,7 @@ func boundedRingHash(tables ...string) []Policy {
 		out[i] = pickwiseRingHash(tbl, boundedBalanceFactor, "")
 	}
 	if len(out) > 0 {
-		out[0].Note = fmt.Sprintf("pickwise_ring_hash (..., bounded %g): balanceFactor %g; a backend is skipped while its in-flight calls from this client would exceed %g times the mean, and the key's call goes to the least loaded of the next candidates under that cap",
+		out[0].Note = fmt.Sprintf("pickwise_ring_hash (..., bounded %g): balanceFactor %g; a backend is skipped while its in-flight calls from this client would exceed %g times its weight's share of them (the mean, with equal weights), and the key's call goes to the least loaded of the next candidates under that cap",
 			boundedBalanceFactor, boundedBalanceFactor, boundedBalanceFactor)
 	}
 	return out

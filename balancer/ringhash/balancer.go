@@ -33,7 +33,7 @@ const (
 var metrics = engine.RegisterMetrics(engine.MetricsSpec{
 	Policy:  "ring_hash",
 	Reasons: []string{"home", "spilled", "unavailable", "random"},
-	Cost:    "In-flight calls of the endpoint, which bounded load caps at balanceFactor times the mean.",
+	Cost:    "In-flight calls of the endpoint, which bounded load caps at balanceFactor times its weight's share of the load.",
 })
 
 func init() {
@@ -60,6 +60,9 @@ type policy struct {
 	tblCfg   tableConfig
 	tblEps   []endpoint     // what the table was built over, in that order
 	tblIndex map[string]int // identity -> index into tblEps; built on first need
+	// tblWeights are bounded load's weights, aligned with tblEps; built on
+	// first need (see loadWeights).
+	tblWeights []uint32
 	// The last snapshot's members array (in), and the members the table
 	// is over (members), which are in's own when aligned and else taken
 	// from in by perm (table index -> index in in).
@@ -192,7 +195,8 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 			p.load = &loadCounter{}
 		}
 		pk.dones = p.donesFor(members)
-		pk.load, pk.factor = p.load, bf/float64(len(members))
+		pk.weights = p.loadWeights()
+		pk.load, pk.factor = p.load, bf/float64(placingWeight(pk.weights, states, adm))
 	} else {
 		p.dones, p.lastDones, p.lastStats = nil, nil, nil
 	}
@@ -253,7 +257,7 @@ func (p *policy) alignMembers(all []engine.Member) ([]engine.Member, []int32, er
 				return nil, nil, err
 			}
 		}
-		p.tbl, p.tblCfg, p.tblEps, p.tblIndex = tbl, p.cfg.tableConfig(), eps, nil
+		p.tbl, p.tblCfg, p.tblEps, p.tblIndex, p.tblWeights = tbl, p.cfg.tableConfig(), eps, nil, nil
 		p.warnRendezvousSize()
 	}
 	if rebuilt && len(ids) == len(all) && p.alignedWith(all) {
@@ -339,4 +343,62 @@ func (p *policy) donesFor(members []engine.Member) []func(balancer.DoneInfo) {
 	}
 	p.dones, p.lastDones, p.lastStats = dones, out, stats
 	return out
+}
+
+// loadWeights returns the weights bounded load shares its caps by, aligned
+// with the table's endpoints. They are the weights the table places by
+// (capped, see capWeights), so that an endpoint's cap follows its share of
+// the keys, divided by their greatest common divisor, so that the caps of
+// equal weights are computed exactly as if there were no weights at all.
+func (p *policy) loadWeights() []uint32 {
+	if p.tblWeights != nil {
+		return p.tblWeights
+	}
+	w := make([]uint32, len(p.tblEps))
+	for i, ep := range p.tblEps {
+		w[i] = max(ep.weight, 1)
+	}
+	capWeights(w, uint32(p.tblCfg.maxWeightRatio))
+	g := w[0]
+	for _, x := range w[1:] {
+		for x != 0 {
+			g, x = x, g%x
+		}
+	}
+	if g > 1 {
+		for i := range w {
+			w[i] /= g
+		}
+	}
+	p.tblWeights = w
+	return w
+}
+
+// placingWeight is the total weight bounded load shares out: that of the
+// endpoints that take their keys, READY, not ejected and not held (adm).
+// Counting any other would leave the caps of those that take the calls
+// summing to less than balanceFactor times the load. Should every READY
+// endpoint be held, the held ones are all there is; should none be READY,
+// no cap is read.
+func placingWeight(weights []uint32, states []engine.MemberState, adm []admission) uint64 {
+	var placing, held uint64
+	weights = weights[:len(states)]
+	serving := engine.MemberStateOf(connectivity.Ready, false) // READY, not ejected
+	for i, st := range states {
+		if st != serving {
+			continue
+		}
+		if adm != nil && adm[i].full != 0 {
+			held += uint64(weights[i])
+		} else {
+			placing += uint64(weights[i])
+		}
+	}
+	switch {
+	case placing > 0:
+		return placing
+	case held > 0:
+		return held
+	}
+	return 1
 }

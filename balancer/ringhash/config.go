@@ -60,10 +60,11 @@ type Config struct {
 	// valid metadata key and not a binary ("-bin") one. Empty: no header.
 	RequestHashHeader string `json:"requestHashHeader"`
 	// BalanceFactor turns on bounded load (Envoy's hash_balance_factor as
-	// a ratio, 1.25 for 125): an endpoint is skipped for the next candidate
-	// while its in-flight count would exceed ceil(BalanceFactor * (total
-	// in-flight + 1) / endpoints). 0, the default, turns it off; otherwise
-	// it must be at least 1.
+	// a ratio, 1.25 for 125): an endpoint of weight w is skipped for the
+	// next candidate while its in-flight count would exceed
+	// ceil(BalanceFactor * (total in-flight + 1) * w / W), W the total
+	// weight of the endpoints that take calls (READY, not ejected, not
+	// held). 0, the default, turns it off; otherwise it must be at least 1.
 	BalanceFactor float64 `json:"balanceFactor"`
 	// FailurePenalty steers the calls that have no endpoint of their own
 	// away from endpoints with recent server-side failures: bounded load's

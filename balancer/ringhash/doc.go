@@ -82,13 +82,19 @@
 //
 // Bounded load (Mirrokni, Thorup and Zadimoghaddam, "Consistent Hashing
 // with Bounded Loads", 2018; Envoy's hash_balance_factor) is off unless
-// balanceFactor is set, for instance to 1.25: an endpoint whose in-flight
-// count would exceed
+// balanceFactor is set, for instance to 1.25: an endpoint of weight w whose
+// in-flight count would exceed
 //
-//	ceil(balanceFactor * (total in-flight + 1) / endpoints)
+//	ceil(balanceFactor * (total in-flight + 1) * w / W)
 //
 // is skipped for the next candidate along the table, so no endpoint carries
-// more than balanceFactor times the mean (plus one, for rounding). A
+// more than balanceFactor times its weight's share of the load (plus one,
+// for rounding). w is the weight the table places by (capped at
+// maxWeightRatio times the median), so that an endpoint's cap follows its
+// share of the keys, and W is the total weight of the endpoints that take
+// calls: READY, not ejected and not held by the rejoin hold. Their caps
+// then add up to balanceFactor times the load however many are down, and
+// without weights every cap is balanceFactor times the mean. A
 // skipped key's RPC goes to the less loaded of the next few candidates
 // that are under the cap, so that one hot key's overflow spreads rather
 // than filling its neighbour and pushing the neighbour's own keys out. The

@@ -65,9 +65,15 @@ func lazyReadyPicker(tb testing.TB, policy, cfg string, n int) (balancer.Picker,
 		p := cc.State().Picker
 		for range 1 << 20 {
 			key++
-			_, err := p.Pick(balancer.PickInfo{Ctx: headerCtx(fmt.Sprint("warm-", key))})
+			res, err := p.Pick(balancer.PickInfo{Ctx: headerCtx(fmt.Sprint("warm-", key))})
 			if errors.Is(err, balancer.ErrNoSubConnAvailable) {
 				break
+			}
+			if err == nil && res.Done != nil {
+				// A call left in flight would stay in bounded load's
+				// counts, and the benchmark would start from a load
+				// that differs from run to run.
+				res.Done(balancer.DoneInfo{})
 			}
 		}
 		return fmt.Errorf("%d of %d endpoints READY", len(readied), n)

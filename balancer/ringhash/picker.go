@@ -28,11 +28,13 @@ type picker struct {
 	adm []admission
 
 	// Bounded load only (load != nil): the balancer-wide in-flight count,
-	// BalanceFactor / endpoints, and the Done of each member that keeps
-	// the count.
-	load   *loadCounter
-	factor float64
-	dones  []func(balancer.DoneInfo)
+	// BalanceFactor / the placing endpoints' total weight (placingWeight),
+	// each member's weight (loadWeights), and the Done of each member that
+	// keeps the count.
+	load    *loadCounter
+	factor  float64
+	weights []uint32
+	dones   []func(balancer.DoneInfo)
 }
 
 // Pick implements balancer.Picker. The key is the context's (WithKey),
@@ -48,7 +50,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	c := p.tbl.first(h)
 	first := c.endpoint
-	var limit int64 = -1 // bounded load's cap, computed on first need
+	var load int64 = -1 // bounded load's in-flight total + 1, read on first need
 	fallback, spill := int32(-1), int32(-1)
 	// passed is the first READY endpoint the walk passed over because it
 	// is ejected or an earlier attempt used it: the call's last resort.
@@ -91,10 +93,10 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			if p.load == nil {
 				return p.record(a, c.endpoint, info, homeOr(c.endpoint, first))
 			}
-			if limit < 0 {
-				limit = p.loadCap()
+			if load < 0 {
+				load = p.load.total.Load() + 1
 			}
-			if n := m.Conn.Stats.InFlight(); n+1 <= limit {
+			if n := m.Conn.Stats.InFlight(); n+1 <= p.loadCap(c.endpoint, load) {
 				if fallback < 0 {
 					return p.recordBounded(a, c.endpoint, info, homeOr(c.endpoint, first))
 				}
@@ -138,8 +140,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return p.recordBounded(a, spill, info, reasonSpilled)
 	}
 	if fallback >= 0 {
-		// Every READY endpoint is at its cap: the caps sum to more than
-		// the load, so this only happens while others are down. The
+		// Every READY endpoint the walk could use is at its cap: the caps
+		// of those that take calls sum to at least the load, so this only
+		// happens when it passed some (earlier attempts used them). The
 		// first READY candidate keeps as much affinity as is left.
 		return p.recordBounded(a, fallback, info, homeOr(fallback, first))
 	}
@@ -211,7 +214,7 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 		return res, err
 	}
 	requested := p.connecting
-	var limit int64 = -1
+	var load int64 = -1
 	fallback, failing, heldReady := int32(-1), int32(-1), int32(-1)
 	for c, ok := p.tbl.first(h), true; ok; c, ok = p.tbl.next(c) {
 		m, st := &p.members[c.endpoint], p.states[c.endpoint]
@@ -230,10 +233,10 @@ func (p *picker) pickRandom(h uint64, info balancer.PickInfo, a *engine.Attempts
 				continue
 			}
 			if p.load != nil {
-				if limit < 0 {
-					limit = p.loadCap()
+				if load < 0 {
+					load = p.load.total.Load() + 1
 				}
-				if m.Conn.Stats.InFlight()+1 > limit {
+				if m.Conn.Stats.InFlight()+1 > p.loadCap(c.endpoint, load) {
 					if fallback < 0 {
 						fallback = c.endpoint
 					}
@@ -301,12 +304,13 @@ func (p *picker) settled(i int32, err error) error {
 	return err
 }
 
-// loadCap is bounded load's limit for the next call: ceil(BalanceFactor *
-// (total in-flight + 1) / endpoints), with factor = BalanceFactor /
-// endpoints computed once per picker. The caps of all endpoints sum to at
-// least the load plus this call, so some endpoint is always under its cap.
-func (p *picker) loadCap() int64 {
-	return int64(math.Ceil(p.factor * float64(p.load.total.Load()+1)))
+// loadCap is bounded load's limit on member i for the next call, given
+// load, the total in flight plus that call: ceil(BalanceFactor * load *
+// w_i / W), W the total weight of the endpoints that take calls, with
+// factor = BalanceFactor / W computed once per picker. Their caps sum to
+// at least the load, so one of them is always under its cap.
+func (p *picker) loadCap(i int32, load int64) int64 {
+	return int64(math.Ceil(p.factor * float64(p.weights[i]) * float64(load)))
 }
 
 // pickBounded picks member i and counts the call in the balancer-wide

@@ -626,6 +626,163 @@ func TestBoundedLoadHotKey(t *testing.T) {
 	}
 }
 
+// weightedFleet is four endpoints of weight 1 (light) and four of weight
+// 4 (heavy), and the weight of each address.
+func weightedFleet() (light, heavy []string, eps []resolver.Endpoint, weights map[string]float64) {
+	as := testkit.Addrs(8)
+	light, heavy = as[:4], as[4:]
+	weights = map[string]float64{}
+	for i, a := range as {
+		w := uint32(1)
+		if i >= 4 {
+			w = 4
+		}
+		eps = append(eps, testkit.Endpoint(a, w))
+		weights[a] = float64(w)
+	}
+	return light, heavy, eps, weights
+}
+
+// holdCalls picks n calls, the i-th for key(i), keeping up to held of them
+// in flight and finishing a random one past that. After each pick it calls
+// check with the chosen address, each address's calls in flight and their
+// total. It returns each address's picks.
+func holdCalls(t *testing.T, h *testkit.Harness, rnd *rand.Rand, n, held int, key func(i int) string, check func(a string, load map[string]int, total int)) map[string]int {
+	t.Helper()
+	type call struct {
+		addr string
+		done func(balancer.DoneInfo)
+	}
+	var pending []call
+	picks, load := map[string]int{}, map[string]int{}
+	for i := range n {
+		a, done, err := pickCtx(h, WithKey(context.Background(), key(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, call{a, done})
+		picks[a]++
+		load[a]++
+		check(a, load, len(pending))
+		if len(pending) > held {
+			j := rnd.IntN(len(pending))
+			c := pending[j]
+			pending[j] = pending[len(pending)-1]
+			pending = pending[:len(pending)-1]
+			c.done(balancer.DoneInfo{})
+			load[c.addr]--
+		}
+	}
+	for _, c := range pending {
+		c.done(balancer.DoneInfo{})
+	}
+	if n := currentPicker(t, h).load.total.Load(); n != 0 {
+		t.Fatalf("in-flight total %d after every call finished, want 0", n)
+	}
+	return picks
+}
+
+// TestBoundedLoadWeighted holds up to 200 calls of uniform keys in flight
+// over endpoints of weights 1 and 4 with balanceFactor 1.25, so that the
+// caps bind: no endpoint carries more than 1.25 x its weight's share of
+// the load, plus one, and an endpoint of weight 4 takes at least 3.5 x the
+// calls of one of weight 1, as its keys would without bounded load.
+func TestBoundedLoadWeighted(t *testing.T) {
+	const (
+		keys   = 100000
+		calls  = 20000
+		held   = 200
+		factor = 1.25
+	)
+	for _, tc := range tableConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			light, heavy, eps, weights := weightedFleet()
+			var total float64
+			for _, w := range weights {
+				total += w
+			}
+			h := start(t, fmt.Sprintf(`{"table": %q, "balanceFactor": %v}`, tc.name, factor), eps)
+			rnd := rand.New(rand.NewPCG(3, 5))
+			picks := holdCalls(t, h, rnd, calls, held, func(int) string {
+				return fmt.Sprintf("key-%d", rnd.IntN(keys))
+			}, func(a string, load map[string]int, n int) {
+				if limit := factor * float64(n) * weights[a] / total; float64(load[a]) > limit+1 {
+					t.Fatalf("%s (weight %v) carries %d of %d calls: above %v x its share + 1 = %.1f", a, weights[a], load[a], n, factor, limit+1)
+				}
+			})
+			mean := func(as []string) float64 {
+				s := 0
+				for _, a := range as {
+					s += picks[a]
+				}
+				return float64(s) / float64(len(as))
+			}
+			ratio := mean(heavy) / mean(light)
+			t.Logf("calls per endpoint: weight 4 %.0f, weight 1 %.0f, ratio %.2f", mean(heavy), mean(light), ratio)
+			if ratio < 3.5 {
+				t.Errorf("an endpoint of weight 4 takes %.2fx the calls of one of weight 1, want >= 3.5", ratio)
+			}
+		})
+	}
+}
+
+// TestBoundedLoadWeightedHotKey holds 400 calls of one key in flight over
+// endpoints of weights 1 and 4 with balanceFactor 1.25: a key whose
+// endpoint weighs 1 spills once that endpoint holds its weighted cap,
+// 1.25 x 1/20 of the calls, and one whose endpoint weighs 4 stays on it
+// four times as long.
+func TestBoundedLoadWeightedHotKey(t *testing.T) {
+	const (
+		calls  = 400
+		factor = 1.25
+	)
+	for _, tc := range tableConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			light, heavy, eps, weights := weightedFleet()
+			h := start(t, fmt.Sprintf(`{"table": %q, "balanceFactor": %v}`, tc.name, factor), eps)
+			home := map[string]int{}
+			for _, a := range []string{light[0], heavy[0]} {
+				k := keyFor(t, h, a)
+				picks := holdCalls(t, h, rand.New(rand.NewPCG(1, 2)), calls, calls, func(int) string { return k },
+					func(string, map[string]int, int) {})
+				home[a] = picks[a]
+			}
+			l, hv := home[light[0]], home[heavy[0]]
+			t.Logf("of %d calls held, home kept %d (weight 1) and %d (weight 4)", calls, l, hv)
+			if limit := int(math.Ceil(factor * calls * weights[light[0]] / 20)); l > limit || l == calls {
+				t.Errorf("a hot key's endpoint of weight 1 kept %d of %d calls, want its weighted cap %d", l, calls, limit)
+			}
+			if float64(hv) < 3.5*float64(l) {
+				t.Errorf("a hot key's endpoint of weight 4 kept %d calls, weight 1 %d: want >= 3.5x", hv, l)
+			}
+		})
+	}
+}
+
+// TestBoundedLoadSharesReadyWeight checks that the caps share the load
+// among the endpoints that can take it: with three of the four endpoints
+// of weight 4 down, the fourth's cap is 1.25 x 4/8 of the load, not
+// 4/20, so that the caps of those left still add up to 1.25 x the load
+// and a hot key's overflow goes to them rather than back home.
+func TestBoundedLoadSharesReadyWeight(t *testing.T) {
+	const (
+		calls  = 400
+		factor = 1.25
+	)
+	_, heavy, eps, _ := weightedFleet()
+	h := start(t, fmt.Sprintf(`{"balanceFactor": %v}`, factor), eps)
+	for i, a := range heavy[1:] {
+		fail(t, h, a, keyFor(t, h, a), i+1)
+	}
+	k := keyFor(t, h, heavy[0])
+	picks := holdCalls(t, h, rand.New(rand.NewPCG(1, 2)), calls, calls, func(int) string { return k },
+		func(string, map[string]int, int) {})
+	want := int(math.Ceil(factor * calls * 4 / 8))
+	if got := picks[heavy[0]]; got < want-1 || got > want {
+		t.Errorf("a hot key's endpoint of weight 4 among READY weights of 8 kept %d of %d calls, want its cap %d", got, calls, want)
+	}
+}
+
 // TestPickAllocs checks that a pick with a WithKey key and its Done
 // allocate nothing, with and without bounded load.
 func TestPickAllocs(t *testing.T) {
