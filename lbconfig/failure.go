@@ -79,10 +79,11 @@ type FailurePenaltyConfig struct {
 	// average and slow start's warm-up take for the server's; with the
 	// penalty off they are not read, and the default ones decide. Default
 	// "UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED",
-	// "RESOURCE_EXHAUSTED"; "OK" is rejected, a repeated name counts once,
-	// and an empty list is rejected: a penalty that counts nothing is
-	// {"enabled": false}.
-	Codes []string `json:"codes"`
+	// "RESOURCE_EXHAUSTED", which nil (a struct literal that leaves the
+	// field out, or null) also means; "OK" is rejected, a repeated name
+	// counts once, and an empty list is rejected: a penalty that counts
+	// nothing is {"enabled": false}.
+	Codes []string `json:"codes,omitempty"`
 }
 
 // Failure-penalty defaults; see FailurePenaltyConfig for the reasoning.
@@ -103,8 +104,13 @@ func DefaultFailurePenalty() FailurePenaltyConfig {
 		Window:        DefaultFailureWindow,
 		MaxMultiplier: DefaultFailureMaxMultiplier,
 		HalfLife:      Duration(DefaultFailureHalfLife),
-		Codes:         []string{"UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"},
+		Codes:         defaultFailureCodes(),
 	}
+}
+
+// defaultFailureCodes is a new copy of Codes' default.
+func defaultFailureCodes() []string {
+	return []string{"UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}
 }
 
 // statusCodeNames are the gRPC status codes by number, as grpc's service
@@ -174,6 +180,10 @@ func (c *FailurePenaltyConfig) Validate(policy string) error {
 	// observed; beyond an hour a recovered backend would stay shunned.
 	if time.Duration(c.HalfLife) < minFailureHalfLife || time.Duration(c.HalfLife) > maxFailureHalfLife {
 		return fmt.Errorf("%s: failurePenalty.halfLife %q: must be in [%v, %v]", policy, c.HalfLife, minFailureHalfLife, maxFailureHalfLife)
+	}
+	// A config built in Go before the field existed leaves it nil.
+	if c.Codes == nil {
+		c.Codes = defaultFailureCodes()
 	}
 	// A penalty with nothing to count would be on in name only, and a
 	// config that says "codes": [] more likely lost its list than meant

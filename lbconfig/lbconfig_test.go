@@ -126,6 +126,34 @@ func TestServiceConfigChecksRegisteredPolicies(t *testing.T) {
 	}
 }
 
+// TestFailurePenaltyLiteralWithoutCodes: a config built in Go that leaves
+// Codes out (as every one written before the field did) has the default
+// codes, and its service config parses.
+func TestFailurePenaltyLiteralWithoutCodes(t *testing.T) {
+	c := lbconfig.FailurePenaltyConfig{Enabled: true, Window: 10, MaxMultiplier: 100, HalfLife: lbconfig.Duration(5 * time.Second)}
+	if err := c.Validate("pickwise_p2c"); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(lbconfig.DefaultFailurePenalty().Codes, c.Codes); d != "" {
+		t.Errorf("codes of a literal without them (-want +got):\n%s", d)
+	}
+	cfg := p2c.DefaultConfig()
+	cfg.FailurePenalty = lbconfig.FailurePenaltyConfig{Enabled: true, Window: 10, MaxMultiplier: 100, HalfLife: lbconfig.Duration(5 * time.Second)}
+	sc, err := lbconfig.ServiceConfig(p2c.Name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(sc, "codes") {
+		t.Errorf("service config %s names codes it was not given", sc)
+	}
+	js := strings.TrimSuffix(strings.TrimPrefix(sc, `{"loadBalancingConfig":[{"pickwise_p2c":`), `}]}`)
+	if parsed, err := p2c.ParseConfig(json.RawMessage(js)); err != nil {
+		t.Errorf("the service config of a literal without codes does not parse: %v", err)
+	} else if d := cmp.Diff(lbconfig.DefaultFailurePenalty().Codes, parsed.(*p2c.Config).FailurePenalty.Codes); d != "" {
+		t.Errorf("codes parsed back (-want +got):\n%s", d)
+	}
+}
+
 // TestFailurePenaltyCodes reads failurePenalty.codes as every policy's
 // ParseConfig does: decoded over the defaults, then validated.
 func TestFailurePenaltyCodes(t *testing.T) {
@@ -147,7 +175,7 @@ func TestFailurePenaltyCodes(t *testing.T) {
 		{name: "American spelling", js: `{"codes": ["CANCELED"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[0] "CANCELED": not a gRPC status code`},
 		{name: "OK", js: `{"codes": ["UNAVAILABLE", "OK"]}`, wantErr: `pickwise_p2c: failurePenalty.codes[1] "OK": a success is not a failure`},
 		{name: "empty", js: `{"codes": []}`, wantErr: `pickwise_p2c: failurePenalty.codes: must list at least one code (to count none, set "enabled": false)`},
-		{name: "null", js: `{"codes": null}`, wantErr: `pickwise_p2c: failurePenalty.codes: must list at least one code`},
+		{name: "null", js: `{"codes": null}`, want: defaults},
 		{name: "a number", js: `{"codes": [14]}`, wantErr: `failurePenalty: field "codes": cannot use JSON number`},
 		{name: "a string", js: `{"codes": "UNAVAILABLE"}`, wantErr: `failurePenalty: field "codes": cannot use JSON string`},
 		{name: "off skips checks", js: `{"enabled": false, "codes": ["NOPE"]}`, want: []string{"NOPE"}},

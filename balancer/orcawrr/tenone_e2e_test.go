@@ -169,10 +169,10 @@ func tenOneSplit(got map[string]int) bool {
 // not.
 func checkTenOne(t *testing.T, ctx context.Context, c *fleet.Client, rounds int) {
 	t.Helper()
-	settle := fleet.Context(t, 2*time.Second)
+	settle := fleet.Context(t, 10*time.Second)
 	for got := tenOneRound(t, ctx, c, 100); !tenOneSplit(got); got = tenOneRound(t, ctx, c, 100) {
 		if settle.Err() != nil {
-			t.Fatalf("no round of 100 calls split 9:91 within 2s; the last: %v", got)
+			t.Fatalf("no round of 100 calls split 9:91 within 10s; the last: %v", got)
 		}
 	}
 	for r := range rounds {
@@ -205,17 +205,19 @@ func TestEndToEndTenToOneFromChannelStart(t *testing.T) {
 // TestEndToEndTenToOneNewcomerRamps adds a third backend to a channel that
 // has placed calls, reporting as the idle one does: it ramps, getting far
 // less than its full share, 100/210, while the first two keep their 10:1
-// between them. With the defaults the newcomer is a cold one, answering
-// 20ms slower than the others, so that its answers do not end its ramp;
-// with timeOnly it answers as fast as they do and its ramp runs by time.
+// between them. Its ramp is long (300s), so that its share is a tenth of
+// its weight's however slow the machine. Otherwise with the defaults, the
+// newcomer is a cold one, answering 20ms slower than the others, so that
+// its answers do not end its ramp; with timeOnly it answers as fast as
+// they do and its ramp runs by time.
 func TestEndToEndTenToOneNewcomerRamps(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		extra   string
 		latency time.Duration
 	}{
-		{"defaults", "", 20 * time.Millisecond},
-		{"timeOnly", `"slowStart": {"timeOnly": true}, `, 0},
+		{"defaults", `"slowStart": {"window": "300s"}, `, 20 * time.Millisecond},
+		{"timeOnly", `"slowStart": {"window": "300s", "timeOnly": true}, `, 0},
 	} {
 		for _, oob := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/outOfBand=%t", tc.name, oob), func(t *testing.T) {

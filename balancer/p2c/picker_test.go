@@ -279,7 +279,8 @@ func TestSlowStartRampByWeight(t *testing.T) {
 	h := newHarness(t, `{"activeRequestBias": 0, "slowStart": {"window": "10s", "aggression": 1, "minWeightPercent": 10, "timeOnly": true}}`)
 	as := addrs(3)
 	weighted(t, h, as[:2], 1, 3)
-	// The third endpoint, of weight 2, joins after the first picker: it
+	h.Serve()
+	// The third endpoint, of weight 2, joins after the first call: it
 	// ramps.
 	weighted(t, h, as, 1, 3, 2)
 	check := func(f float64) {
@@ -305,7 +306,7 @@ func TestSlowStartRamp(t *testing.T) {
 	h.Start(as[:2]...)
 	h.Serve()
 
-	// The third endpoint joins after the first picker: it ramps.
+	// The third endpoint joins after the first call: it ramps.
 	if err := h.Update(endpoint(as[0], 0), endpoint(as[1], 0), endpoint(as[2], 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -767,7 +768,7 @@ func TestEndpointsRemovedAndAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Ready(as[3])
-	// It joined after the first picker: slow start (on by default) holds
+	// It joined after the first call: slow start (on by default) holds
 	// it to 10% of its weight, then lets it compete on equal terms.
 	got, _ = h.Count(3000, false)
 	within(t, "share of the added endpoint as its ramp starts", float64(got[as[3]])/3000, 0.1/2.1, 0.01)

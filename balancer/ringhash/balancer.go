@@ -196,7 +196,7 @@ func (p *policy) NewPicker(snap *engine.Snapshot) balancer.Picker {
 		}
 		pk.dones = p.donesFor(members)
 		pk.weights = p.loadWeights()
-		pk.load, pk.factor = p.load, bf/float64(placingWeight(pk.weights, states, adm))
+		pk.load, pk.factor = p.load, bf/float64(placingWeight(pk.weights, states))
 	} else {
 		p.dones, p.lastDones, p.lastStats = nil, nil, nil
 	}
@@ -375,30 +375,19 @@ func (p *policy) loadWeights() []uint32 {
 }
 
 // placingWeight is the total weight bounded load shares out: that of the
-// endpoints that take their keys, READY, not ejected and not held (adm).
-// Counting any other would leave the caps of those that take the calls
-// summing to less than balanceFactor times the load. Should every READY
-// endpoint be held, the held ones are all there is; should none be READY,
-// no cap is read.
-func placingWeight(weights []uint32, states []engine.MemberState, adm []admission) uint64 {
-	var placing, held uint64
+// READY endpoints that are not ejected. Counting any other would leave the
+// caps of those that take calls summing to less than balanceFactor times
+// the load. A returning endpoint held by its rejoin (rejoin.go) counts:
+// its hold ends by the clock, with no new picker to count it then.
+// Should none be READY, no cap is read.
+func placingWeight(weights []uint32, states []engine.MemberState) uint64 {
+	var placing uint64
 	weights = weights[:len(states)]
 	serving := engine.MemberStateOf(connectivity.Ready, false) // READY, not ejected
 	for i, st := range states {
-		if st != serving {
-			continue
-		}
-		if adm != nil && adm[i].full != 0 {
-			held += uint64(weights[i])
-		} else {
+		if st == serving {
 			placing += uint64(weights[i])
 		}
 	}
-	switch {
-	case placing > 0:
-		return placing
-	case held > 0:
-		return held
-	}
-	return 1
+	return max(placing, 1)
 }

@@ -140,9 +140,10 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return p.recordBounded(a, spill, info, reasonSpilled)
 	}
 	if fallback >= 0 {
-		// Every READY endpoint the walk could use is at its cap: the caps
-		// of those that take calls sum to at least the load, so this only
-		// happens when it passed some (earlier attempts used them). The
+		// Every READY endpoint the walk could use is at its cap. Their
+		// caps sum to at least the load, so this is rare: the walk passed
+		// some (earlier attempts used them, or a rejoin holds them), or
+		// racing picks read the total before each other's calls. The
 		// first READY candidate keeps as much affinity as is left.
 		return p.recordBounded(a, fallback, info, homeOr(fallback, first))
 	}

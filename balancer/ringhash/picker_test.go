@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
@@ -780,6 +781,26 @@ func TestBoundedLoadSharesReadyWeight(t *testing.T) {
 	want := int(math.Ceil(factor * calls * 4 / 8))
 	if got := picks[heavy[0]]; got < want-1 || got > want {
 		t.Errorf("a hot key's endpoint of weight 4 among READY weights of 8 kept %d of %d calls, want its cap %d", got, calls, want)
+	}
+}
+
+// TestBoundedLoadCountsRejoinedEndpoint: an endpoint back from a failure
+// counts in bounded load's total weight, held or not, so that once its
+// hold and ramp are over, by the clock and with no new picker, the caps
+// are what they were before it failed.
+func TestBoundedLoadCountsRejoinedEndpoint(t *testing.T) {
+	const calls = 400
+	as := testkit.Addrs(2)
+	h := start(t, `{"balanceFactor": 1.25, "rejoinHold": "1s", "rejoinRamp": "1s"}`, testkit.Endpoints(as))
+	back := keyFor(t, h, as[1])
+	fail(t, h, as[1], back, 1)
+	comeBack(t, h, as[1], back)
+	h.Clock.Advance(3 * time.Second)
+	k := keyFor(t, h, as[0])
+	picks := holdCalls(t, h, rand.New(rand.NewPCG(3, 4)), calls, calls, func(int) string { return k },
+		func(string, map[string]int, int) {})
+	if want := int(math.Ceil(1.25 * calls / 2)); picks[as[0]] < want-1 || picks[as[0]] > want {
+		t.Errorf("a hot key's home kept %d of %d calls after the other endpoint rejoined, want its cap %d", picks[as[0]], calls, want)
 	}
 }
 

@@ -611,6 +611,7 @@ func (b *engineBalancer) snapshotLocked(ready []Ready, now int64) *Snapshot {
 		latency:   b.latency,
 		turns:     b.turns,
 		Built:     now,
+		unserved:  !b.shared.work.served.Load(),
 	}
 }
 

@@ -26,14 +26,8 @@ type failureCodes uint32
 const defaultFailureCodes = failureCodes(1<<codes.Unavailable | 1<<codes.Internal | 1<<codes.Unknown |
 	1<<codes.DeadlineExceeded | 1<<codes.ResourceExhausted)
 
-// newFailureCodes is the set c's Codes name, validated; with the penalty
-// off they were not checked, and the default set classifies what is left
-// to classify (the latency average's and slow start's judgement of a
-// failed call).
+// newFailureCodes is the set c's Codes name, which Validate checked.
 func newFailureCodes(c FailurePenaltyConfig) failureCodes {
-	if !c.Enabled {
-		return defaultFailureCodes
-	}
 	var s failureCodes
 	for _, name := range c.Codes {
 		var code codes.Code

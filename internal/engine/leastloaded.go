@@ -30,10 +30,9 @@ func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inFlight() + 1) 
 // tie, and a LeastLoaded picker given it draws each pick's candidates in
 // proportion to weight, so that the weights set the shares (1:3 gives 25%
 // and 75%), while slow start and the failure check can still pass the
-// first over for the others. (A constant cost divided by weight would
-// give every comparison to the heavier candidate, not a share in
-// proportion.) While every weight is equal, there is nothing to place by
-// and the picker compares in-flight counts (InFlight), as Envoy does.
+// first over for the others. While every weight is equal, there is
+// nothing to place by and the picker compares in-flight counts (InFlight),
+// as Envoy does.
 type ByWeight struct{}
 
 // Load returns 1: in-flight counts play no part.
@@ -97,6 +96,8 @@ type LeastLoaded struct {
 	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
 	system  bool        // snap.Rand is SystemRand: drawn from without the interface
 	pair    bool        // Pick's written-out common case applies (see Pick)
+	// unserved is the snapshot's: picks mark the channel's first call.
+	unserved bool
 	// byWeight is set under ByWeight while the weights differ:
 	// candidates are drawn through alias.
 	byWeight bool
@@ -118,14 +119,15 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		kind = weightMetric
 	}
 	p := &LeastLoaded{
-		snap:    snap,
-		cands:   snap.Endpoints,
-		choices: min(max(choices, 2), MaxChoices),
-		metric:  metric,
-		kind:    kind,
-		timed:   kind == peakMetric,
-		uniform: true,
-		penalty: snap.penalty != nil,
+		snap:     snap,
+		cands:    snap.Endpoints,
+		choices:  min(max(choices, 2), MaxChoices),
+		metric:   metric,
+		kind:     kind,
+		timed:    kind == peakMetric,
+		uniform:  true,
+		penalty:  snap.penalty != nil,
+		unserved: snap.unserved,
 	}
 	if p.timed {
 		p.gap = snap.latency.sampleGap(len(p.cands))
@@ -225,7 +227,9 @@ func (p *LeastLoaded) sampleByWeight(d int, out *[MaxChoices]int) []int {
 // evidence wants a peer's call timed (rampingPair), and everything else
 // is pickAny's.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	p.snap.notePlaced()
+	if p.unserved {
+		p.snap.notePlaced()
+	}
 	a := AttemptsOf(info)
 	if !p.pair || a != nil {
 		return p.pickAny(info, a)

@@ -83,11 +83,17 @@ type Snapshot struct {
 	shared  *doneShared // the fleet's failure rate, and every endpoint's own shared; nil outside a balancer
 	latency *latency
 	turns   *turns // the balancer's, for its d-choice pickers; nil outside a balancer
+	// unserved says that the balancer had placed no call when the
+	// snapshot was taken: its pickers' picks mark the first (notePlaced).
+	unserved bool
 }
 
-// notePlaced marks the balancer as having placed a call, for a pick of a
-// policy with slow start: after the first, one load of a line every core
-// keeps.
+// notePlaced marks the balancer as having placed a call, for the pick of
+// a picker built while it had placed none (unserved, which the picker
+// copies to a field it reads on every pick): the endpoints that join
+// after are newcomers to slow start (engineBalancer.joinsCold).
+//
+//go:noinline
 func (s *Snapshot) notePlaced() {
 	if sh := s.shared; sh != nil && !sh.work.served.Load() {
 		sh.work.served.Store(true)

@@ -71,9 +71,9 @@ func (r *ramp) factor(elapsed int64) float64 {
 // min(d, n)/n); where first candidates are drawn by weight (ByWeight),
 // each time it is drawn first, that share of total/w picks (its chance
 // of being first is w/total), and nothing as a later candidate, whose
-// chance has no closed form. It earns at the factor of the moment, so that a share that grows
-// with the ramp applies to the picks to come and not to those already
-// made; and it keeps at most rampBurst picks of what it earned and did
+// chance has no closed form. It earns at the factor of the moment, so
+// that a share that grows with the ramp applies to the picks to come and
+// not to those already made; and it keeps at most rampBurst picks of what it earned and did
 // not take. The counts are the endpoint's own (rampCount), from the start
 // of its ramp, whatever pickers come and go meanwhile, and only the picks
 // that draw a ramping endpoint write them: counting the picker's own

@@ -42,6 +42,7 @@ type WeightedRR struct {
 	mask       uint8
 	fallback   bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
 	checksRate bool // the picker has cursors and a clock to spread its picks by
+	unserved   bool // the snapshot's: picks mark the channel's first call (notePlaced)
 
 	// spread is set by a rate check that finds picks coming faster than
 	// spreadRate from more than one P, and cleared by one that finds them
@@ -232,7 +233,7 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 // a power of two, each starting at a random position, so that many
 // clients with the same weights do not move through the backends in step.
 func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
-	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, shared: &cursor{}}
+	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, unserved: snap.unserved, shared: &cursor{}}
 	if snap.provesRamps() {
 		p.checks = newRampChecks(snap)
 	}
@@ -386,7 +387,9 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // cores had written last: half of a pick's time. Probes are counted, in
 // flight too, as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	p.snap.notePlaced()
+	if p.unserved {
+		p.snap.notePlaced()
+	}
 	a := AttemptsOf(info)
 	// The cursor, chosen here only, and advance, written out: as methods
 	// neither inlined, and the call cost more than the rest of a pick.

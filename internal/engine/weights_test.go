@@ -205,10 +205,11 @@ func TestFailureCodes(t *testing.T) {
 	if p.counts(errors.New("transport closed")) {
 		t.Error("a plain error (Unknown) counts though UNKNOWN is not listed")
 	}
-	// A disabled penalty's codes were never checked, and are not used.
-	cfg.Enabled = false
-	if got := newFailureCodes(cfg); got != defaultFailureCodes {
-		t.Errorf("a disabled penalty's codes are %b, want the default %b", got, defaultFailureCodes)
+	// With the penalty off (nil) the default codes classify what is left
+	// to classify.
+	var off *penalty
+	if !off.counts(status.Error(codes.Unavailable, "x")) || off.counts(status.Error(codes.PermissionDenied, "x")) {
+		t.Error("with the penalty off, the default codes do not decide")
 	}
 }
 
