@@ -89,25 +89,32 @@ func e2eFastOOBBackends(t *testing.T, ratings []float64) []string {
 	var addrs []string
 	for i, r := range ratings {
 		b := &e2eFastOOB{name: fmt.Sprintf("backend-%d", i), rated: r}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
 		srv := grpc.NewServer(grpc.WaitForHandlers(true))
 		srv.RegisterService(&e2eFastOOBCallDesc, b)
 		v3orcaservicepb.RegisterOpenRcaServiceServer(srv, b)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = srv.Serve(ln)
-		}()
-		t.Cleanup(func() {
-			srv.Stop()
-			<-done
-		})
-		addrs = append(addrs, ln.Addr().String())
+		addrs = append(addrs, serveT(t, srv))
 	}
 	return addrs
+}
+
+// serveT serves srv on a port of 127.0.0.1 until the test ends, and
+// returns its address.
+func serveT(t *testing.T, srv *grpc.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return ln.Addr().String()
 }
 
 // e2eFastOOB is one backend of e2eFastOOBBackends. Its reports carry what

@@ -11,7 +11,6 @@ package orcawrr_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -88,20 +87,7 @@ func startTenOne(t *testing.T, b *tenOneBackend, outOfBand bool) string {
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return ln.Addr().String()
+	return serveT(t, srv)
 }
 
 // tenOneConfig is grpc-go's test config: only the periods the pattern
