@@ -63,8 +63,8 @@ type Config struct {
 	// a ratio, 1.25 for 125): an endpoint of weight w is skipped for the
 	// next candidate while its in-flight count would exceed
 	// ceil(BalanceFactor * (total in-flight + 1) * w / W), W the total
-	// weight of the endpoints that take calls (READY, not ejected, not
-	// held). 0, the default, turns it off; otherwise it must be at least 1.
+	// weight of the READY endpoints that are not ejected. 0, the default,
+	// turns it off; otherwise it must be at least 1.
 	BalanceFactor float64 `json:"balanceFactor"`
 	// FailurePenalty steers the calls that have no endpoint of their own
 	// away from endpoints with recent server-side failures: bounded load's

@@ -91,8 +91,8 @@
 // more than balanceFactor times its weight's share of the load (plus one,
 // for rounding). w is the weight the table places by (capped at
 // maxWeightRatio times the median), so that an endpoint's cap follows its
-// share of the keys, and W is the total weight of the endpoints that take
-// calls: READY, not ejected and not held by the rejoin hold. Their caps
+// share of the keys, and W is the total weight of the READY endpoints
+// that are not ejected (one held by the rejoin hold counts). Their caps
 // then add up to balanceFactor times the load however many are down, and
 // without weights every cap is balanceFactor times the mean. A
 // skipped key's RPC goes to the less loaded of the next few candidates
