@@ -40,24 +40,16 @@ import (
 // the endpoint keeps most of its share even when every candidate is idle;
 // ten failures in a row make it about 0.8 and a persistent black hole
 // 0.97; and when every endpoint fails alike (a shared dependency is down)
-// no endpoint's failures stand beyond chance and nobody is avoided. The cap keeps a probe share of 1/maxMultiplier for an endpoint
-// that is avoided but not ejected, so its answers show its recovery.
+// no endpoint's failures stand beyond chance and nobody is avoided. The
+// cap keeps a probe share of 1/maxMultiplier for an endpoint that is
+// avoided but not ejected, so its answers show its recovery.
 //
 // Both counts also halve every HalfLife of wall time, so old evidence
 // fades and the prior takes over again.
 //
-// Codes says which outcomes are failures. The default five are the ones a
-// backend is responsible for whatever the call; a caller's bad argument,
-// a missing entity or a cancellation say nothing about the backend. A
-// fleet whose broken hosts answer with another code (one host of a bad
-// deploy answering Unimplemented to every call, or one with a broken
-// credential answering PermissionDenied) lists it, and that host is then
-// avoided and ejected like any black hole. A listed code that every
-// endpoint returns alike (a credential bad everywhere) moves no traffic,
-// as no endpoint's rate stands out from the fleet's. Where calls are
-// placed by key (ring hash) a code callers cause is not to be listed: a
-// key whose own calls all fail with it makes its home endpoint's rate
-// stand out.
+// Codes says which outcomes are failures; an endpoint is judged against
+// the fleet's own rate, so a listed code every endpoint returns alike (a
+// credential bad everywhere) moves no traffic.
 type FailurePenaltyConfig struct {
 	// Enabled turns the penalty on. Default true.
 	Enabled bool `json:"enabled"`
@@ -73,16 +65,12 @@ type FailurePenaltyConfig struct {
 	// in [100ms, 1h].
 	HalfLife Duration `json:"halfLife"`
 	// Codes are the gRPC status codes that count as failures, by the names
-	// grpc's service config uses ("UNAVAILABLE", "PERMISSION_DENIED"; a
-	// plain error that is not a status is "UNKNOWN"). They decide what
-	// ejection and its probes count too, and which failed calls a latency
-	// average and slow start's warm-up take for the server's; with the
-	// penalty off they are not read, and the default ones decide. Default
-	// "UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED",
-	// "RESOURCE_EXHAUSTED", which nil (a struct literal that leaves the
-	// field out, or null) also means; "OK" is rejected, a repeated name
-	// counts once, and an empty list is rejected: a penalty that counts
-	// nothing is {"enabled": false}.
+	// grpc's service config uses ("PERMISSION_DENIED"), for ejection too.
+	// Default "UNAVAILABLE", "INTERNAL", "UNKNOWN", "DEADLINE_EXCEEDED",
+	// "RESOURCE_EXHAUSTED", which nil also means; "OK" and an empty list
+	// are rejected (to count nothing, turn the penalty off). List a code a
+	// broken host answers with (a bad deploy's "UNIMPLEMENTED"), not one a
+	// caller causes: see the ringhash package doc.
 	Codes []string `json:"codes,omitempty"`
 }
 

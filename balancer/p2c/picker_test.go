@@ -253,23 +253,8 @@ func TestPickBiasZeroRetriesGoElsewhere(t *testing.T) {
 	h := newHarness(t, `{"activeRequestBias": 0}`)
 	as := addrs(4)
 	weighted(t, h, as, 1, 1, 1, 5)
-	for i := range 200 {
-		ctx := engine.WithAttempts(context.Background())
-		used := map[string]bool{}
-		var held []func(balancer.DoneInfo)
-		for attempt := range 4 {
-			res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := res.SubConn.(*testkit.SubConn).Addr()
-			if used[a] {
-				t.Fatalf("call %d attempt %d went back to %s, used by an earlier attempt: %v", i, attempt, a, used)
-			}
-			used[a] = true
-			held = append(held, res.Done)
-		}
-		finish(held, nil)
+	for range 200 {
+		finish(h.PickApart(engine.WithAttempts(context.Background()), 4), nil)
 	}
 }
 

@@ -111,14 +111,10 @@
 // candidate. strictAffinity keeps every key on its own READY endpoint,
 // retries too, for users whose correctness depends on it.
 //
-// What counts as a failure is failurePenalty.codes, as for every policy.
-// List only codes a backend causes: here every call of a key lands on its
-// home, so a key whose own requests are all bad, with a code the caller
-// causes (INVALID_ARGUMENT, NOT_FOUND) listed, makes its home's rate stand
-// out from the fleet's, and the home is ejected with every key it holds;
-// the bad key's failures then follow it to its next candidate, which
-// maxEjectionPercent alone keeps from being ejected in turn. Under the
-// default codes such a key moves nothing.
+// What counts as a failure is failurePenalty.codes. List no code a caller
+// causes (INVALID_ARGUMENT, NOT_FOUND): every call of a key lands on its
+// home, so a key whose own requests are all bad makes its home's rate
+// stand out, and the home is ejected with every key it holds.
 //
 // Register the policy with a blank import and select it in the service
 // config; every field is optional:

@@ -202,23 +202,7 @@ func TestRetriesGoElsewhere(t *testing.T) {
 			h.Start(as...)
 			for i := 0; i < 200; i++ {
 				ctx := engine.WithAttempts(ringhash.WithKey(context.Background(), fmt.Sprint("key-", i)))
-				used := map[string]bool{}
-				// Hedged attempts: all in flight at once, so that placement
-				// alone, not failures, has to keep them apart.
-				var held []func(balancer.DoneInfo)
-				for attempt := 0; attempt < 4; attempt++ {
-					res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
-					if err != nil {
-						t.Fatal(err)
-					}
-					a := res.SubConn.(*testkit.SubConn).Addr()
-					if used[a] {
-						t.Fatalf("call %d attempt %d went back to %s, used by an earlier attempt: %v", i, attempt, a, used)
-					}
-					used[a] = true
-					held = append(held, res.Done)
-				}
-				testkit.Finish(held, nil)
+				testkit.Finish(h.PickApart(ctx, 4), nil)
 			}
 		})
 	}

@@ -73,8 +73,8 @@ func (r *ramp) factor(elapsed int64) float64 {
 // of being first is w/total), and nothing as a later candidate, whose
 // chance has no closed form. It earns at the factor of the moment, so
 // that a share that grows with the ramp applies to the picks to come and
-// not to those already made; and it keeps at most rampBurst picks of what it earned and did
-// not take. The counts are the endpoint's own (rampCount), from the start
+// not to those already made; and it keeps at most rampBurst picks of what
+// it earned and did not take. The counts are the endpoint's own (rampCount), from the start
 // of its ramp, whatever pickers come and go meanwhile, and only the picks
 // that draw a ramping endpoint write them: counting the picker's own
 // picks would write one line on every pick from every core.

@@ -533,3 +533,26 @@ func CheckEmptyEndpointList(t *testing.T, policy string) {
 		t.Fatalf("picks after endpoints arrived: %v, want 10 on %v", got, as)
 	}
 }
+
+// PickApart makes n attempts of one call, whose context ctx carries an
+// attempt record (engine.WithAttempts), all held in flight at once, so
+// that placement alone keeps them apart; it fails the test if one goes
+// back to an endpoint an earlier one used, and returns their Dones.
+func (h *Harness) PickApart(ctx context.Context, n int) []func(balancer.DoneInfo) {
+	h.T.Helper()
+	used := map[string]bool{}
+	var held []func(balancer.DoneInfo)
+	for attempt := range n {
+		res, err := h.CC.State().Picker.Pick(balancer.PickInfo{Ctx: ctx})
+		if err != nil {
+			h.T.Fatal(err)
+		}
+		a := res.SubConn.(*SubConn).Addr()
+		if used[a] {
+			h.T.Fatalf("attempt %d went back to %s, used by an earlier attempt: %v", attempt, a, used)
+		}
+		used[a] = true
+		held = append(held, res.Done)
+	}
+	return held
+}
