@@ -192,9 +192,9 @@ func (p *LeastLoaded) first() int {
 // drawByWeight is an endpoint drawn in proportion to its weight.
 func (p *LeastLoaded) drawByWeight() int { return p.alias.draw(p.draw()) }
 
-// sampleByWeight writes d distinct candidates into out and returns
-// out[:d], d <= len(p.cands), each drawn in proportion to weight among
-// those not yet taken: the first wins unless slow start or the failure
+// sampleByWeight writes d distinct candidates into out after out[0], the
+// first, drawn already, and returns out[:d], d <= len(p.cands), each
+// drawn in proportion to weight among those not yet taken: the first wins unless slow start or the failure
 // check pass it over, and then the call goes where the weights would
 // send it without that endpoint. A draw that meets a taken candidate
 // draws again, up to retryDraws times; past that (one endpoint holding
@@ -202,7 +202,7 @@ func (p *LeastLoaded) drawByWeight() int { return p.alias.draw(p.draw()) }
 // taken.
 func (p *LeastLoaded) sampleByWeight(d int, out *[MaxChoices]int) []int {
 	n := len(p.cands)
-	for k := 0; k < d; k++ {
+	for k := 1; k < d; k++ {
 		j := p.drawByWeight()
 		for tries := 1; slices.Contains(out[:k], j); tries++ {
 			if tries < retryDraws {
@@ -368,6 +368,19 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	var coin uint32 // spare randomness of the pair's draw, 0 if none
 	switch {
 	case p.byWeight:
+		first := p.drawByWeight()
+		if !p.ramping && len(p.snap.Ejected) == 0 && (a == nil || !a.earlier()) &&
+			(!p.penalty || p.cands[first].Stats.outcomeBits.Load()>>32 == 0) {
+			// Every cost ties, and only slow start or the failure check
+			// could pass the first over: with neither, it takes the call
+			// as choose would give it, and the others are not drawn.
+			res, err := p.place(&p.cands[first], info, ReasonTie, now)
+			if a != nil {
+				return a.Record(p.cands[first].Stats, res, err)
+			}
+			return res, err
+		}
+		idx[0] = first
 		cands = p.sampleByWeight(min(p.choices, n), &idx)
 		if len(p.snap.Ejected) > 0 {
 			coin = uint32(p.draw()) // for Probe, below

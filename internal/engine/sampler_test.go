@@ -196,6 +196,7 @@ func TestSampleByWeight(t *testing.T) {
 			first, second := make([]int, len(eps)), make([]int, len(eps))
 			var out [MaxChoices]int
 			for range rounds {
+				out[0] = p.drawByWeight()
 				got := p.sampleByWeight(tc.d, &out)
 				seen := map[int]bool{}
 				for _, x := range got {
