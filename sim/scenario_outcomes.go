@@ -298,5 +298,8 @@ func RetryStorm(Scale) (*Table, error) {
 	t.AddRow("errors seen by clients (every attempt failed)", errs...)
 	t.AddNote("measured from the start, so the moments before a policy has seen the failures count; + attempts: the channel has the attempts package's interceptor, so a retry is placed away from the endpoints its call's earlier attempts used (for ring hash, the key's next candidate)")
 	t.AddNote("ring_hash, and pickwise_ring_hash before it ejects the black hole: every attempt of a key whose home fails goes home again, so its calls fail whatever the retry policy")
+	for _, c := range cols {
+		t.AddNote(c.p.Note)
+	}
 	return t, nil
 }
