@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/pickfirst"
@@ -63,26 +62,13 @@ type engineBalancer struct {
 	// lastIn is, for each state, the endpoint that entered it last: its
 	// picker is what a call meets while no endpoint is READY.
 	lastIn      [connectivity.Shutdown + 1]*Endpoint
-	ramp        *ramp
+	slowStart   slowStart
 	latency     *latency
 	resolverErr error // last resolver error, for messages
 	coalesce    coalescer
-	rampTimer   Timer
-	rampTimerAt int64 // UnixNano when rampTimer fires; 0 if none
-	// parked are the children of removed endpoints kept in case they
-	// return, by endpointKey, and parkQueue the order they were parked
-	// in (parked.go); grace is how long, and parkTimer the sweep that
-	// closes them after it, of generation parkGen. parkSeq numbers the
-	// parkings, so that a queue entry of a child's earlier parking no
-	// longer matches it (parkedEntry.current).
-	parked    map[string]*child
-	parkQueue []parkedEntry
-	grace     time.Duration
-	parkTimer Timer
-	parkGen   uint64
-	parkSeq   uint64
-	weights   *weightKeeper // nil unless the policy asks for Settings.Weights
-	locality  string        // the endpoints' xDS locality, if any: a metrics label
+	parking     parking
+	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
+	locality    string        // the endpoints' xDS locality, if any: a metrics label
 	// labels are target and locality, the labels of most metrics, as one
 	// slice: passed whole, they cost a recording no allocation, where
 	// listing them would allocate one for every value (one per endpoint
@@ -128,6 +114,8 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		b.shared.work.recordsMetrics = true
 	}
 	b.shared.clock = opts.Clock
+	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: !s.Lazy}
+	b.slowStart = slowStart{clock: opts.Clock, work: &b.shared.work, peers: &b.shared.peers, locked: b.locked}
 	b.turns = newTurns()
 	if s.Lazy {
 		b.mode = onDemand{}
@@ -212,7 +200,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		logger.Errorf("%s: %v", b.name, err)
 		return balancer.ErrBadResolverState
 	}
-	b.ramp = newRamp(settings.SlowStart)
+	b.slowStart.configure(settings.SlowStart)
 	b.latency = newLatency(settings.Latency)
 	b.shared.latency.Store(b.latency)
 	pen := newPenalty(settings.FailurePenalty)
@@ -229,7 +217,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		for _, e := range b.endpoints {
 			forget(e)
 		}
-		for _, c := range b.parked {
+		for _, c := range b.parking.byKey {
 			forget(c.e)
 		}
 	}
@@ -251,13 +239,13 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		}
 		e, ok := b.endpoints[key]
 		if !ok {
-			c := b.unparkLocked(key)
+			c := b.parking.unpark(key)
 			if c != nil {
 				// Back on the connection it left with (parked.go).
 				e = c.e
 				returned = append(returned, e)
 			} else {
-				e = newEndpoint(firstAddr(ep), &b.shared, b.joinsCold())
+				e = newEndpoint(firstAddr(ep), &b.shared, b.slowStart.joinsCold())
 				if b.weights != nil {
 					b.weights.add(e)
 				}
@@ -276,7 +264,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	var removed []*child
 	var picks pickCounts // of the removed endpoints, which no later flush sees
 	now := b.clock.Nanotime()
-	removed = b.setGraceLocked(settings.RemovalGrace, now)
+	removed = b.parking.setGrace(settings.RemovalGrace, now)
 	for key, e := range b.endpoints {
 		if _, kept := next[key]; !kept {
 			e.weights.closeOOB()
@@ -285,7 +273,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			c.removed = true
 			delete(b.children, e)
 			b.counts.move(e.state, noStateYet)
-			if !b.parkLocked(key, c, now) {
+			if !b.parking.park(key, c, now) {
 				removed = append(removed, c)
 			}
 		}
@@ -294,7 +282,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
 	for _, e := range returned {
-		b.returnedLocked(e, now)
+		b.rejoinedLocked(e, now)
 	}
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	kids := b.childrenInOrderLocked()
@@ -328,6 +316,43 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		return balancer.ErrBadResolverState
 	}
 	return err
+}
+
+// rejoinedLocked settles what changed while e, back from parking, was out
+// of the list, once the update's config is applied: its weight's tracker,
+// where its reports go, and its ORCA stream, closed at its removal unless
+// the update's config has opened it again already, and an ejection that
+// nothing would end otherwise, since the health ticks skipped it and may
+// have stopped.
+func (b *engineBalancer) rejoinedLocked(e *Endpoint, now int64) {
+	if w := b.weights; w != nil {
+		switch {
+		case e.weights.tracker == nil:
+			w.add(e)
+		default:
+			w.routeReports(e)
+			if e.weights.stopOOB == nil {
+				w.restartOOB(e)
+			}
+		}
+	}
+	pen := b.shared.penalty.Load()
+	if pen == nil {
+		// Nothing to judge: a config that turned the penalty off forgot
+		// the parked endpoints' failures with the others'
+		// (UpdateClientConnState).
+		return
+	}
+	if e.ejection.ejected && b.shared.ejector.Load() == nil {
+		b.readmitLocked(e, now)
+	}
+	if e.ejection.ejected || e.outcomes().failures > 0 {
+		// The ticks that decay its failures and judge its ejection may
+		// have stopped while it was out, and the pickers read failures
+		// only while some endpoint is known to have them.
+		b.shared.failing.Store(true)
+		b.shared.work.startHealth(pen.tick)
+	}
 }
 
 // childrenInOrderLocked is every endpoint's child in resolver order,
@@ -432,10 +457,7 @@ func (b *engineBalancer) Close() {
 		return
 	}
 	b.closed = true
-	if b.rampTimer != nil {
-		b.rampTimer.Stop()
-		b.rampTimer = nil
-	}
+	b.slowStart.stop()
 	b.shared.work.stop()
 	b.coalesce.stop()
 	if b.weights != nil {
@@ -448,7 +470,7 @@ func (b *engineBalancer) Close() {
 	// In resolver order, the order the children were made in, which is
 	// about the order they lie in memory: over a large fleet, closing them
 	// in a map's order instead waits on a cache miss per child.
-	kids := append(b.childrenFromLocked(0), b.takeParkedLocked()...)
+	kids := append(b.childrenFromLocked(0), b.parking.takeAll()...)
 	b.children = map[*Endpoint]*child{}
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while
@@ -456,37 +478,6 @@ func (b *engineBalancer) Close() {
 	b.unregisterMetrics()
 	for _, c := range kids {
 		c.close()
-	}
-}
-
-// joinsCold says whether an endpoint that joins now starts a slow-start
-// ramp on its first READY: only once the channel has placed a call. The
-// endpoints that join before are its initial fleet, however the resolver
-// spread them over its first updates: none of them carries any of the
-// channel's load yet, so a ramp would only hold some below the shares
-// their weights give, and ramping all of them achieves nothing
-// (docs/design/slow-start.md).
-func (b *engineBalancer) joinsCold() bool { return b.shared.work.served.Load() }
-
-// trackLocked follows one endpoint's connectivity to decide when it starts a
-// slow-start ramp: on its first READY if it joined after the initial fleet,
-// and on any READY that follows a connection failure, since a backend that
-// was down is a new, cold process. A READY after a plain reconnect (a
-// GOAWAY, an idle timeout) is the same warm process and does not ramp.
-func (b *engineBalancer) trackLocked(e *Endpoint, st connectivity.State, now int64) {
-	prev := e.state
-	e.state = st
-	switch {
-	case st == connectivity.Ready && prev != connectivity.Ready:
-		e.ramping, e.rampStart = e.coldReady, now
-		if e.ramping {
-			e.rampShare.reset()
-			e.rampProof.reset(now)
-			b.shared.peers.restartIfStale(now)
-		}
-		e.coldReady = false
-	case st == connectivity.TransientFailure:
-		e.coldReady = true
 	}
 }
 
@@ -507,15 +498,15 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 
 	if len(ready) == 0 {
 		b.publishNoneLocked()
-		b.scheduleRampEndLocked(0, now)
+		b.slowStart.republishAt(0, now)
 		return
 	}
 
 	snap := b.snapshotLocked(ready, now)
 	snap.Ejected = ejected
-	snap.ramp = b.ramp
+	snap.ramp = b.slowStart.cfg
 	var rampEnd int64
-	snap.ramps, rampEnd = b.rampsLocked(ready, now)
+	snap.ramps, rampEnd = b.slowStart.spans(ready, now)
 	if b.weights != nil {
 		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready, kept)
 		if snap.WeightsFallback {
@@ -523,19 +514,7 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 		}
 	}
 	b.publishPickerLocked(connectivity.Ready, snap)
-	b.scheduleRampEndLocked(rampEnd, now)
-}
-
-// rampEndLocked is when e's slow-start ramp ends, or 0 if e is not
-// ramping at now.
-func (b *engineBalancer) rampEndLocked(e *Endpoint, now int64) int64 {
-	if b.ramp == nil || !e.ramping || e.rampProof.proven.Load() {
-		return 0
-	}
-	if end := e.rampStart + b.ramp.window; end > now {
-		return end
-	}
-	return 0
+	b.slowStart.republishAt(rampEnd, now)
 }
 
 // publishPickerLocked gives the parent the policy's picker over snap, and
@@ -565,38 +544,20 @@ func (b *engineBalancer) publishNoneLocked() {
 // rampsProven republishes once ramping endpoints' answers have shown them
 // warm (rampProof): their pickers have stopped ramping them already, and
 // the new one no longer lists them as ramping.
-func (b *engineBalancer) rampsProven() {
+func (b *engineBalancer) rampsProven() { b.locked(func(int64) bool { return true }) }
+
+// locked runs f under the lock unless the balancer is closed, and
+// publishes if f says the pickers must change: the shape of every timer's
+// work.
+func (b *engineBalancer) locked(f func(now int64) (publish bool)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.publishLocked(b.clock.Nanotime())
-}
-
-// scheduleRampEndLocked arranges a republish when the earliest running ramp
-// ends, so that pickers stop reading the clock for endpoints at full weight.
-func (b *engineBalancer) scheduleRampEndLocked(at, now int64) {
-	if at == b.rampTimerAt {
-		return
-	}
-	if b.rampTimer != nil {
-		b.rampTimer.Stop()
-		b.rampTimer = nil
-	}
-	b.rampTimerAt = at
-	if at == 0 {
-		return
-	}
-	b.rampTimer = b.clock.AfterFunc(time.Duration(at-now), func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed || b.rampTimerAt != at {
-			return
-		}
-		b.rampTimer, b.rampTimerAt = nil, 0
+	if f(b.clock.Nanotime()) {
 		b.publishLocked(b.clock.Nanotime())
-	})
+	}
 }
 
 // snapshotLocked is a Snapshot of ready with the engine's services.

@@ -138,7 +138,7 @@ func (c *child) UpdateState(s balancer.State) {
 	b := c.b
 	b.mu.Lock()
 	if b.closed || c.removed {
-		closing := !b.closed && b.parkedStateLocked(c, s.ConnectivityState)
+		closing := !b.closed && b.parking.childState(c, s.ConnectivityState)
 		b.mu.Unlock()
 		if closing {
 			// Not on this goroutine: the child may be calling from

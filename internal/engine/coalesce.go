@@ -68,7 +68,7 @@ func (c *coalescer) stop() {
 func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
 	now := b.clock.Nanotime()
 	from, to := e.state, s.ConnectivityState
-	b.trackLocked(e, to, now)
+	b.slowStart.track(e, to, now)
 	e.picker = s.Picker
 	e.live.set(s.Picker)
 	e.followChild(to, s.Picker, b.mode.followsChild())

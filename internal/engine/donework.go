@@ -55,7 +55,7 @@ type doneWork struct {
 	pickProved atomic.Bool
 	// served is set by the channel's first pick (Snapshot.notePlaced):
 	// from then on an endpoint that joins is a newcomer to a fleet that
-	// carries the channel's load, and ramps (engineBalancer.joinsCold).
+	// carries the channel's load, and ramps (slowStart.joinsCold).
 	// On the line every Done reads, which every core keeps.
 	served atomic.Bool
 

@@ -91,7 +91,7 @@ type Snapshot struct {
 // notePlaced marks the balancer as having placed a call, for the pick of
 // a picker built while it had placed none (unserved, which the picker
 // copies to a field it reads on every pick): the endpoints that join
-// after are newcomers to slow start (engineBalancer.joinsCold).
+// after are newcomers to slow start (slowStart.joinsCold).
 //
 //go:noinline
 func (s *Snapshot) notePlaced() {

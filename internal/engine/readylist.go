@@ -33,7 +33,7 @@ import (
 // changes what it holds: a resolver update, an ejection or a readmission,
 // an ejected endpoint's change. The next publish then walks the endpoints
 // and keeps the result. Slow start's ramps, which depend on the time of
-// the publish, are not in it: each publish computes them (rampsLocked).
+// the publish, are not in it: each publish computes them (slowStart.spans).
 // Guarded by the balancer's mu.
 type readyList struct {
 	valid   bool
@@ -193,29 +193,6 @@ func (b *engineBalancer) scanReadyLocked() (ready, ejected []Ready) {
 		ready = append(ready, r)
 	}
 	return ready, ejected
-}
-
-// rampsLocked is the slow-start ramps of ready as of now, nil if none is
-// ramping, and the earliest end of one, 0 if none.
-func (b *engineBalancer) rampsLocked(ready []Ready, now int64) (ramps []rampSpan, earliest int64) {
-	if b.ramp == nil {
-		return nil, 0
-	}
-	for i := range ready {
-		e := ready[i].Stats
-		end := b.rampEndLocked(e, now)
-		if end == 0 {
-			continue
-		}
-		if ramps == nil {
-			ramps = make([]rampSpan, len(ready))
-		}
-		ramps[i] = rampSpan{start: e.rampStart, end: end}
-		if earliest == 0 || end < earliest {
-			earliest = end
-		}
-	}
-	return ramps, earliest
 }
 
 // memberList is a lazy policy's Snapshot.Members and States between

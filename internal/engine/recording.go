@@ -33,7 +33,7 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 			continue
 		}
 		ready++
-		if b.rampEndLocked(e, now) != 0 {
+		if b.slowStart.end(e, now) != 0 {
 			ramping++
 		}
 		if e.ejection.ejected {

@@ -23,8 +23,8 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	case cfg == nil:
 		if b.weights != nil {
 			// The parked endpoints' trackers too: one that returns
-			// gets a fresh one from the next keeper (returnedLocked).
-			b.weights.stop(append(b.parkedEndpointsLocked(), b.order...))
+			// gets a fresh one from the next keeper (rejoinedLocked).
+			b.weights.stop(append(b.parking.endpoints(), b.order...))
 			b.weights = nil
 		}
 	case b.weights == nil:
