@@ -67,64 +67,47 @@ type engineBalancer struct {
 	resolverErr error // last resolver error, for messages
 	coalesce    coalescer
 	parking     parking
-	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
-	locality    string        // the endpoints' xDS locality, if any: a metrics label
-	// labels are target and locality, the labels of most metrics, as one
-	// slice: passed whole, they cost a recording no allocation, where
-	// listing them would allocate one for every value (one per endpoint
-	// for the weights histogram, at every weight update). Replaced, never
-	// changed, when the locality changes.
-	labels []string
-	picker balancer.Picker // the policy's last picker; nil while none is published
-	// Ejection counts since the last flush to the metrics.
-	ejections, readmissions uint64
-	// pickerPicks reads the pick counts of the WeightedRR pickers
-	// published, which their endpoints do not count.
-	pickerPicks pickerCounts
-
-	// Immutable after construction.
-	metrics           estats.MetricsRecorder
-	policyMetrics     *Metrics // nil: the policy records none
-	target            string   // the channel's target, the metrics' label
-	unregisterMetrics func()   // stops grpc calling reportMetrics
+	ejection    ejection
+	weights     *weightKeeper   // nil unless the policy asks for Settings.Weights
+	picker      balancer.Picker // the policy's last picker; nil while none is published
+	rec         recorder
 }
 
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
 	b := &engineBalancer{
-		name:              s.Name,
-		parentLoad:        s.ParentLoad,
-		mode:              eager{},
-		cc:                cc,
-		clock:             opts.Clock,
-		rand:              opts.Rand,
-		policy:            s.NewPolicy(),
-		endpoints:         map[string]*Endpoint{},
-		metrics:           cc.MetricsRecorder(),
-		target:            bOpts.Target.String(),
-		policyMetrics:     s.Metrics,
-		unregisterMetrics: func() {},
-	}
-	b.labels = []string{b.target, b.locality}
-	if b.metrics == nil {
-		b.metrics = noMetrics{}
-	}
-	b.shared.work = doneWork{owner: b, clock: opts.Clock}
-	if m := b.policyMetrics; m != nil && cc.MetricsRecorder() != nil {
-		b.unregisterMetrics = b.metrics.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.reportMetrics), m.ready, m.ramping, m.ejected)
-		b.shared.work.recordsMetrics = true
+		name:       s.Name,
+		parentLoad: s.ParentLoad,
+		mode:       eager{},
+		cc:         cc,
+		clock:      opts.Clock,
+		rand:       opts.Rand,
+		policy:     s.NewPolicy(),
+		endpoints:  map[string]*Endpoint{},
+		children:   map[*Endpoint]*child{},
+		bOpts:      bOpts,
+		turns:      newTurns(),
 	}
 	b.shared.clock = opts.Clock
-	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: !s.Lazy}
 	b.slowStart = slowStart{clock: opts.Clock, work: &b.shared.work, peers: &b.shared.peers, locked: b.locked}
-	b.turns = newTurns()
+	b.ejection = ejection{name: s.Name, clock: opts.Clock, shared: &b.shared, locked: b.locked, order: &b.order,
+		changed: b.ejectedLocked, publish: b.publishLocked}
+	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: !s.Lazy}
+	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
+	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
+	b.rec.register(cc, b.reportMetrics)
 	if s.Lazy {
 		b.mode = onDemand{}
 	}
 	b.build = b.mode.children(balancer.Get(pickfirst.Name).Build)
-	b.bOpts = bOpts
-	b.children = map[*Endpoint]*child{}
 	b.coalesce.published = noStateYet
 	return b
+}
+
+// doneRoutes sends the work a Done asks for to the feature that does it.
+type doneRoutes struct {
+	*ejection
+	*recorder
+	*slowStart
 }
 
 // connectMode is what sets the two kinds of policy apart: which endpoints
@@ -207,24 +190,11 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.shared.penalty.Store(pen)
 	b.shared.ejector.Store(newEjector(settings.Ejection, pen))
 	if pen == nil {
-		// Forget failures seen while the penalty was on, so that turning it
-		// on again does not resurrect them, and readmit everyone, the
-		// parked endpoints too.
-		forget := func(e *Endpoint) {
-			e.outcomeBits.Store(0)
-			e.ejection.ejected = false
-		}
-		for _, e := range b.endpoints {
-			forget(e)
-		}
-		for _, c := range b.parking.byKey {
-			forget(c.e)
-		}
+		b.ejection.penaltyOff(b.order)
+		b.ejection.penaltyOff(b.parking.endpoints())
 	}
 	b.resolverErr = nil
-	if loc := weightedtarget.LocalityFromResolverState(ccs.ResolverState); loc != b.locality {
-		b.locality, b.labels = loc, []string{b.target, loc}
-	}
+	b.rec.setLocality(weightedtarget.LocalityFromResolverState(ccs.ResolverState))
 
 	b.readyList.invalidate()
 	b.memberList.invalidate()
@@ -268,7 +238,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	for key, e := range b.endpoints {
 		if _, kept := next[key]; !kept {
 			e.weights.closeOOB()
-			b.takePicksLocked(e, &picks)
+			b.rec.takePicks(e, &picks)
 			c := b.children[e]
 			c.removed = true
 			delete(b.children, e)
@@ -278,7 +248,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			}
 		}
 	}
-	b.recordPicksLocked(&picks)
+	b.rec.recordPicks(&picks)
 	b.endpoints = next
 	b.configureWeightsLocked(settings.Weights)
 	for _, e := range returned {
@@ -336,23 +306,7 @@ func (b *engineBalancer) rejoinedLocked(e *Endpoint, now int64) {
 			}
 		}
 	}
-	pen := b.shared.penalty.Load()
-	if pen == nil {
-		// Nothing to judge: a config that turned the penalty off forgot
-		// the parked endpoints' failures with the others'
-		// (UpdateClientConnState).
-		return
-	}
-	if e.ejection.ejected && b.shared.ejector.Load() == nil {
-		b.readmitLocked(e, now)
-	}
-	if e.ejection.ejected || e.outcomes().failures > 0 {
-		// The ticks that decay its failures and judge its ejection may
-		// have stopped while it was out, and the pickers read failures
-		// only while some endpoint is known to have them.
-		b.shared.failing.Store(true)
-		b.shared.work.startHealth(pen.tick)
-	}
+	b.ejection.rejoined(e, now)
 }
 
 // childrenInOrderLocked is every endpoint's child in resolver order,
@@ -463,9 +417,7 @@ func (b *engineBalancer) Close() {
 	if b.weights != nil {
 		b.weights.stop(b.order)
 	}
-	b.flushPicksLocked()
-	b.flushOutcomesLocked()
-	b.pickerPicks.stop()
+	b.rec.stop(b.order)
 	b.picker = nil
 	// In resolver order, the order the children were made in, which is
 	// about the order they lie in memory: over a large fleet, closing them
@@ -475,7 +427,7 @@ func (b *engineBalancer) Close() {
 	b.mu.Unlock()
 	// Outside the lock: a sink that is collecting holds its own lock while
 	// it calls reportMetrics, which takes ours; and children call back.
-	b.unregisterMetrics()
+	b.rec.unregister()
 	for _, c := range kids {
 		c.close()
 	}
@@ -510,7 +462,7 @@ func (b *engineBalancer) publishReadyLocked(now int64) {
 	if b.weights != nil {
 		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready, kept)
 		if snap.WeightsFallback {
-			b.recordFallbackLocked()
+			b.rec.fallback()
 		}
 	}
 	b.publishPickerLocked(connectivity.Ready, snap)
@@ -524,9 +476,7 @@ func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Sna
 	// The weights are the balancer's buffers (Snapshot.Weights): the
 	// picker, which has read them, must not find them changed later.
 	snap.Weights = nil
-	if b.policyMetrics != nil {
-		b.pickerPicks.published(b.picker)
-	}
+	b.rec.published(b.picker)
 	b.updateStateLocked(state, b.picker)
 }
 
@@ -534,17 +484,10 @@ func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Sna
 // can be picked, in the connectMode's aggregate state.
 func (b *engineBalancer) publishNoneLocked() {
 	b.picker = nil
-	if b.policyMetrics != nil {
-		b.pickerPicks.published(nil)
-	}
+	b.rec.published(nil)
 	state := b.mode.aggregate(b.counts, len(b.order))
 	b.updateStateLocked(state, b.noReadyPickerLocked(state))
 }
-
-// rampsProven republishes once ramping endpoints' answers have shown them
-// warm (rampProof): their pickers have stopped ramping them already, and
-// the new one no longer lists them as ramping.
-func (b *engineBalancer) rampsProven() { b.locked(func(int64) bool { return true }) }
 
 // locked runs f under the lock unless the balancer is closed, and
 // publishes if f says the pickers must change: the shape of every timer's
@@ -647,4 +590,16 @@ func firstAddr(ep resolver.Endpoint) string {
 		return ""
 	}
 	return ep.Addresses[0].Addr
+}
+
+// reportMetrics is the balancer's async reporter (recorder.report).
+func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	now := b.clock.Nanotime()
+	b.rec.report(r, b.order, b.picker, func(e *Endpoint) bool { return b.slowStart.end(e, now) != 0 }, now)
+	return nil
 }

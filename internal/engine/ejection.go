@@ -9,57 +9,74 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// This file is ejection's balancer side: the health tick that decays and
-// assesses every endpoint's evidence, the ejection decision and its cap,
-// and readmission. What picks and Dones do about ejection is probe.go and
-// ejector.go.
+// ejection takes the endpoints whose failures stand out of the fleet's
+// out of placement for a while, and readmits them on probation. It owns
+// the health tick that decays and assesses every endpoint's evidence.
+// What picks and Dones do about it is in probe.go and ejector.go;
+// docs/design/failure-evidence.md has the why.
+//
+// Guarded by the balancer's mu.
+type ejection struct {
+	name   string
+	clock  Clock
+	shared *doneShared
+	locked runLocked
+	order  *[]*Endpoint // the balancer's endpoints, in resolver order
+	// changed is told of each endpoint ejected or readmitted, and publish
+	// publishes the pickers that follow.
+	changed func(*Endpoint)
+	publish func(now int64)
+	// Since the last flush to the metrics (counts).
+	ejections, readmissions uint64
+}
 
 // healthTick decays every endpoint's counts and assesses them. It
 // reschedules itself while any endpoint has failures or is ejected.
-func (b *engineBalancer) healthTick() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p := b.shared.penalty.Load()
-	if b.closed || p == nil {
-		return
-	}
-	if b.assessLocked(p.decay) {
-		b.shared.work.startHealth(p.tick)
-	}
+func (x *ejection) healthTick() {
+	x.locked(func(now int64) bool {
+		p := x.shared.penalty.Load()
+		if p == nil {
+			return false
+		}
+		if x.assess(p.decay, now) {
+			x.shared.work.startHealth(p.tick)
+		}
+		return false
+	})
 }
 
 // assessNow assesses every endpoint without decay, at the request of a
 // Done whose failure completed the evidence ejection needs: waiting for the
 // next tick would let a black hole draw calls for up to maxHealthTick.
-func (b *engineBalancer) assessNow() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || b.shared.penalty.Load() == nil {
-		return
-	}
-	b.assessLocked(1)
+func (x *ejection) assessNow() {
+	x.locked(func(now int64) bool {
+		if x.shared.penalty.Load() == nil {
+			return false
+		}
+		x.assess(1, now)
+		return false
+	})
 }
 
-// assessLocked multiplies every endpoint's counts by decay, refreshes the
+// assess multiplies every endpoint's counts by decay, refreshes the
 // fleet's failure rate, and ejects and readmits. It reports whether any
 // endpoint has failures or is ejected.
-func (b *engineBalancer) assessLocked(decay float32) bool {
-	now := b.clock.Nanotime()
+func (x *ejection) assess(decay float32, now int64) bool {
 	var sumF, sumT float64
 	pending, failing := false, false
-	p := b.shared.penalty.Load()
+	p := x.shared.penalty.Load()
 	// Cleared before the walk: a failure counted during it either is
 	// seen by it or sets the flag again after this store.
-	b.shared.failing.Store(false)
-	for _, e := range b.order {
+	x.shared.failing.Store(false)
+	for _, e := range *x.order {
 		o := e.decayOutcomes(decay).counted(p)
 		if o.failures > 0 {
 			pending, failing = true, true
 		}
-		// An ejected endpoint is out of the fleet whose rate the others
-		// are judged against: one black hole must not make failures look
-		// normal.
 		if e.state == connectivity.Ready && !e.ejection.ejected {
+			// An ejected endpoint is out of the fleet whose rate the
+			// others are judged against: one black hole must not make
+			// failures look normal.
 			sumF += float64(o.failures)
 			sumT += float64(o.total)
 		}
@@ -68,32 +85,32 @@ func (b *engineBalancer) assessLocked(decay float32) bool {
 	if sumT > 0 {
 		fleet = sumF / sumT
 	}
-	b.shared.fleetBits.Store(math.Float64bits(fleet))
+	x.shared.fleetBits.Store(math.Float64bits(fleet))
 	if failing {
-		b.shared.failing.Store(true)
+		x.shared.failing.Store(true)
 	}
-	changed, ejected := b.ejectLocked(sumF, sumT, now)
+	changed, out := x.judge(sumF, sumT, now)
 	if changed {
-		b.publishLocked(now)
+		x.publish(now)
 	}
-	return pending || ejected > 0
+	return pending || out > 0
 }
 
-// ejectLocked readmits the endpoints whose probation is over and ejects
-// the worst outliers the cap allows; sumF and sumT are the fleet's counts.
+// judge readmits the endpoints whose probation is over and ejects the
+// worst outliers the cap allows; sumF and sumT are the fleet's counts.
 // It reports whether any endpoint changed, and how many are out.
-func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed bool, out int) {
-	ej := b.shared.ejector.Load()
+func (x *ejection) judge(sumF, sumT float64, now int64) (changed bool, out int) {
+	ej := x.shared.ejector.Load()
 	ready, readyOut := 0, 0 // READY endpoints, and of them the ejected
 	type candidate struct {
 		e      *Endpoint
 		excess float64
 	}
 	var cands []candidate
-	for _, e := range b.order {
+	for _, e := range *x.order {
 		if e.ejection.ejected {
 			if ej == nil || (now >= e.ejection.until && e.probe.okRun.Load() >= ej.probeSuccesses) {
-				b.readmitLocked(e, now)
+				x.readmit(e, now)
 				changed = true
 			} else {
 				// Counted whether READY or not: the health timer runs
@@ -114,8 +131,8 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 			continue
 		}
 		if o := e.outcomes(); float64(o.failures) >= ej.minFailures {
-			if x, ok := outlier(o, sumF, sumT, ej.threshold); ok {
-				cands = append(cands, candidate{e, x})
+			if v, ok := outlier(o, sumF, sumT, ej.threshold); ok {
+				cands = append(cands, candidate{e, v})
 			}
 		}
 	}
@@ -127,12 +144,12 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 		return changed, out
 	}
 	// The worst first, when the cap leaves room for only some.
-	slices.SortFunc(cands, func(x, y candidate) int { return cmp.Compare(y.excess, x.excess) })
+	slices.SortFunc(cands, func(a, b candidate) int { return cmp.Compare(b.excess, a.excess) })
 	for _, c := range cands {
 		if readyOut >= allowed {
 			break
 		}
-		b.ejectEndpointLocked(c.e, ej, now)
+		x.eject(c.e, ej, now)
 		readyOut++
 		out++
 		changed = true
@@ -167,8 +184,8 @@ func outlier(o outcomes, sumF, sumT, threshold float64) (float64, bool) {
 	return x, true
 }
 
-// ejectEndpointLocked takes e out of placement.
-func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64) {
+// eject takes e out of placement.
+func (x *ejection) eject(e *Endpoint, ej *ejector, now int64) {
 	s := &e.ejection
 	if s.lastEnd != 0 {
 		s.streak = max(0, s.streak-int((now-s.lastEnd)/(forgiveAfter*ej.base)))
@@ -179,13 +196,12 @@ func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64
 		d = ej.max
 	}
 	s.ejected, s.until = true, now+d
-	b.readyList.invalidate()
-	b.memberChangedLocked(e)
+	x.changed(e)
 	e.probe.okRun.Store(0)
 	e.probe.every.Store(ej.probeEvery)
 	e.probe.next.Store(now + ej.probeEvery)
-	b.ejections++
-	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", b.name, e.addr, time.Duration(d), e.FailureRatio())
+	x.ejections++
+	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", x.name, e.addr, time.Duration(d), e.FailureRatio())
 }
 
 // forgiveAfter is, in BaseEjectionTimes, how long an endpoint must stay in
@@ -194,40 +210,74 @@ func (b *engineBalancer) ejectEndpointLocked(e *Endpoint, ej *ejector, now int64
 // default base make the same 10 s.
 const forgiveAfter = 10
 
-// readmitLocked puts e back into placement with fresh counts: its
-// probation is that the next failures are judged on new evidence alone,
-// and a re-ejection soon after lasts longer.
-func (b *engineBalancer) readmitLocked(e *Endpoint, now int64) {
+// readmit puts e back into placement with fresh counts: its probation is
+// that the next failures are judged on new evidence alone, and a
+// re-ejection soon after lasts longer.
+func (x *ejection) readmit(e *Endpoint, now int64) {
 	e.ejection.ejected = false
 	e.ejection.lastEnd = now
-	b.readyList.invalidate()
-	b.memberChangedLocked(e)
+	x.changed(e)
 	e.outcomeBits.Store(0)
 	// Its latency average, if any, is from before it failed: it starts
 	// over as a newcomer, tried at once and one call at a time until it
 	// answers.
 	e.rtt.bits.Store(0)
-	b.readmissions++
+	x.readmissions++
 }
 
 // readmitFromProbe is the Done side's request to readmit e, whose last
 // probes succeeded: at once if its ejection time is over, else at the
 // first health tick after it.
-func (b *engineBalancer) readmitFromProbe(e *Endpoint) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.clock.Nanotime()
-	if b.closed || !e.ejection.ejected {
-		return
-	}
-	if now < e.ejection.until {
-		// The health timer readmits it once its time is over; make sure
-		// one is running.
-		if p := b.shared.penalty.Load(); p != nil {
-			b.shared.work.startHealth(p.tick)
+func (x *ejection) readmitFromProbe(e *Endpoint) {
+	x.locked(func(now int64) bool {
+		if !e.ejection.ejected {
+			return false
 		}
+		if now < e.ejection.until {
+			// The health timer readmits it once its time is over; make
+			// sure one is running.
+			if p := x.shared.penalty.Load(); p != nil {
+				x.shared.work.startHealth(p.tick)
+			}
+			return false
+		}
+		x.readmit(e, now)
+		return true
+	})
+}
+
+// penaltyOff forgets the failures of es, seen while the penalty was on,
+// so that turning it on again does not resurrect them, and readmits them.
+func (x *ejection) penaltyOff(es []*Endpoint) {
+	for _, e := range es {
+		e.outcomeBits.Store(0)
+		e.ejection.ejected = false
+	}
+}
+
+// rejoined settles the ejection of e, back from parking: its ejection
+// ends if ejection is now off, and the ticks that decay its failures and
+// judge it may have stopped while it was out, and the pickers read
+// failures only while some endpoint is known to have them.
+func (x *ejection) rejoined(e *Endpoint, now int64) {
+	pen := x.shared.penalty.Load()
+	if pen == nil {
+		// Nothing to judge: a config that turned the penalty off forgot
+		// the parked endpoints' failures with the others' (penaltyOff).
 		return
 	}
-	b.readmitLocked(e, now)
-	b.publishLocked(now)
+	if e.ejection.ejected && x.shared.ejector.Load() == nil {
+		x.readmit(e, now)
+	}
+	if e.ejection.ejected || e.outcomes().failures > 0 {
+		x.shared.failing.Store(true)
+		x.shared.work.startHealth(pen.tick)
+	}
+}
+
+// counts takes the ejections and readmissions since it was last called.
+func (x *ejection) counts() (ejections, readmissions uint64) {
+	ejections, readmissions = x.ejections, x.readmissions
+	x.ejections, x.readmissions = 0, 0
+	return ejections, readmissions
 }

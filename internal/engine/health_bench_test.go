@@ -61,7 +61,7 @@ func BenchmarkHealthTick(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				bal.mu.Lock()
-				bal.assessLocked(1) // no decay: the counts stay as set
+				bal.ejection.assess(1, bal.clock.Nanotime()) // no decay: the counts stay as set
 				bal.mu.Unlock()
 			}
 		})
@@ -78,7 +78,7 @@ func BenchmarkHealthTick(b *testing.B) {
 				hole.ejection = ejectionState{}
 				hole.outcomeBits.Store(outcomes{failures: 10, total: 10}.pack())
 				bal.mu.Lock()
-				bal.assessLocked(pen.decay)
+				bal.ejection.assess(pen.decay, bal.clock.Nanotime())
 				bal.mu.Unlock()
 			}
 			b.StopTimer()

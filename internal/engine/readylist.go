@@ -293,3 +293,9 @@ func (s *stateCounts) move(from, to connectivity.State) {
 // noStateYet stands for a state not yet reported or published; it is
 // outside the range stateCounts counts.
 const noStateYet = connectivity.Shutdown + 1
+
+// ejectedLocked updates the lists for e, ejected or readmitted.
+func (b *engineBalancer) ejectedLocked(e *Endpoint) {
+	b.readyList.invalidate()
+	b.memberChangedLocked(e)
+}

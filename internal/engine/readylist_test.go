@@ -131,10 +131,10 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 			e := b.order[rnd.IntN(len(b.order))]
 			switch {
 			case e.ejection.ejected:
-				b.readmitLocked(e, 1)
+				b.ejection.readmit(e, 1)
 				b.publishLocked(b.clock.Nanotime())
 			case e.state == connectivity.Ready:
-				b.ejectEndpointLocked(e, ej, 1)
+				b.ejection.eject(e, ej, 1)
 				b.publishLocked(b.clock.Nanotime())
 			}
 			b.mu.Unlock()

@@ -6,97 +6,138 @@ import (
 	estats "google.golang.org/grpc/experimental/stats"
 )
 
-// This file is the balancer's side of metrics: the async reporter grpc
-// calls when the sink collects, and the flush of the pick counts and
-// rare-event counters. metrics.go defines and registers the metrics.
+// recorder records a balancer's metrics: the gauges a sink collects
+// (report), and the pick counts and rare-event counters, flushed at
+// collection and once a second while calls flow. metrics.go defines and
+// registers the metrics.
+//
+// Guarded by the balancer's mu.
+type recorder struct {
+	sink   estats.MetricsRecorder
+	policy *Metrics // nil: the policy records none
+	target string   // the channel's target, a label
+	// locality is the endpoints' xDS locality, if any, a label; labels
+	// are target and locality as one slice, passed whole, so that a
+	// recording costs no allocation. Replaced, never changed.
+	locality string
+	labels   []string
+	shared   *doneShared
+	ej       *ejection
+	locked   runLocked
+	order    *[]*Endpoint // the balancer's endpoints, in resolver order
+	// pickers reads the pick counts of the WeightedRR pickers published,
+	// which their endpoints do not count.
+	pickers    pickerCounts
+	unregister func() // stops grpc calling the async reporter
+}
 
-// reportMetrics is the balancer's async reporter: grpc calls it whenever
-// the metrics sink collects (grpc's OpenTelemetry plugin: at each export or
-// scrape). Besides the gauges, it flushes the pick counts the endpoints
-// have gathered since the last flush and samples the endpoints' costs, so
-// that the gauges, the costs and the counts a scrape returns are of one
-// moment. The counts are also flushed once a second while calls flow
-// (flushTick), for sinks that never call this.
-func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
+func newRecorder(cc balancer.ClientConn, target string, m *Metrics, b *engineBalancer) recorder {
+	r := recorder{sink: cc.MetricsRecorder(), policy: m, target: target, shared: &b.shared, ej: &b.ejection,
+		locked: b.locked, order: &b.order, unregister: func() {}}
+	r.labels = []string{target, ""}
+	if r.sink == nil {
+		r.sink = noMetrics{}
 	}
-	m := b.policyMetrics
-	now := b.clock.Nanotime()
-	var ready, ramping, ejected int64
+	return r
+}
+
+// register makes report the balancer's async reporter.
+func (r *recorder) register(cc balancer.ClientConn, report func(estats.AsyncMetricsRecorder) error) {
+	if m := r.policy; m != nil && cc.MetricsRecorder() != nil {
+		r.unregister = r.sink.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(report), m.ready, m.ramping, m.ejected)
+		r.shared.work.recordsMetrics = true
+	}
+}
+
+func (r *recorder) setLocality(loc string) {
+	if loc != r.locality {
+		r.locality, r.labels = loc, []string{r.target, loc}
+	}
+}
+
+// report records the gauges of one collection: grpc calls the balancer's
+// reporter at each export or scrape. It flushes the pick counts with them
+// and samples the picker's costs, so that what a scrape returns is of one
+// moment.
+func (r *recorder) report(ar estats.AsyncMetricsRecorder, order []*Endpoint, picker balancer.Picker, ramping func(*Endpoint) bool, now int64) {
+	m := r.policy
+	var ready, ramps, ejected int64
 	var picks pickCounts
-	for _, e := range b.order {
-		b.takePicksLocked(e, &picks)
+	for _, e := range order {
+		r.takePicks(e, &picks)
 		if e.state != connectivity.Ready {
 			continue
 		}
 		ready++
-		if b.slowStart.end(e, now) != 0 {
-			ramping++
+		if ramping(e) {
+			ramps++
 		}
 		if e.ejection.ejected {
 			ejected++
 		}
 	}
-	b.recordPicksLocked(&picks)
-	b.flushOutcomesLocked()
-	m.ready.Record(r, ready, b.labels...)
-	m.ramping.Record(r, ramping, b.labels...)
-	m.ejected.Record(r, ejected, b.labels...)
-	if cr, ok := b.picker.(CostReporter); ok && m.cost != nil {
-		cr.ReportCosts(now, func(c float64) { m.cost.Record(b.metrics, c, b.labels...) })
+	r.recordPicks(&picks)
+	r.flushOutcomes()
+	m.ready.Record(ar, ready, r.labels...)
+	m.ramping.Record(ar, ramps, r.labels...)
+	m.ejected.Record(ar, ejected, r.labels...)
+	if cr, ok := picker.(CostReporter); ok && m.cost != nil {
+		cr.ReportCosts(now, func(c float64) { m.cost.Record(r.sink, c, r.labels...) })
 	}
-	return nil
 }
 
-// flushTick records the pick counts. It does not rearm itself: the next
-// Done does (doneWork.armFlush), so an idle balancer has no timer.
-func (b *engineBalancer) flushTick() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	b.flushPicksLocked()
-	b.flushOutcomesLocked()
+// flushTick is the flush a Done asks for while calls flow, for sinks that
+// never collect. It does not rearm itself: the next Done does.
+func (r *recorder) flushTick() {
+	r.locked(func(int64) bool {
+		r.flush(*r.order)
+		return false
+	})
 }
 
-// flushOutcomesLocked records the ejections, readmissions, probes and
-// retries placed elsewhere since the last flush.
-func (b *engineBalancer) flushOutcomesLocked() {
-	m := b.policyMetrics
+// flush records the pick counts and the rare-event counters.
+func (r *recorder) flush(order []*Endpoint) {
+	var c pickCounts
+	for _, e := range order {
+		r.takePicks(e, &c)
+	}
+	r.recordPicks(&c)
+	r.flushOutcomes()
+}
+
+// flushOutcomes records the ejections, readmissions, probes and retries
+// placed elsewhere since the last flush.
+func (r *recorder) flushOutcomes() {
+	m := r.policy
 	if m == nil {
 		return
 	}
 	record := func(h *estats.Int64CountHandle, n uint64) {
 		if n != 0 {
-			h.Record(b.metrics, int64(n), b.labels...)
+			h.Record(r.sink, int64(n), r.labels...)
 		}
 	}
-	record(m.ejections, b.ejections)
-	record(m.readmissions, b.readmissions)
-	b.ejections, b.readmissions = 0, 0
-	if n := b.shared.probes.Swap(0); n != 0 {
-		m.probes.Record(b.metrics, int64(n), b.labels...)
-		m.picks.Record(b.metrics, int64(n), b.target, "probe", b.locality)
+	ejections, readmissions := r.ej.counts()
+	record(m.ejections, ejections)
+	record(m.readmissions, readmissions)
+	if n := r.shared.probes.Swap(0); n != 0 {
+		m.probes.Record(r.sink, int64(n), r.labels...)
+		m.picks.Record(r.sink, int64(n), r.target, "probe", r.locality)
 	}
-	record(m.elsewhere, b.shared.avoidedRetry.Swap(0))
+	record(m.elsewhere, r.shared.avoidedRetry.Swap(0))
 }
 
 // pickCounts is the picks of some endpoints since their last flush, by
-// reason. A flush sums them and records one count per reason, not one per
-// endpoint and reason: the metric has no endpoint label, and over a large
-// fleet the records were most of what a flush, and Close, cost.
+// reason. A flush records one count per reason, not one per endpoint and
+// reason: the metric has no endpoint label.
 type pickCounts [MaxPickReasons]uint64
 
-// takePicksLocked adds the picks counted on e since its last flush to c
-// and marks them flushed. The per-endpoint counters are 32 bits wide and
-// wrap; a difference of two readings is right as long as fewer than 2^32
-// picks of one endpoint fall between collections.
-func (b *engineBalancer) takePicksLocked(e *Endpoint, c *pickCounts) {
-	if b.policyMetrics == nil {
+// takePicks adds the picks counted on e since its last flush to c and
+// marks them flushed. The per-endpoint counters are 32 bits wide and
+// wrap; a difference of two readings is right while fewer than 2^32 picks
+// of one endpoint fall between collections.
+func (r *recorder) takePicks(e *Endpoint, c *pickCounts) {
+	if r.policy == nil {
 		return
 	}
 	for i := range e.picks {
@@ -108,28 +149,62 @@ func (b *engineBalancer) takePicksLocked(e *Endpoint, c *pickCounts) {
 	}
 }
 
-// recordPicksLocked records c, with the WeightedRR pickers' picks added.
-func (b *engineBalancer) recordPicksLocked(c *pickCounts) {
-	m := b.policyMetrics
+// recordPicks records c, with the WeightedRR pickers' picks added.
+func (r *recorder) recordPicks(c *pickCounts) {
+	m := r.policy
 	if m == nil {
 		return
 	}
-	b.pickerPicks.add(c)
+	r.pickers.add(c)
 	for i, d := range c {
 		if d != 0 {
-			m.picks.Record(b.metrics, int64(d), b.target, m.reasons[i], b.locality)
+			m.picks.Record(r.sink, int64(d), r.target, m.reasons[i], r.locality)
 		}
 	}
 }
 
-// flushPicksLocked records the picks counted on every endpoint since the
-// last flush.
-func (b *engineBalancer) flushPicksLocked() {
-	var c pickCounts
-	for _, e := range b.order {
-		b.takePicksLocked(e, &c)
+// published notes the balancer's new picker (nil: none).
+func (r *recorder) published(p balancer.Picker) {
+	if r.policy != nil {
+		r.pickers.published(p)
 	}
-	b.recordPicksLocked(&c)
+}
+
+// weightMetrics are the backend-reported weights' metrics, nil if none.
+func (r *recorder) weightMetrics() *weightMetrics {
+	if r.policy == nil {
+		return nil
+	}
+	return r.policy.weights
+}
+
+// weights records one weight update's metrics.
+func (r *recorder) weights(u weightUpdate) {
+	wm := r.weightMetrics()
+	if wm == nil {
+		return
+	}
+	for _, w := range u.usable {
+		wm.weight.Record(r.sink, w, r.labels...)
+	}
+	wm.notYetUsable.Record(r.sink, u.notYet, r.labels...)
+	wm.stale.Record(r.sink, u.stale, r.labels...)
+	if u.bad != 0 {
+		wm.badReports.Record(r.sink, u.bad, r.labels...)
+	}
+}
+
+// fallback counts a picker built in round-robin fallback.
+func (r *recorder) fallback() {
+	if wm := r.weightMetrics(); wm != nil {
+		wm.rrFallback.Record(r.sink, 1, r.labels...)
+	}
+}
+
+// stop flushes what is left, at Close.
+func (r *recorder) stop(order []*Endpoint) {
+	r.flush(order)
+	r.pickers.stop()
 }
 
 // pickerCounts counts the picks of WeightedRR pickers, which count them

@@ -114,6 +114,11 @@ func (s *slowStart) republishAt(at, now int64) {
 	})
 }
 
+// rampsProven republishes once ramping endpoints' answers have shown them
+// warm (rampProof): their pickers have stopped ramping them already, and
+// the new one no longer lists them as ramping.
+func (s *slowStart) rampsProven() { s.locked(func(int64) bool { return true }) }
+
 func (s *slowStart) stop() {
 	if s.timer != nil {
 		s.timer.Stop()

@@ -100,7 +100,7 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 	// An assessment clears the flag before it looks, and must set it again
 	// when failures remain.
 	b.mu.Lock()
-	b.assessLocked(0.9)
+	b.ejection.assess(0.9, b.clock.Nanotime())
 	b.mu.Unlock()
 	if !b.shared.failing.Load() {
 		t.Fatal("failing cleared by an assessment that found failures")
@@ -112,7 +112,7 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 	// Assessments decay the counts to nothing.
 	for range 200 {
 		b.mu.Lock()
-		b.assessLocked(0.5)
+		b.ejection.assess(0.5, b.clock.Nanotime())
 		b.mu.Unlock()
 	}
 	if b.shared.failing.Load() {

@@ -52,43 +52,11 @@ func (b *engineBalancer) scheduleWeightUpdateLocked() {
 			return
 		}
 		nowNs := b.clock.Nanotime()
-		wm := b.weightMetrics()
-		b.recordWeightsLocked(wm, k.update(time.Unix(0, nowNs), b.order, wm != nil))
+		b.rec.weights(k.update(time.Unix(0, nowNs), b.order, b.rec.weightMetrics() != nil))
 		b.readyList.weights.drop() // the weights it kept are the last update's
 		b.publishLocked(nowNs)
 		b.scheduleWeightUpdateLocked()
 	})
-}
-
-// recordWeightsLocked records one weight update's metrics in wm (nil:
-// the policy has none).
-func (b *engineBalancer) recordWeightsLocked(wm *weightMetrics, u weightUpdate) {
-	if wm == nil {
-		return
-	}
-	for _, w := range u.usable {
-		wm.weight.Record(b.metrics, w, b.labels...)
-	}
-	wm.notYetUsable.Record(b.metrics, u.notYet, b.labels...)
-	wm.stale.Record(b.metrics, u.stale, b.labels...)
-	if u.bad != 0 {
-		wm.badReports.Record(b.metrics, u.bad, b.labels...)
-	}
-}
-
-// weightMetrics are the policy's weight metrics, nil if it has none.
-func (b *engineBalancer) weightMetrics() *weightMetrics {
-	if b.policyMetrics == nil {
-		return nil
-	}
-	return b.policyMetrics.weights
-}
-
-// recordFallbackLocked counts a picker built in round-robin fallback.
-func (b *engineBalancer) recordFallbackLocked() {
-	if wm := b.weightMetrics(); wm != nil {
-		wm.rrFallback.Record(b.metrics, 1, b.labels...)
-	}
 }
 
 // subConnStateChanged starts an endpoint's ORCA stream on the first of its
