@@ -20,10 +20,10 @@ import (
 )
 
 // The docs name metrics in three forms: in full (pickwise.p2c.picks), with
-// a placeholder for the policy (pickwise.<p>.picks, which the README's
-// table spells out in its second column), and as a suffix after a full
-// name in the same cell (`pickwise.orca_wrr.endpoint_weight_not_yet_usable`,
-// `.endpoint_weight_stale`).
+// a placeholder for the policy (pickwise.<p>.picks, which the metrics table
+// in docs/observability.md spells out in its second column), and as a
+// suffix after a full name in the same cell
+// (`pickwise.orca_wrr.endpoint_weight_not_yet_usable`, `.endpoint_weight_stale`).
 var (
 	fullName   = regexp.MustCompile(`pickwise\.([a-z0-9_]+)\.([a-z0-9_]+)`)
 	tableRow   = regexp.MustCompile("^\\| `pickwise\\.")
@@ -39,7 +39,7 @@ var (
 // metrics: the test server's gRPC services (pickwise.interop.Backend).
 var notMetricPrefixes = map[string]bool{"interop": true}
 
-// TestDocumentedNamesExist fails when the README, a package doc or a
+// TestDocumentedNamesExist fails when a Markdown page, a package doc or a
 // comment names a metric that no policy registers: a renamed metric whose
 // docs were left behind, or a typo a user would copy into a dashboard.
 func TestDocumentedNamesExist(t *testing.T) {
@@ -97,11 +97,12 @@ func TestDocumentedNamesExist(t *testing.T) {
 	}
 }
 
-// TestReadmeTableListsEveryMetric checks the README's metrics table
-// against the registry both ways: every row names registered metrics for
-// the policies it lists, and every registered metric has a row.
+// TestReadmeTableListsEveryMetric checks the metrics table in
+// docs/observability.md, which the README links to, against the registry
+// both ways: every row names registered metrics for the policies it lists,
+// and every registered metric has a row.
 func TestReadmeTableListsEveryMetric(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "docs", "observability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestReadmeTableListsEveryMetric(t *testing.T) {
 		}
 		cells := strings.Split(line, "|")
 		if len(cells) < 4 {
-			t.Fatalf("README.md:%d: a metrics row without a policies column: %q", i+1, line)
+			t.Fatalf("docs/observability.md:%d: a metrics row without a policies column: %q", i+1, line)
 		}
 		nameCell, policyCell := cells[1], strings.TrimSpace(cells[2])
 		policies := lastPolicies
@@ -145,7 +146,7 @@ func TestReadmeTableListsEveryMetric(t *testing.T) {
 			if !strings.Contains(n, "POLICY") {
 				documented[n] = true
 				if !slices.Contains(registered, n) {
-					t.Errorf("README.md:%d documents %s, which no policy registers", i+1, n)
+					t.Errorf("docs/observability.md:%d documents %s, which no policy registers", i+1, n)
 				}
 				continue
 			}
@@ -153,14 +154,14 @@ func TestReadmeTableListsEveryMetric(t *testing.T) {
 				full := strings.Replace(n, "POLICY", p, 1)
 				documented[full] = true
 				if !slices.Contains(registered, full) {
-					t.Errorf("README.md:%d documents %s for %s, which that policy does not register", i+1, full, p)
+					t.Errorf("docs/observability.md:%d documents %s for %s, which that policy does not register", i+1, full, p)
 				}
 			}
 		}
 	}
 	for _, n := range registered {
 		if !documented[n] {
-			t.Errorf("%s is registered but the README's metrics table has no row for it", n)
+			t.Errorf("%s is registered but the metrics table in docs/observability.md has no row for it", n)
 		}
 	}
 }
