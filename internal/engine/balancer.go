@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -50,27 +49,24 @@ type engineBalancer struct {
 	// zero concurrent with a Wait.
 	wakes sync.WaitGroup
 
-	mu         sync.Mutex // guards everything below
-	policy     Policy
-	closed     bool
-	endpoints  map[string]*Endpoint // by endpointKey
-	children   map[*Endpoint]*child
-	order      []*Endpoint // endpoints in resolver order, duplicates removed
-	readyList  readyList   // the READY ones, between publishes
-	memberList memberList  // all of them, between a lazy policy's publishes
-	counts     stateCounts // the endpoints in each connectivity state
+	mu        sync.Mutex // guards everything below
+	policy    Policy
+	closed    bool
+	endpoints map[string]*Endpoint // by endpointKey
+	children  map[*Endpoint]*child
+	order     []*Endpoint // endpoints in resolver order, duplicates removed
+	counts    stateCounts // the endpoints in each connectivity state
 	// lastIn is, for each state, the endpoint that entered it last: its
 	// picker is what a call meets while no endpoint is READY.
 	lastIn      [connectivity.Shutdown + 1]*Endpoint
 	slowStart   slowStart
 	latency     *latency
 	resolverErr error // last resolver error, for messages
-	coalesce    coalescer
 	parking     parking
 	ejection    ejection
-	weights     *weightKeeper   // nil unless the policy asks for Settings.Weights
-	picker      balancer.Picker // the policy's last picker; nil while none is published
+	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
 	rec         recorder
+	pub         publisher
 }
 
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
@@ -90,7 +86,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	b.shared.clock = opts.Clock
 	b.slowStart = slowStart{clock: opts.Clock, work: &b.shared.work, peers: &b.shared.peers, locked: b.locked}
 	b.ejection = ejection{name: s.Name, clock: opts.Clock, shared: &b.shared, locked: b.locked, order: &b.order,
-		changed: b.ejectedLocked, publish: b.publishLocked}
+		changed: b.pub.ejected, publish: b.pub.publish}
 	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: !s.Lazy}
 	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
 	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
@@ -99,7 +95,8 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		b.mode = onDemand{}
 	}
 	b.build = b.mode.children(balancer.Get(pickfirst.Name).Build)
-	b.coalesce.published = noStateYet
+	b.pub = publisher{b: b}
+	b.pub.coalesce.published = noStateYet
 	return b
 }
 
@@ -168,7 +165,7 @@ func (eager) aggregate(counts stateCounts, _ int) connectivity.State {
 	return connectivity.TransientFailure
 }
 
-func (eager) publishLocked(b *engineBalancer, now int64) { b.publishReadyLocked(now) }
+func (eager) publishLocked(b *engineBalancer, now int64) { b.pub.publishReady(now) }
 
 // readyLocked does nothing: an eager policy's calls do not wait for a
 // particular endpoint, and the READY ones already published take them.
@@ -196,8 +193,8 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.resolverErr = nil
 	b.rec.setLocality(weightedtarget.LocalityFromResolverState(ccs.ResolverState))
 
-	b.readyList.invalidate()
-	b.memberList.invalidate()
+	b.pub.readyList.invalidate()
+	b.pub.memberList.invalidate()
 	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
 	b.order = b.order[:0]
 	var added []*child
@@ -262,7 +259,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 			stale = append(stale, c)
 		}
 	}
-	b.coalesce.hold = true
+	b.pub.coalesce.hold = true
 	b.mu.Unlock()
 
 	// Children report their state synchronously while being built and
@@ -278,9 +275,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.coalesce.hold = false
+	b.pub.coalesce.hold = false
 	if !b.closed {
-		b.publishLocked(b.clock.Nanotime())
+		b.pub.publish(b.clock.Nanotime())
 	}
 	if len(b.order) == 0 {
 		return balancer.ErrBadResolverState
@@ -355,16 +352,16 @@ func (b *engineBalancer) ResolverError(err error) {
 	b.mu.Lock()
 	b.resolverErr = err
 	kids := b.childrenInOrderLocked()
-	b.coalesce.hold = true
+	b.pub.coalesce.hold = true
 	b.mu.Unlock()
 	for _, c := range kids {
 		c.resolverError(err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.coalesce.hold = false
+	b.pub.coalesce.hold = false
 	if !b.closed {
-		b.publishLocked(b.clock.Nanotime())
+		b.pub.publish(b.clock.Nanotime())
 	}
 }
 
@@ -388,16 +385,16 @@ func (b *engineBalancer) WaitWakes() { b.wakes.Wait() }
 func (b *engineBalancer) exitIdleAll() {
 	b.mu.Lock()
 	kids := b.childrenInOrderLocked()
-	b.coalesce.hold = true
+	b.pub.coalesce.hold = true
 	b.mu.Unlock()
 	for _, c := range kids {
 		c.exitIdle()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.coalesce.hold = false
+	b.pub.coalesce.hold = false
 	if !b.closed {
-		b.publishLocked(b.clock.Nanotime())
+		b.pub.publish(b.clock.Nanotime())
 	}
 }
 
@@ -413,12 +410,12 @@ func (b *engineBalancer) Close() {
 	b.closed = true
 	b.slowStart.stop()
 	b.shared.work.stop()
-	b.coalesce.stop()
+	b.pub.coalesce.stop()
 	if b.weights != nil {
 		b.weights.stop(b.order)
 	}
 	b.rec.stop(b.order)
-	b.picker = nil
+	b.pub.picker = nil
 	// In resolver order, the order the children were made in, which is
 	// about the order they lie in memory: over a large fleet, closing them
 	// in a map's order instead waits on a cache miss per child.
@@ -433,62 +430,6 @@ func (b *engineBalancer) Close() {
 	}
 }
 
-// publishLocked gives the parent a picker for the current state.
-func (b *engineBalancer) publishLocked(now int64) { b.mode.publishLocked(b, now) }
-
-// publishReadyLocked gives the parent an eager policy's picker: one over
-// the READY endpoints that are not ejected.
-func (b *engineBalancer) publishReadyLocked(now int64) {
-	ready, ejected := b.readyEndpointsLocked()
-	kept := &b.readyList.weights // what the list keeps of ready's weights
-	if len(ready) == 0 {
-		// The cap never ejects the last READY endpoint, but one may have
-		// lost its connection since: placing on an ejected endpoint beats
-		// failing every call.
-		ready, ejected, kept = ejected, nil, nil
-	}
-
-	if len(ready) == 0 {
-		b.publishNoneLocked()
-		b.slowStart.republishAt(0, now)
-		return
-	}
-
-	snap := b.snapshotLocked(ready, now)
-	snap.Ejected = ejected
-	snap.ramp = b.slowStart.cfg
-	var rampEnd int64
-	snap.ramps, rampEnd = b.slowStart.spans(ready, now)
-	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready, kept)
-		if snap.WeightsFallback {
-			b.rec.fallback()
-		}
-	}
-	b.publishPickerLocked(connectivity.Ready, snap)
-	b.slowStart.republishAt(rampEnd, now)
-}
-
-// publishPickerLocked gives the parent the policy's picker over snap, and
-// keeps it for the metrics (CostReporter).
-func (b *engineBalancer) publishPickerLocked(state connectivity.State, snap *Snapshot) {
-	b.picker = b.policy.NewPicker(snap)
-	// The weights are the balancer's buffers (Snapshot.Weights): the
-	// picker, which has read them, must not find them changed later.
-	snap.Weights = nil
-	b.rec.published(b.picker)
-	b.updateStateLocked(state, b.picker)
-}
-
-// publishNoneLocked gives the parent a picker that explains why nothing
-// can be picked, in the connectMode's aggregate state.
-func (b *engineBalancer) publishNoneLocked() {
-	b.picker = nil
-	b.rec.published(nil)
-	state := b.mode.aggregate(b.counts, len(b.order))
-	b.updateStateLocked(state, b.noReadyPickerLocked(state))
-}
-
 // locked runs f under the lock unless the balancer is closed, and
 // publishes if f says the pickers must change: the shape of every timer's
 // work.
@@ -499,62 +440,8 @@ func (b *engineBalancer) locked(f func(now int64) (publish bool)) {
 		return
 	}
 	if f(b.clock.Nanotime()) {
-		b.publishLocked(b.clock.Nanotime())
+		b.pub.publish(b.clock.Nanotime())
 	}
-}
-
-// snapshotLocked is a Snapshot of ready with the engine's services.
-func (b *engineBalancer) snapshotLocked(ready []Ready, now int64) *Snapshot {
-	return &Snapshot{
-		Endpoints: ready,
-		Clock:     b.clock,
-		Rand:      b.rand,
-		penalty:   b.shared.penalty.Load(),
-		ejector:   b.shared.ejector.Load(),
-		shared:    &b.shared,
-		latency:   b.latency,
-		turns:     b.turns,
-		Built:     now,
-		unserved:  !b.shared.work.served.Load(),
-	}
-}
-
-// noReadyPickerLocked explains why nothing can be picked, the aggregate
-// being state.
-func (b *engineBalancer) noReadyPickerLocked(state connectivity.State) balancer.Picker {
-	if len(b.order) == 0 {
-		err := fmt.Errorf("%s: no endpoints to pick from", b.name)
-		if b.resolverErr != nil {
-			err = fmt.Errorf("%s: no endpoints to pick from: resolver error: %v", b.name, b.resolverErr)
-		}
-		return errPicker{err: err}
-	}
-	// An endpoint in the aggregate state speaks for all: its picker wakes
-	// it while IDLE and names its connection error once it failed. While
-	// endpoints connect, calls wait for the next picker.
-	var child balancer.Picker = queuePicker{}
-	if state != connectivity.Connecting {
-		if e := b.inStateLocked(state); e != nil && e.picker != nil {
-			child = e.picker
-		}
-	}
-	return &noReadyPicker{name: b.name, total: len(b.order), child: child, state: state}
-}
-
-// inStateLocked is an endpoint in state: the last one to enter it if it
-// is still there (so that the error a call fails with is the latest), or
-// else the first in resolver order. The scan is O(n), but it runs only
-// when no endpoint is READY, once per publish.
-func (b *engineBalancer) inStateLocked(state connectivity.State) *Endpoint {
-	if e := b.lastIn[state]; e != nil && e.state == state && b.children[e] != nil {
-		return e
-	}
-	for _, e := range b.order {
-		if e.state == state {
-			return e
-		}
-	}
-	return nil
 }
 
 // endpointKey identifies an endpoint as grpc's resolver.EndpointMap does,
@@ -600,6 +487,6 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 		return nil
 	}
 	now := b.clock.Nanotime()
-	b.rec.report(r, b.order, b.picker, func(e *Endpoint) bool { return b.slowStart.end(e, now) != 0 }, now)
+	b.rec.report(r, b.order, b.pub.picker, func(e *Endpoint) bool { return b.slowStart.end(e, now) != 0 }, now)
 	return nil
 }

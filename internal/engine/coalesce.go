@@ -72,56 +72,23 @@ func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
 	e.picker = s.Picker
 	e.live.set(s.Picker)
 	e.followChild(to, s.Picker, b.mode.followsChild())
-	b.readyChangedLocked(e)
-	b.memberChangedLocked(e)
+	b.pub.readyList.changed(e)
+	b.pub.memberList.changed(e)
 	b.counts.move(from, to)
 	if to <= connectivity.Shutdown {
 		b.lastIn[to] = e
 	}
-	if b.coalesce.hold {
+	if b.pub.coalesce.hold {
 		return
 	}
-	if len(b.order) <= publishAtOnceUpTo || b.mode.aggregate(b.counts, len(b.order)) != b.coalesce.published {
-		b.publishLocked(now)
+	if len(b.order) <= publishAtOnceUpTo || b.mode.aggregate(b.counts, len(b.order)) != b.pub.coalesce.published {
+		b.pub.publish(now)
 		return
 	}
-	b.publishSoonLocked(now)
+	b.pub.soon(now)
 	if to == connectivity.Ready && from != connectivity.Ready {
 		b.mode.readyLocked(b)
 	}
-}
-
-// publishSoonLocked publishes at the end of the window that began with the
-// last publish: now if it has passed, else on a timer.
-func (b *engineBalancer) publishSoonLocked(now int64) {
-	c := &b.coalesce
-	if c.timer != nil {
-		return // a publish is due already, and will show this change
-	}
-	due := c.lastPublish + int64(window(len(b.order)))
-	if due <= now {
-		b.publishLocked(now)
-		return
-	}
-	c.due = due
-	c.timer = b.clock.AfterFunc(time.Duration(due-now), func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed || c.due != due {
-			return // published or stopped since
-		}
-		c.timer, c.due = nil, 0
-		b.publishLocked(b.clock.Nanotime())
-	})
-}
-
-// updateStateLocked gives the parent state and picker. Every publish ends
-// here, so a deferred one is no longer needed.
-func (b *engineBalancer) updateStateLocked(state connectivity.State, p balancer.Picker) {
-	c := &b.coalesce
-	c.stop()
-	c.published, c.lastPublish = state, b.clock.Nanotime()
-	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
 }
 
 // queuePicker queues every call until the next picker.

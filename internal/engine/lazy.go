@@ -43,44 +43,12 @@ func (onDemand) aggregate(counts stateCounts, total int) connectivity.State {
 // reach it through its READY connection (Endpoint.conn), before the
 // snapshot that shows it is built.
 func (onDemand) readyLocked(b *engineBalancer) {
-	if b.picker != nil {
-		b.cc.UpdateState(balancer.State{ConnectivityState: b.coalesce.published, Picker: b.picker})
+	if b.pub.picker != nil {
+		b.cc.UpdateState(balancer.State{ConnectivityState: b.pub.coalesce.published, Picker: b.pub.picker})
 	}
 }
 
-func (onDemand) publishLocked(b *engineBalancer, now int64) { b.publishLazyLocked(now) }
-
-// publishLazyLocked gives the parent a lazy policy's picker: one over every
-// endpoint, published in every state (the picker must reach IDLE endpoints
-// to wake them), with gRFC A61's aggregate state.
-func (b *engineBalancer) publishLazyLocked(now int64) {
-	members, states, counts := b.membersLocked()
-	ready, ejected := b.readyEndpointsLocked()
-	if len(members) == 0 {
-		b.publishNoneLocked()
-		return
-	}
-	state := lazyAggregate(counts, len(members))
-	if (state == connectivity.Connecting || state == connectivity.TransientFailure) && counts[connectivity.Connecting] == 0 {
-		// gRFC A61: while the channel is not READY, one endpoint must be
-		// trying to connect, or a parent such as priority would never see
-		// this child recover. The first IDLE one in resolver order, so that
-		// repeated updates wake the same endpoint rather than a new one
-		// each time.
-		for i, st := range states {
-			if m := &members[i]; st.State() == connectivity.Idle && m.ExitIdle != nil {
-				m.ExitIdle()
-				break
-			}
-		}
-	}
-	snap := b.snapshotLocked(ready, now)
-	snap.Members, snap.States = members, states
-	// Calls without a key reach ejected endpoints only as probes
-	// (Snapshot.Probe); keyed calls meet them on their walk.
-	snap.Ejected = ejected
-	b.publishPickerLocked(state, snap)
-}
+func (onDemand) publishLocked(b *engineBalancer, now int64) { b.pub.publishLazy(now) }
 
 // lazyAggregate is gRFC A61's aggregate state of a ring-hash-like policy:
 // READY if any endpoint is; TRANSIENT_FAILURE if two or more failed, so

@@ -84,8 +84,7 @@ func (l *readyList) invalidate() {
 
 // readyChangedLocked brings the list up to date after e's state changed
 // (a new picker in the same state changes only e: see followChild).
-func (b *engineBalancer) readyChangedLocked(e *Endpoint) {
-	l := &b.readyList
+func (l *readyList) changed(e *Endpoint) {
 	if !l.valid {
 		return
 	}
@@ -164,11 +163,10 @@ func (l *readyList) settle() {
 // readyEndpointsLocked is the READY endpoints that are not ejected and
 // those that are, in resolver order, as of now, for a snapshot: the
 // caller may keep them and must not change them.
-func (b *engineBalancer) readyEndpointsLocked() (ready, ejected []Ready) {
-	l := &b.readyList
+func (l *readyList) take(order []*Endpoint) (ready, ejected []Ready) {
 	if !l.valid {
 		l.valid = true
-		l.ready, l.ejected = b.scanReadyLocked()
+		l.ready, l.ejected = scanReady(order)
 	}
 	l.settle()
 	l.published = true
@@ -177,11 +175,11 @@ func (b *engineBalancer) readyEndpointsLocked() (ready, ejected []Ready) {
 
 // scanReadyLocked is readyEndpointsLocked computed from every endpoint's
 // state.
-func (b *engineBalancer) scanReadyLocked() (ready, ejected []Ready) {
+func scanReady(order []*Endpoint) (ready, ejected []Ready) {
 	// Resolver order keeps seeded runs reproducible without sorting on
 	// every update.
-	ready = make([]Ready, 0, len(b.order))
-	for _, e := range b.order {
+	ready = make([]Ready, 0, len(order))
+	for _, e := range order {
 		if e.state != connectivity.Ready {
 			continue
 		}
@@ -224,8 +222,7 @@ func memberStateOf(e *Endpoint) MemberState { return MemberStateOf(e.state, e.ej
 
 // memberChangedLocked brings the member list up to date after e's state,
 // picker or ejection changed.
-func (b *engineBalancer) memberChangedLocked(e *Endpoint) {
-	l := &b.memberList
+func (l *memberList) changed(e *Endpoint) {
 	if !l.valid {
 		return
 	}
@@ -251,13 +248,12 @@ func (b *engineBalancer) memberChangedLocked(e *Endpoint) {
 // membersLocked is every endpoint that has reported, in resolver order,
 // their states, and how many are in each state, for a snapshot: the
 // caller may keep the slices and must not change them.
-func (b *engineBalancer) membersLocked() ([]Member, []MemberState, stateCounts) {
-	l := &b.memberList
+func (l *memberList) take(order []*Endpoint) ([]Member, []MemberState, stateCounts) {
 	if !l.valid {
 		l.valid = true
-		l.members = make([]Member, 0, len(b.order))
-		l.states = make([]MemberState, 0, len(b.order))
-		for _, e := range b.order {
+		l.members = make([]Member, 0, len(order))
+		l.states = make([]MemberState, 0, len(order))
+		for _, e := range order {
 			if e.picker == nil {
 				continue // its child has not reported yet
 			}
@@ -293,9 +289,3 @@ func (s *stateCounts) move(from, to connectivity.State) {
 // noStateYet stands for a state not yet reported or published; it is
 // outside the range stateCounts counts.
 const noStateYet = connectivity.Shutdown + 1
-
-// ejectedLocked updates the lists for e, ejected or readmitted.
-func (b *engineBalancer) ejectedLocked(e *Endpoint) {
-	b.readyList.invalidate()
-	b.memberChangedLocked(e)
-}

@@ -132,10 +132,10 @@ func readyListMatchesScan(t *testing.T, settings Settings, lazy bool, pool int) 
 			switch {
 			case e.ejection.ejected:
 				b.ejection.readmit(e, 1)
-				b.publishLocked(b.clock.Nanotime())
+				b.pub.publish(b.clock.Nanotime())
 			case e.state == connectivity.Ready:
 				b.ejection.eject(e, ej, 1)
-				b.publishLocked(b.clock.Nanotime())
+				b.pub.publish(b.clock.Nanotime())
 			}
 			b.mu.Unlock()
 		case r < 14:
@@ -242,8 +242,8 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int,
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	last := *lastp // written by NewPicker, under b.mu
-	ready, ejected := b.scanReadyLocked()
-	if l := &b.readyList; l.valid {
+	ready, ejected := scanReady(b.order)
+	if l := &b.pub.readyList; l.valid {
 		// An endpoint whose removal is put off is still in the array, and
 		// no longer READY.
 		kept := l.ready
@@ -257,9 +257,9 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int,
 			t.Fatalf("step %d: the kept list (%d READY, %d ejected) differs from a walk's (%d, %d)", step, len(kept), len(l.ejected), len(ready), len(ejected))
 		}
 	}
-	if w := &b.readyList.weights; w.valid {
+	if w := &b.pub.readyList.weights; w.valid {
 		var fresh readyWeights
-		fresh.fill(b.readyList.ready)
+		fresh.fill(b.pub.readyList.ready)
 		if !slices.Equal(w.ws, fresh.ws) || !slices.Equal(w.usable, fresh.usable) {
 			t.Fatalf("step %d: the kept weights %v (usable %v) differ from the endpoints' %v (%v)", step, w.ws, w.usable, fresh.ws, fresh.usable)
 		}
@@ -278,7 +278,7 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int,
 			t.Fatalf("step %d: a lazy policy's %v endpoint %s picks through its last READY picker", step, e.state, e.addr)
 		}
 	}
-	if b.memberList.valid || last != nil && last.Members != nil {
+	if b.pub.memberList.valid || last != nil && last.Members != nil {
 		checkMemberList(t, b, last, step, deferred)
 	}
 	if deferred {
@@ -336,7 +336,7 @@ func walkMembers(b *engineBalancer) (members []Member, states []MemberState, cou
 func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int, deferred bool) {
 	t.Helper()
 	members, states, counts := walkMembers(b)
-	if l := &b.memberList; l.valid && (!sameMembers(l.members, members) || !slices.Equal(l.states, states) || l.counts != counts) {
+	if l := &b.pub.memberList; l.valid && (!sameMembers(l.members, members) || !slices.Equal(l.states, states) || l.counts != counts) {
 		t.Fatalf("step %d: the kept members (%d, states %v, counts %v) differ from a walk's (%d, %v, %v)", step, len(l.members), l.states, l.counts, len(members), states, counts)
 	}
 	if deferred {
@@ -347,7 +347,7 @@ func checkMemberList(t *testing.T, b *engineBalancer, last *Snapshot, step int, 
 	}
 	// Until the set of endpoints changes, every snapshot has the kept
 	// members array: a policy tells by it that its inputs are unchanged.
-	if l := &b.memberList; l.valid && len(l.members) > 0 && &last.Members[0] != &l.members[0] {
+	if l := &b.pub.memberList; l.valid && len(l.members) > 0 && &last.Members[0] != &l.members[0] {
 		t.Fatalf("step %d: the last snapshot's members are a copy of the kept ones", step)
 	}
 }
@@ -478,34 +478,34 @@ func TestReadyListUndo(t *testing.T) {
 		eps = append(eps, e)
 		b.order = append(b.order, e)
 	}
-	published, _ := b.readyEndpointsLocked()
+	published, _ := b.pub.readyList.take(b.order)
 	flip := func(e *Endpoint, s connectivity.State) []Ready {
 		e.state = s
-		b.readyChangedLocked(e)
-		return b.readyList.ready
+		b.pub.readyList.changed(e)
+		return b.pub.readyList.ready
 	}
 	// A flap between publishes: the removal waits, and the return
 	// cancels it.
 	flip(eps[2], connectivity.Idle)
 	flip(eps[2], connectivity.Connecting)
-	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || len(back) != 4 || !b.readyList.published || b.readyList.out.e != nil {
+	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || len(back) != 4 || !b.pub.readyList.published || b.pub.readyList.out.e != nil {
 		t.Fatalf("a flap between publishes: same array %v, %d endpoints, published %v, one out %v; want the published array, 4, published, none out",
-			&back[0] == &published[0], len(back), b.readyList.published, b.readyList.out.e != nil)
+			&back[0] == &published[0], len(back), b.pub.readyList.published, b.pub.readyList.out.e != nil)
 	}
 	// A change that edits nothing (a READY endpoint's new picker) leaves
 	// the removal pending: the later return still copies nothing.
 	flip(eps[2], connectivity.Idle)
 	flip(eps[0], connectivity.Ready)
-	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || b.readyList.out.e != nil {
-		t.Fatalf("a flap around another endpoint's change that edits nothing: same array %v, one out %v; want the published array, none out", &back[0] == &published[0], b.readyList.out.e != nil)
+	if back := flip(eps[2], connectivity.Ready); &back[0] != &published[0] || b.pub.readyList.out.e != nil {
+		t.Fatalf("a flap around another endpoint's change that edits nothing: same array %v, one out %v; want the published array, none out", &back[0] == &published[0], b.pub.readyList.out.e != nil)
 	}
 	flip(eps[2], connectivity.Idle)
-	if out, _ := b.readyEndpointsLocked(); len(out) != 3 || &out[0] == &published[0] || len(published) != 4 || published[2].Stats != eps[2] {
+	if out, _ := b.pub.readyList.take(b.order); len(out) != 3 || &out[0] == &published[0] || len(published) != 4 || published[2].Stats != eps[2] {
 		t.Fatalf("a publish after a removal from a published list: %d endpoints, same array %v; want 3 in a copy, the published 4 unchanged", len(out), &out[0] == &published[0])
 	}
 	back := flip(eps[2], connectivity.Ready)
-	if &back[0] != &published[0] || len(back) != 4 || !b.readyList.published {
-		t.Fatalf("the endpoint's return: same array %v, %d endpoints, published %v; want the published array back, 4, marked published", &back[0] == &published[0], len(back), b.readyList.published)
+	if &back[0] != &published[0] || len(back) != 4 || !b.pub.readyList.published {
+		t.Fatalf("the endpoint's return: same array %v, %d endpoints, published %v; want the published array back, 4, marked published", &back[0] == &published[0], len(back), b.pub.readyList.published)
 	}
 	// Its next edit copies it, as any published array's, once another
 	// change settles the removal.
@@ -516,15 +516,15 @@ func TestReadyListUndo(t *testing.T) {
 	// Another endpoint's change in between: the return copies.
 	flip(eps[0], connectivity.Ready)
 	flip(eps[1], connectivity.Ready)
-	before, _ := b.readyEndpointsLocked()
+	before, _ := b.pub.readyList.take(b.order)
 	flip(eps[1], connectivity.Idle)
 	flip(eps[3], connectivity.Idle)
 	if back := flip(eps[1], connectivity.Ready); &back[0] == &before[0] || len(back) != 3 {
 		t.Fatalf("a return after another edit: same array %v, %d endpoints; want a list of 3 of its own", &back[0] == &before[0], len(back))
 	}
-	want := b.readyList.ready
-	b.readyList.invalidate()
-	if got, _ := b.readyEndpointsLocked(); !sameReady(got, want) {
+	want := b.pub.readyList.ready
+	b.pub.readyList.invalidate()
+	if got, _ := b.pub.readyList.take(b.order); !sameReady(got, want) {
 		t.Fatal("the list edited differs from a scan of the endpoints")
 	}
 }

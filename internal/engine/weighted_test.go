@@ -54,7 +54,7 @@ func TestWeightedAvoidsFailingEndpoint(t *testing.T) {
 	// that goes to the first endpoint, built over the balancer's state now.
 	share := func() float64 {
 		b.mu.Lock()
-		b.publishLocked(b.clock.Nanotime())
+		b.pub.publish(b.clock.Nanotime())
 		snap := last
 		b.mu.Unlock()
 		p := NewWeightedRR(snap)

@@ -18,7 +18,7 @@ func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
 	// A resolver update has dropped the list already; a change of config
 	// alone may start or stop the keeper, which starts every endpoint's
 	// weight over (weightKeeper.add).
-	b.readyList.weights.drop()
+	b.pub.readyList.weights.drop()
 	switch {
 	case cfg == nil:
 		if b.weights != nil {
@@ -53,8 +53,8 @@ func (b *engineBalancer) scheduleWeightUpdateLocked() {
 		}
 		nowNs := b.clock.Nanotime()
 		b.rec.weights(k.update(time.Unix(0, nowNs), b.order, b.rec.weightMetrics() != nil))
-		b.readyList.weights.drop() // the weights it kept are the last update's
-		b.publishLocked(nowNs)
+		b.pub.readyList.weights.drop() // the weights it kept are the last update's
+		b.pub.publish(nowNs)
 		b.scheduleWeightUpdateLocked()
 	})
 }
