@@ -64,7 +64,7 @@ type engineBalancer struct {
 	resolverErr error // last resolver error, for messages
 	parking     parking
 	ejection    ejection
-	weights     *weightKeeper // nil unless the policy asks for Settings.Weights
+	weights     reportedWeights
 	rec         recorder
 	pub         publisher
 }
@@ -89,6 +89,8 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		changed: b.pub.ejected, publish: b.pub.publish}
 	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: !s.Lazy}
 	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
+	b.weights = reportedWeights{clock: opts.Clock, locked: b.locked, order: &b.order, rec: &b.rec,
+		publish: b.pub.publish, dropKept: b.pub.readyList.weights.drop}
 	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
 	b.rec.register(cc, b.reportMetrics)
 	if s.Lazy {
@@ -213,9 +215,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 				returned = append(returned, e)
 			} else {
 				e = newEndpoint(firstAddr(ep), &b.shared, b.slowStart.joinsCold())
-				if b.weights != nil {
-					b.weights.add(e)
-				}
+				b.weights.add(e)
 				c = newChild(b, e)
 				added = append(added, c)
 			}
@@ -247,7 +247,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	b.rec.recordPicks(&picks)
 	b.endpoints = next
-	b.configureWeightsLocked(settings.Weights)
+	b.weights.configure(settings.Weights, b.parking.endpoints())
 	for _, e := range returned {
 		b.rejoinedLocked(e, now)
 	}
@@ -292,17 +292,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 // nothing would end otherwise, since the health ticks skipped it and may
 // have stopped.
 func (b *engineBalancer) rejoinedLocked(e *Endpoint, now int64) {
-	if w := b.weights; w != nil {
-		switch {
-		case e.weights.tracker == nil:
-			w.add(e)
-		default:
-			w.routeReports(e)
-			if e.weights.stopOOB == nil {
-				w.restartOOB(e)
-			}
-		}
-	}
+	b.weights.rejoined(e)
 	b.ejection.rejoined(e, now)
 }
 
@@ -411,9 +401,7 @@ func (b *engineBalancer) Close() {
 	b.slowStart.stop()
 	b.shared.work.stop()
 	b.pub.coalesce.stop()
-	if b.weights != nil {
-		b.weights.stop(b.order)
-	}
+	b.weights.stop()
 	b.rec.stop(b.order)
 	b.pub.picker = nil
 	// In resolver order, the order the children were made in, which is

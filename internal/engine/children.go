@@ -213,3 +213,32 @@ func (c *child) bindOutcomes(sc balancer.SubConn) {
 	}
 	o.BindOutcomes(sc, feed)
 }
+
+// childStateLocked records a child's new state in its endpoint, and
+// hands the change to the publisher.
+func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
+	now := b.clock.Nanotime()
+	from, to := e.state, s.ConnectivityState
+	b.slowStart.track(e, to, now)
+	e.picker = s.Picker
+	e.live.set(s.Picker)
+	e.followChild(to, s.Picker, b.mode.followsChild())
+	b.pub.readyList.changed(e)
+	b.pub.memberList.changed(e)
+	b.counts.move(from, to)
+	if to <= connectivity.Shutdown {
+		b.lastIn[to] = e
+	}
+	b.pub.childChanged(from, to, now)
+}
+
+// subConnStateChanged follows an endpoint's connections for its ORCA
+// stream (reportedWeights.connection).
+func (b *engineBalancer) subConnStateChanged(e *Endpoint, sc balancer.SubConn, s balancer.SubConnState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.children[e] == nil {
+		return // closed, or e is no longer in the resolver's list
+	}
+	b.weights.connection(e, sc, s)
+}

@@ -63,29 +63,19 @@ func (c *coalescer) stop() {
 	c.timer, c.due = nil, 0
 }
 
-// childStateLocked records a child's new state in its endpoint, and
-// publishes it now, later or with the rest of the children being updated.
-func (b *engineBalancer) childStateLocked(e *Endpoint, s balancer.State) {
-	now := b.clock.Nanotime()
-	from, to := e.state, s.ConnectivityState
-	b.slowStart.track(e, to, now)
-	e.picker = s.Picker
-	e.live.set(s.Picker)
-	e.followChild(to, s.Picker, b.mode.followsChild())
-	b.pub.readyList.changed(e)
-	b.pub.memberList.changed(e)
-	b.counts.move(from, to)
-	if to <= connectivity.Shutdown {
-		b.lastIn[to] = e
-	}
-	if b.pub.coalesce.hold {
+// childChanged publishes a child's change of state, from to to: now,
+// later with others (a large fleet's burst), or with the rest of the
+// children being updated (hold).
+func (p *publisher) childChanged(from, to connectivity.State, now int64) {
+	b := p.b
+	if p.coalesce.hold {
 		return
 	}
-	if len(b.order) <= publishAtOnceUpTo || b.mode.aggregate(b.counts, len(b.order)) != b.pub.coalesce.published {
-		b.pub.publish(now)
+	if len(b.order) <= publishAtOnceUpTo || b.mode.aggregate(b.counts, len(b.order)) != p.coalesce.published {
+		p.publish(now)
 		return
 	}
-	b.pub.soon(now)
+	p.soon(now)
 	if to == connectivity.Ready && from != connectivity.Ready {
 		b.mode.readyLocked(b)
 	}

@@ -49,8 +49,8 @@ func (p *publisher) publishReady(now int64) {
 	snap.ramp = b.slowStart.cfg
 	var rampEnd int64
 	snap.ramps, rampEnd = b.slowStart.spans(ready, now)
-	if b.weights != nil {
-		snap.Weights, snap.WeightsFallback = b.weights.forPicker(ready, kept)
+	if k := b.weights.keeper; k != nil {
+		snap.Weights, snap.WeightsFallback = k.forPicker(ready, kept)
 		if snap.WeightsFallback {
 			b.rec.fallback()
 		}

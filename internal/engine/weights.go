@@ -7,76 +7,113 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// This file is the balancer's side of backend-reported weights: turning
-// them on and off, the update timer, recording what the keeper computed,
-// and following connections for the OOB streams. weightkeeper.go keeps
-// the weights.
+// reportedWeights owns backend-reported weights on the balancer's side:
+// turning them on and off, the update timer, and following connections
+// for the out-of-band streams. weightkeeper.go keeps the weights.
+//
+// Guarded by the balancer's mu.
+type reportedWeights struct {
+	keeper  *weightKeeper // nil unless the policy asks for Settings.Weights
+	clock   Clock
+	locked  runLocked
+	order   *[]*Endpoint // the balancer's endpoints, in resolver order
+	rec     *recorder
+	publish func(now int64)
+	// dropKept drops the weights the ready list keeps: they are the last
+	// update's.
+	dropKept func()
+}
 
-// configureWeightsLocked applies a policy's WeightsConfig (nil turns weight
-// keeping off) and (re)starts the update timer.
-func (b *engineBalancer) configureWeightsLocked(cfg *WeightsConfig) {
+// configure applies a policy's WeightsConfig (nil turns weight keeping
+// off) and (re)starts the update timer; parked are the parked endpoints.
+func (w *reportedWeights) configure(cfg *WeightsConfig, parked []*Endpoint) {
 	// A resolver update has dropped the list already; a change of config
 	// alone may start or stop the keeper, which starts every endpoint's
 	// weight over (weightKeeper.add).
-	b.pub.readyList.weights.drop()
+	w.dropKept()
 	switch {
 	case cfg == nil:
-		if b.weights != nil {
+		if w.keeper != nil {
 			// The parked endpoints' trackers too: one that returns
-			// gets a fresh one from the next keeper (rejoinedLocked).
-			b.weights.stop(append(b.parking.endpoints(), b.order...))
-			b.weights = nil
+			// gets a fresh one from the next keeper (rejoined).
+			w.keeper.stop(append(parked, *w.order...))
+			w.keeper = nil
 		}
-	case b.weights == nil:
-		b.weights = newWeightKeeper(*cfg, b.order)
-		b.scheduleWeightUpdateLocked()
+	case w.keeper == nil:
+		w.keeper = newWeightKeeper(*cfg, *w.order)
+		w.schedule()
 	default:
-		if b.weights.reconfigure(*cfg, b.order) {
-			b.scheduleWeightUpdateLocked()
+		if w.keeper.reconfigure(*cfg, *w.order) {
+			w.schedule()
 		}
 	}
 }
 
-// scheduleWeightUpdateLocked arms the keeper's update timer. Its firing is
-// the balancer's business (its lock, a new picker), so the callback lives
-// here, not in the keeper.
-func (b *engineBalancer) scheduleWeightUpdateLocked() {
-	k := b.weights
+// schedule arms the keeper's update timer.
+func (w *reportedWeights) schedule() {
+	k := w.keeper
 	if k.timer != nil {
 		k.timer.Stop()
 	}
-	k.timer = b.clock.AfterFunc(k.cfg.UpdatePeriod, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed || b.weights != k {
-			return
-		}
-		nowNs := b.clock.Nanotime()
-		b.rec.weights(k.update(time.Unix(0, nowNs), b.order, b.rec.weightMetrics() != nil))
-		b.pub.readyList.weights.drop() // the weights it kept are the last update's
-		b.pub.publish(nowNs)
-		b.scheduleWeightUpdateLocked()
+	k.timer = w.clock.AfterFunc(k.cfg.UpdatePeriod, func() {
+		w.locked(func(now int64) bool {
+			if w.keeper != k {
+				return false
+			}
+			w.rec.weights(k.update(time.Unix(0, now), *w.order, w.rec.weightMetrics() != nil))
+			w.dropKept()
+			w.publish(now)
+			w.schedule()
+			return false
+		})
 	})
 }
 
-// subConnStateChanged starts an endpoint's ORCA stream on the first of its
-// connections to turn READY (the one pickfirst uses) and stops it when that
-// connection leaves READY. A new connection means a new backend process, or
-// at least a new view of it: its weight starts over, blackout included.
-func (b *engineBalancer) subConnStateChanged(e *Endpoint, sc balancer.SubConn, s balancer.SubConnState) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || b.children[e] == nil {
-		return // closed, or e is no longer in the resolver's list
+// add gives e, a newcomer, a weight tracker.
+func (w *reportedWeights) add(e *Endpoint) {
+	if w.keeper != nil {
+		w.keeper.add(e)
 	}
+}
+
+// rejoined settles the weight of e, back from parking, once the update's
+// config is applied: its tracker, where its reports go, and its ORCA
+// stream, closed at its removal unless the config has opened it again.
+func (w *reportedWeights) rejoined(e *Endpoint) {
+	k := w.keeper
+	if k == nil {
+		return
+	}
+	switch {
+	case e.weights.tracker == nil:
+		k.add(e)
+	default:
+		k.routeReports(e)
+		if e.weights.stopOOB == nil {
+			k.restartOOB(e)
+		}
+	}
+}
+
+// connection starts e's ORCA stream on the first of its connections to
+// turn READY (the one pickfirst uses) and stops it when that connection
+// leaves READY. A new connection means a new backend process, or at least
+// a new view of it: its weight starts over, blackout included.
+func (w *reportedWeights) connection(e *Endpoint, sc balancer.SubConn, s balancer.SubConnState) {
 	switch {
 	case s.ConnectivityState == connectivity.Ready && e.weights.sc == nil:
 		e.weights.sc = sc
-		if b.weights != nil {
-			b.weights.connectionReady(e)
+		if w.keeper != nil {
+			w.keeper.connectionReady(e)
 		}
 	case s.ConnectivityState != connectivity.Ready && e.weights.sc == sc:
 		e.weights.closeOOB()
 		e.weights.sc = nil
+	}
+}
+
+func (w *reportedWeights) stop() {
+	if w.keeper != nil {
+		w.keeper.stop(*w.order)
 	}
 }
