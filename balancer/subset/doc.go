@@ -78,10 +78,10 @@
 //   - clientIndex, clientCount: given together, 0 <= clientIndex <
 //     clientCount. Every client must use the same clientCount. In
 //     balanced mode clientCount is at most 10,000 ([MaxBalancedClientCount]):
-//     a client computes the rows of every client before it, 10-13 ms the
-//     first time for the last of 10,000 clients over 10,000 backends; it
-//     keeps that work, so a later change of a few backends takes 3-4 ms
-//     (the README's Fleet scale section has the runs).
+//     on every change of the backend list a client computes the rows of
+//     every client before it, about 7 ms for the last of 10,000 clients
+//     over 10,000 backends (the README's Fleet scale section has the
+//     runs).
 //   - clientId: any string; used only without an index.
 //   - mode: "balanced" (default) or "stable"; used only with an index.
 //   - childPolicy: a loadBalancingConfig list; the first registered policy
