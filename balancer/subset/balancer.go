@@ -94,15 +94,8 @@ type subsetBalancer struct {
 	childCC   *childConn
 	key       subsetKey       // inputs of the last computation
 	subset    map[string]bool // its result, by identity
-	// balanced keeps, in mode balanced, what the last computation lets
-	// the next one skip: the assignment depends on every row before this
-	// client's, so without it each backend change recomputes every row
-	// up to this client's on the channel's queue (10-13 ms at 10,000 x
-	// 10,000); with it, 3-4 ms. nil in the other modes, so
-	// that its memory (a few MB at 10,000 clients) is kept only in use.
-	balanced *subsetting.BalancedCache
-	computed int // computations so far, for tests
-	closed   bool
+	computed  int             // computations so far, for tests
+	closed    bool
 }
 
 // subsetKey is everything a subset depends on: the sorted distinct backend
@@ -223,16 +216,11 @@ func (b *subsetBalancer) updateSubset(cfg *Config, eps []resolver.Endpoint) erro
 	var err error
 	switch {
 	case key.index < 0:
-		b.balanced = nil
 		subset, err = subsetting.Rendezvous(ids, key.size, key.clientID)
 	case key.mode == ModeStable:
-		b.balanced = nil
 		subset, err = subsetting.Stable(ids, key.size, key.index, key.count)
 	default:
-		if b.balanced == nil {
-			b.balanced = new(subsetting.BalancedCache)
-		}
-		subset, err = b.balanced.Subset(ids, key.size, key.index, key.count)
+		subset, err = subsetting.Balanced(ids, key.size, key.index, key.count)
 	}
 	if err != nil {
 		// Unreachable after ParseConfig; a parent that hand-builds a

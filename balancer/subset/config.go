@@ -44,15 +44,12 @@ var defaultChild = DefaultChildPolicy
 // MaxBalancedClientCount bounds clientCount in balanced mode: every client
 // computes the assignment of all clients before it, and the channel's
 // balancer calls wait for it, so an absurd count would stall the channel.
-// The first computation walks every row up to this client's: at the
-// bound, the last client takes about 13 ms with 100 backends, 13 ms with
-// 1,000, 10 to 13 ms with 10,000 and 21 ms with 50,000 (measured, subsets of
-// 20). The policy keeps what it computed (2 to 5 MB at the bound,
-// O(clientIndex * subsetSize) plus a few dozen bytes per backend), so a
-// later change of a few backends takes a few milliseconds (3 to 4 ms at
-// 10,000 backends, 7.5 to 11.5 ms at 50,000); a change of half the list
-// or more costs a first computation again. Beyond the bound use
-// ModeStable, whose cost does not depend on the index.
+// Each change of the backend list walks every row up to this client's: at
+// the bound, the last client takes about 13 ms with 100 backends, 11 to
+// 13 ms with 1,000, 7 ms with 10,000 and 17 to 20 ms with 50,000
+// (BenchmarkBalanced and BenchmarkBalancedUpdate in internal/subsetting,
+// subsets of 20), and nothing is kept between changes. Beyond the bound
+// use ModeStable, whose cost does not depend on the index.
 const MaxBalancedClientCount = 10000
 
 // MaxNesting bounds how many parent configs (pickwise_subset and

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/subsetting"
 	"github.com/pickwise/pickwise/internal/testkit"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/resolver"
@@ -57,7 +58,7 @@ func TestRejoinHold(t *testing.T) {
 
 	// A newcomer is not held: the subset is computed with it at once.
 	update(addrs)
-	want, err := b.balanced.Subset(addrs, 3, 0, 2)
+	want, err := subsetting.Balanced(addrs, 3, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // assignRef is the balanced assignment as it was first written, kept as
-// the reference that BalancedCache must match exactly: every row scores
+// the reference that Balanced must match exactly: every row scores
 // and sorts every backend. It computes rows 0..last of the global
 // assignment of k of the len(h) backends (identity hashes h) to each of
 // count clients, k < len(h), every backend ending with floor or ceil of
@@ -108,10 +108,27 @@ func assignRef(h []uint64, k, count, last int) [][]int32 {
 }
 
 // balancedScore is pairScore with the bucket and its rank computed
-// directly, one pair at a time, as the reference wants: the cache never
-// scores that way.
+// directly, one pair at a time, as the reference wants: the assignment
+// never scores that way.
 func balancedScore(seed, h uint64) uint64 {
 	return pairScore(bucketRank(seed, bucketOf(h)), seed, h)
+}
+
+// bucketRank is bucket g's rank in client seed's order (buckets-1 first),
+// the Feistel network evaluated directly from roundWord, one mix per
+// round: what bucketOrder's tables must agree with.
+func bucketRank(seed uint64, g uint16) uint16 {
+	l, r := g>>halfBits, g&halfMask
+	for i := range rounds {
+		l, r = r, l^roundValue(seed, i, r)
+	}
+	return l<<halfBits | r
+}
+
+// roundValue is round i's function at x for client seed: byte x%8 of
+// word x/8, as bucketOrder tables it.
+func roundValue(seed uint64, i int, x uint16) uint16 {
+	return uint16(roundWord(seed, i, int(x>>3))>>(8*(x&7))) & halfMask
 }
 
 // refNormalize is Normalize by comparisons: the reference must not share
@@ -157,21 +174,26 @@ func refAll(ids []string, k, count int) [][]string {
 	return out
 }
 
-// wants are the candidate-list lengths the comparisons run with: the
-// default, lists so short that nearly every row extends its list and
-// nearly every insertion cuts one, and short lists that are never
-// extended, so that nearly every row's walk goes on in overflow. The
-// caches that discard their lists, as Balanced's does, walk the rows
-// without lists where buckets pay, and with lists of the default length
-// or of one elsewhere.
-var wants = []struct {
+// wants are the candidate-list lengths the comparisons run with (the
+// hooks listWant and noExtend): the default, lists so short that nearly
+// every row extends its list, and short lists that are never extended,
+// so that nearly every row's walk goes on in overflow.
+var wants = []listHooks{
+	{"default", 0, false}, {"want=1", 1, false}, {"want=3", 3, false}, {"want=3,overflow", 3, true},
+}
+
+// listHooks is one setting of the list hooks, named for the failures.
+type listHooks struct {
 	name     string
 	want     int // 0: computed; else also the size of every extension
 	noExtend bool
-	discard  bool
-}{
-	{"default", 0, false, false}, {"want=1", 1, false, false}, {"want=3", 3, false, false}, {"want=3,overflow", 3, true, false},
-	{"discard", 0, false, true}, {"discard,want=1", 1, false, true},
+}
+
+// set sets the hooks and returns a function that restores them.
+func (w listHooks) set() (restore func()) {
+	want, no := listWant, noExtend
+	listWant, noExtend = w.want, w.noExtend
+	return func() { listWant, noExtend = want, no }
 }
 
 // TestBalancedMatchesReference compares Balanced and BalancedAll with the
@@ -203,7 +225,7 @@ func TestBalancedMatchesReference(t *testing.T) {
 	for _, c := range cases {
 		ids := backendIDs(c.backends)
 		// The reference's rows up to index, or all of them for the
-		// smaller fleets, which the cache computes both ways.
+		// smaller fleets, which are checked both ways.
 		all := c.count <= 300
 		var ref [][]string
 		if all {
@@ -214,105 +236,110 @@ func TestBalancedMatchesReference(t *testing.T) {
 		}
 		for _, w := range wants {
 			name := fmt.Sprintf("%s/%dx%d/k=%d/index=%d", w.name, c.count, c.backends, c.k, c.index)
-			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
-			got, err := bc.Subset(ids, c.k, c.index, c.count)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(ref[c.index], got); diff != "" {
-				t.Fatalf("%s: Subset (-reference +got):\n%s", name, diff)
-			}
-			if !all {
-				continue
-			}
-			bc = BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
-			if diff := cmp.Diff(ref, bc.all(Normalize(ids), c.k, c.count)); diff != "" {
-				t.Fatalf("%s: all rows (-reference +got):\n%s", name, diff)
-			}
-		}
-	}
-}
-
-// TestBalancedCacheMatchesReference replays sequences of backend-list
-// changes (removals, additions, replacements, rolling restarts that
-// rename a tenth of the fleet, a change of index, count or subset size)
-// through one BalancedCache and compares every answer with the reference
-// computed from scratch: what the cache remembers must never change an
-// answer.
-func TestBalancedCacheMatchesReference(t *testing.T) {
-	for _, w := range wants {
-		for seed := range uint64(6) {
-			r := rand.New(rand.NewPCG(seed, 3))
-			next := 0
-			fresh := func() string {
-				next++
-				return fmt.Sprintf("10.%d.%d.%d:9090", 100+seed, next/250, next%250)
-			}
-			ids := backendIDs(30 + r.IntN(250))
-			count := 20 + r.IntN(400)
-			k := 1 + r.IntN(25)
-			index := r.IntN(count)
-			bc := BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
-			for step := range 25 {
-				switch r.IntN(8) {
-				case 0: // remove a few
-					for range 1 + r.IntN(4) {
-						if len(ids) > 2 {
-							i := r.IntN(len(ids))
-							ids = slices.Delete(ids, i, i+1)
-						}
-					}
-				case 1: // add a few
-					for range 1 + r.IntN(4) {
-						ids = append(ids, fresh())
-					}
-				case 2: // replace one
-					ids[r.IntN(len(ids))] = fresh()
-				case 3: // rename a tenth
-					for range max(1, len(ids)/10) {
-						ids[r.IntN(len(ids))] = fresh()
-					}
-				case 4: // another client of the fleet
-					index = r.IntN(count)
-				case 5: // the fleet grows or shrinks
-					count = 1 + r.IntN(500)
-					index = r.IntN(count)
-				case 6: // another subset size
-					k = 1 + r.IntN(25)
-				case 7: // nothing changes: the answer must not either
-				}
-				// The resolver's order is not the identity order.
-				shuffled := slices.Clone(ids)
-				r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-				got, err := bc.Subset(shuffled, k, index, count)
+			func() {
+				defer w.set()()
+				got, err := Balanced(ids, c.k, c.index, c.count)
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkLists(t, &bc)
-				if diff := cmp.Diff(refRow(ids, k, index, count), got); diff != "" {
-					t.Fatalf("%s, seed %d, step %d (%d backends, %d clients, k=%d, index %d): (-reference +cache):\n%s",
-						w.name, seed, step, len(ids), count, k, index, diff)
+				if diff := cmp.Diff(ref[c.index], got); diff != "" {
+					t.Fatalf("%s: Balanced (-reference +got):\n%s", name, diff)
 				}
-			}
+				if !all {
+					return
+				}
+				rows, err := BalancedAll(ids, c.k, c.count)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(ref, rows); diff != "" {
+					t.Fatalf("%s: all rows (-reference +got):\n%s", name, diff)
+				}
+			}()
 		}
 	}
 }
 
-// TestBalancedCacheCrowded is TestBalancedCacheMatchesReference under the
-// test hooks, at 800 to 4,800 backends: backends crowded into few buckets
-// (hundreds of members each, sorted by sortScored, and whole buckets
-// leaving at once) and identities that hash alike (scores that tie, at a
-// list's cut and within a bucket, broken by identity). Each regime of
-// subset sizes goes through every kind of change once, in random order:
-// removals of a few, of more than 16 and of every member of a bucket,
-// additions of a few and of a third of the fleet (which fill lists until
-// insertions cut them), renames, and changes of the client, of the fleet's
-// size and of the subset size. Besides subsets of 1 to 25, where lists are
-// cheap to extend, subsets of a quarter to a half of the fleet make lists
-// too long to find by walking buckets, and subsets of most of it make the
-// rows walk to its end. Each step compares the caches of every list
-// length with one reference row.
-func TestBalancedCacheCrowded(t *testing.T) {
+// TestBalancedChangesMatchReference follows sequences of backend-list
+// changes (removals, additions, replacements, rolling restarts that
+// rename a tenth of the fleet, a change of index, count or subset size),
+// each given in a shuffled order, and compares every answer with the
+// reference's.
+func TestBalancedChangesMatchReference(t *testing.T) {
+	for _, w := range wants {
+		t.Run(w.name, func(t *testing.T) {
+			defer w.set()()
+			for seed := range uint64(6) {
+				r := rand.New(rand.NewPCG(seed, 3))
+				next := 0
+				fresh := func() string {
+					next++
+					return fmt.Sprintf("10.%d.%d.%d:9090", 100+seed, next/250, next%250)
+				}
+				ids := backendIDs(30 + r.IntN(250))
+				count := 20 + r.IntN(400)
+				k := 1 + r.IntN(25)
+				index := r.IntN(count)
+				for step := range 25 {
+					switch r.IntN(8) {
+					case 0: // remove a few
+						for range 1 + r.IntN(4) {
+							if len(ids) > 2 {
+								i := r.IntN(len(ids))
+								ids = slices.Delete(ids, i, i+1)
+							}
+						}
+					case 1: // add a few
+						for range 1 + r.IntN(4) {
+							ids = append(ids, fresh())
+						}
+					case 2: // replace one
+						ids[r.IntN(len(ids))] = fresh()
+					case 3: // rename a tenth
+						for range max(1, len(ids)/10) {
+							ids[r.IntN(len(ids))] = fresh()
+						}
+					case 4: // another client of the fleet
+						index = r.IntN(count)
+					case 5: // the fleet grows or shrinks
+						count = 1 + r.IntN(500)
+						index = r.IntN(count)
+					case 6: // another subset size
+						k = 1 + r.IntN(25)
+					case 7: // nothing changes: the answer must not either
+					}
+					// The resolver's order is not the identity order.
+					shuffled := slices.Clone(ids)
+					r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+					got, err := Balanced(shuffled, k, index, count)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(refRow(ids, k, index, count), got); diff != "" {
+						t.Fatalf("%s, seed %d, step %d (%d backends, %d clients, k=%d, index %d): (-reference +got):\n%s",
+							w.name, seed, step, len(ids), count, k, index, diff)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBalancedCrowded is TestBalancedChangesMatchReference under the
+// hooks bucketMask and hashMask, at 800 to 4,800 backends: backends
+// crowded into few buckets (hundreds of members each, sorted by
+// sortScored, and whole buckets leaving at once) and identities that hash
+// alike (scores that tie, at a list's cut and within a bucket, broken by
+// identity). Each regime of subset sizes goes through every kind of
+// change once, in random order: removals of a few, of more than 16 and of
+// every member of a bucket, additions of a few and of a third of the
+// fleet, renames, and changes of the client, of the fleet's size and of
+// the subset size. Besides subsets of 1 to 25, where lists are cheap to
+// extend, subsets of a quarter to a half of the fleet make lists too long
+// to find by walking buckets, and subsets of most of it make the rows
+// walk to its end. Each step compares the rows of every list length with
+// one reference row.
+func TestBalancedCrowded(t *testing.T) {
 	small, long, most := 0, 1, 2 // the regimes of subset sizes
 	hooks := []struct {
 		name       string
@@ -366,10 +393,6 @@ func TestBalancedCacheCrowded(t *testing.T) {
 				count = 1 + r.IntN(max(1, min(200, 4000/k)))
 				index = r.IntN(count)
 			}
-			caches := make([]BalancedCache, len(wants))
-			for i, w := range wants {
-				caches[i] = BalancedCache{fixedWant: w.want, noExtend: w.noExtend, discard: w.discard}
-			}
 			for _, regime = range hook.regimes {
 				r.Shuffle(len(changes), func(i, j int) { changes[i], changes[j] = changes[j], changes[i] })
 				for _, change := range append([]string{"regime"}, changes...) {
@@ -418,15 +441,16 @@ func TestBalancedCacheCrowded(t *testing.T) {
 						}
 					}
 					want := refRow(ids, k, index, count)
-					for i := range caches {
-						got, err := caches[i].Subset(ids, k, index, count)
+					for _, w := range wants {
+						restore := w.set()
+						got, err := Balanced(ids, k, index, count)
+						restore()
 						if err != nil {
 							t.Fatal(err)
 						}
-						checkLists(t, &caches[i])
 						if diff := cmp.Diff(want, got); diff != "" {
-							t.Fatalf("%s, %s (%d backends, %d clients, k=%d, index %d): (-reference +cache):\n%s",
-								wants[i].name, change, len(ids), count, k, index, diff)
+							t.Fatalf("%s, %s (%d backends, %d clients, k=%d, index %d): (-reference +got):\n%s",
+								w.name, change, len(ids), count, k, index, diff)
 						}
 					}
 				}
@@ -438,7 +462,7 @@ func TestBalancedCacheCrowded(t *testing.T) {
 // TestBalancedHugeBucket puts more backends in one bucket than the
 // positions in a member's sort key can tell apart (4,096), so that the
 // walks sort that bucket by comparisons instead, and compares the rows
-// with the reference's, with and without lists kept. The fleet's 250
+// with the reference's. The fleet's 250
 // clients of 20 take 5,000 slots of 4,200 backends, so every backend is
 // in some row, those past position 4,096 of the bucket included.
 func TestBalancedHugeBucket(t *testing.T) {
@@ -450,39 +474,32 @@ func TestBalancedHugeBucket(t *testing.T) {
 	// Every row depends on the rows before it, so a wrong order anywhere
 	// in the bucket shows in the later ones: seven rows, the last first,
 	// keep the test short.
-	for _, discard := range []bool{false, true} {
-		bc := BalancedCache{discard: discard}
-		for index := count - 1; index >= 0; index -= 37 {
-			want := all[index]
-			got, err := bc.Subset(ids, k, index, count)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("index %d, discard %v: (-reference +got):\n%s", index, discard, diff)
-			}
+	for index := count - 1; index >= 0; index -= 37 {
+		want := all[index]
+		got, err := Balanced(ids, k, index, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("index %d: (-reference +got):\n%s", index, diff)
 		}
 	}
 }
 
 // TestBalancedDenseFleet compares rows with the reference over a fleet
 // large enough that most of the 4,096 buckets hold a backend or a few
-// (the dense walk, whose small buckets are sorted by networks), with and
-// without lists kept.
+// (the dense walk, whose small buckets are sorted by networks).
 func TestBalancedDenseFleet(t *testing.T) {
 	ids := backendIDs(6000)
 	const k, count = 20, 40
 	all := refAll(ids, k, count)
-	for _, discard := range []bool{false, true} {
-		bc := BalancedCache{discard: discard}
-		for index := range count {
-			got, err := bc.Subset(ids, k, index, count)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(all[index], got); diff != "" {
-				t.Fatalf("index %d, discard %v: (-reference +got):\n%s", index, discard, diff)
-			}
+	for index := range count {
+		got, err := Balanced(ids, k, index, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(all[index], got); diff != "" {
+			t.Fatalf("index %d: (-reference +got):\n%s", index, diff)
 		}
 	}
 }

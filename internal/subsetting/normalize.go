@@ -9,13 +9,13 @@ import (
 
 // normalizeStrings is Normalize for strings: the same result, sorted by a
 // radix sort of the identities' bytes instead of by comparisons. Sorting
-// by comparisons would be a tenth of a first call of Balanced at 10,000
-// backends and half of a change at 50,000 (BenchmarkBalancedCache): each
-// comparison of two addresses ("10.0.12.137:8080") is a call and a walk
-// down their common prefix, about 14 of them per identity, while the
-// radix sort reads each identity's bytes once per 8 and moves its key
-// once per byte position that varies, in about two thirds of the time at
-// 10,000 and 50,000 addresses.
+// by comparisons would be a tenth of a call of Balanced at 10,000
+// backends (BenchmarkBalanced): each comparison of two addresses
+// ("10.0.12.137:8080") is a call and a walk down their common prefix,
+// about 14 of them per identity, while the radix sort reads each
+// identity's bytes once per 8 and moves its key once per byte position
+// that varies, in about two thirds of the time at 10,000 and 50,000
+// addresses.
 //
 // Each identity gets a key of its first 8 bytes (see strKey); the keys
 // are sorted by a least-significant-digit radix sort over the byte

@@ -34,6 +34,9 @@
 // answer from its own copy of the list. Duplicate identities are dropped
 // (the set is what counts; a resolver that repeats an address must not give
 // that backend a double share). Returned subsets are sorted.
+//
+// docs/design/subsetting.md has the balanced mode's argument, its
+// measurements and the alternatives tried.
 package subsetting
 
 import (
@@ -100,7 +103,7 @@ func idHashes(ids []string) []uint64 {
 // are derived from (xxhash64, cut by hashMask in tests), so that a
 // backend's scores depend on its identity alone: a surviving backend keeps
 // its scores whatever else joins or leaves, which is what makes rendezvous
-// hashing (and our capacity-bounded variant of it) stable.
+// hashing (and the capacity-bounded variant of it) stable.
 func idHash(id string) uint64 { return xxhash.Sum64String(id) & hashMask }
 
 // Rendezvous returns the subsetSize backends with the highest rendezvous
