@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"google.golang.org/grpc/attributes"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -182,83 +183,9 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		logger.Errorf("%s: %v", b.name, err)
 		return balancer.ErrBadResolverState
 	}
-	b.slowStart.configure(settings.SlowStart)
-	b.latency = newLatency(settings.Latency)
-	b.shared.latency.Store(b.latency)
-	pen := newPenalty(settings.FailurePenalty)
-	b.shared.penalty.Store(pen)
-	b.shared.ejector.Store(newEjector(settings.Ejection, pen))
-	if pen == nil {
-		b.ejection.penaltyOff(b.order)
-		b.ejection.penaltyOff(b.parking.endpoints())
-	}
-	b.resolverErr = nil
-	b.rec.setLocality(weightedtarget.LocalityFromResolverState(ccs.ResolverState))
-
-	b.pub.readyList.invalidate()
-	b.pub.memberList.invalidate()
-	next := make(map[string]*Endpoint, len(ccs.ResolverState.Endpoints))
-	b.order = b.order[:0]
-	var added []*child
-	var returned []*Endpoint // back from parking (parked.go)
-	for _, ep := range ccs.ResolverState.Endpoints {
-		key := endpointKey(ep)
-		if _, dup := next[key]; dup {
-			continue
-		}
-		e, ok := b.endpoints[key]
-		if !ok {
-			c := b.parking.unpark(key)
-			if c != nil {
-				// Back on the connection it left with (parked.go).
-				e = c.e
-				returned = append(returned, e)
-			} else {
-				e = newEndpoint(firstAddr(ep), &b.shared, b.slowStart.joinsCold())
-				b.weights.add(e)
-				c = newChild(b, e)
-				added = append(added, c)
-			}
-			b.children[e] = c
-			b.counts.move(noStateYet, e.state)
-		}
-		e.resolved = ep
-		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
-		e.pos = len(b.order)
-		next[key] = e
-		b.order = append(b.order, e)
-	}
-	var removed []*child
-	var picks pickCounts // of the removed endpoints, which no later flush sees
-	now := b.clock.Nanotime()
-	removed = b.parking.setGrace(settings.RemovalGrace, now)
-	for key, e := range b.endpoints {
-		if _, kept := next[key]; !kept {
-			e.weights.closeOOB()
-			b.rec.takePicks(e, &picks)
-			c := b.children[e]
-			c.removed = true
-			delete(b.children, e)
-			b.counts.move(e.state, noStateYet)
-			if !b.parking.park(key, c, now) {
-				removed = append(removed, c)
-			}
-		}
-	}
-	b.rec.recordPicks(&picks)
-	b.endpoints = next
-	b.weights.configure(settings.Weights, b.parking.endpoints())
-	for _, e := range returned {
-		b.rejoinedLocked(e, now)
-	}
+	b.configureLocked(settings, ccs.ResolverState)
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
-	kids := b.childrenInOrderLocked()
-	stale := kids[:0:0]
-	for _, c := range kids {
-		if c.staleLocked(rs.Attributes) {
-			stale = append(stale, c)
-		}
-	}
+	added, removed, stale := b.reconcileLocked(ccs.ResolverState.Endpoints, settings, rs.Attributes)
 	b.pub.coalesce.hold = true
 	b.mu.Unlock()
 
@@ -285,15 +212,90 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	return err
 }
 
-// rejoinedLocked settles what changed while e, back from parking, was out
-// of the list, once the update's config is applied: its weight's tracker,
-// where its reports go, and its ORCA stream, closed at its removal unless
-// the update's config has opened it again already, and an ejection that
-// nothing would end otherwise, since the health ticks skipped it and may
-// have stopped.
-func (b *engineBalancer) rejoinedLocked(e *Endpoint, now int64) {
-	b.weights.rejoined(e)
-	b.ejection.rejoined(e, now)
+// configureLocked hands each feature its part of a policy's settings.
+func (b *engineBalancer) configureLocked(settings Settings, rs resolver.State) {
+	b.slowStart.configure(settings.SlowStart)
+	b.latency = newLatency(settings.Latency)
+	b.shared.latency.Store(b.latency)
+	pen := newPenalty(settings.FailurePenalty)
+	b.shared.penalty.Store(pen)
+	b.shared.ejector.Store(newEjector(settings.Ejection, pen))
+	if pen == nil {
+		b.ejection.penaltyOff(b.order)
+		b.ejection.penaltyOff(b.parking.endpoints())
+	}
+	b.resolverErr = nil
+	b.rec.setLocality(weightedtarget.LocalityFromResolverState(rs))
+}
+
+// reconcileLocked makes the endpoint set the resolver's list eps: it
+// returns the children to build (newcomers), to close (removed and not
+// parked), and to update (stale: whose endpoint or attributes changed).
+// An endpoint back from parking returns on the connection it left with.
+func (b *engineBalancer) reconcileLocked(eps []resolver.Endpoint, settings Settings, attrs *attributes.Attributes) (added, removed, stale []*child) {
+	b.pub.readyList.invalidate()
+	b.pub.memberList.invalidate()
+	next := make(map[string]*Endpoint, len(eps))
+	b.order = b.order[:0]
+	var returned []*Endpoint
+	for _, ep := range eps {
+		key := endpointKey(ep)
+		if _, dup := next[key]; dup {
+			continue
+		}
+		e, ok := b.endpoints[key]
+		if !ok {
+			c := b.parking.unpark(key)
+			if c != nil {
+				e = c.e
+				returned = append(returned, e)
+			} else {
+				e = newEndpoint(firstAddr(ep), &b.shared, b.slowStart.joinsCold())
+				b.weights.add(e)
+				c = newChild(b, e)
+				added = append(added, c)
+			}
+			b.children[e] = c
+			b.counts.move(noStateYet, e.state)
+		}
+		e.resolved = ep
+		e.weight = float64(max(weight.FromEndpoint(ep).Weight, 1))
+		e.pos = len(b.order)
+		next[key] = e
+		b.order = append(b.order, e)
+	}
+	var picks pickCounts // of the removed endpoints, which no later flush sees
+	now := b.clock.Nanotime()
+	removed = b.parking.setGrace(settings.RemovalGrace, now)
+	for key, e := range b.endpoints {
+		if _, kept := next[key]; !kept {
+			e.weights.closeOOB()
+			b.rec.takePicks(e, &picks)
+			c := b.children[e]
+			c.removed = true
+			delete(b.children, e)
+			b.counts.move(e.state, noStateYet)
+			if !b.parking.park(key, c, now) {
+				removed = append(removed, c)
+			}
+		}
+	}
+	b.rec.recordPicks(&picks)
+	b.endpoints = next
+	b.weights.configure(settings.Weights, b.parking.endpoints())
+	// What changed while a returning endpoint was out, once the config is
+	// applied: its weight's tracker and ORCA stream, and an ejection that
+	// nothing would end otherwise (the health ticks skipped it).
+	for _, e := range returned {
+		b.weights.rejoined(e)
+		b.ejection.rejoined(e, now)
+	}
+	for _, c := range b.childrenInOrderLocked() {
+		if c.staleLocked(attrs) {
+			stale = append(stale, c)
+		}
+	}
+	return added, removed, stale
 }
 
 // childrenInOrderLocked is every endpoint's child in resolver order,

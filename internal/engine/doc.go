@@ -24,38 +24,26 @@
 // Time and randomness are injected through Clock and Rand so that unit tests
 // and the simulator run in virtual time with fixed seeds.
 //
-// # Reading order
+// # Where things are
 //
-// The files read in one direction, each using only what it and the files
-// before it declare (TestFilesReadInOneDirection checks it):
+// engineBalancer (balancer.go, children.go) wires the features; each is a
+// type that owns its state, guarded by the balancer's lock:
 //
-//   - clock.go, recentclock.go, duration.go, sampler.go, config.go,
-//     errors.go, reasons.go: injected time and randomness, the recent clock
-//     reading of timed pickers, the sampler's draws, config helpers,
-//     the pickers that explain an error, why a pick was made;
-//   - slowstart.go, failure.go, latency.go, ejector.go, donework.go: what
-//     an endpoint accumulates (slow start, failure evidence, its latency
-//     average, its ejection state) and the work its Done hands to the
-//     balancer;
-//   - endpoint.go, attempts.go, ready.go, timed.go, probe.go: the endpoint,
-//     a call's attempts, the immutable Snapshot pickers read, timed picks
-//     and probe picks;
-//   - scheduler.go, leastloaded.go, weighted.go: the pickers;
-//   - metrics.go, policy.go, static.go, weightkeeper.go: what a policy
-//     supplies (its metrics, its Policy and Settings), pickers built without
-//     a balancer, and the owner of backend-reported weights;
-//   - balancer.go, readylist.go, coalesce.go, ejection.go, recording.go,
-//     weights.go, lazy.go, observe.go, children.go: the balancer, one type
-//     whose methods are split by job (wiring and publishing; the READY
-//     endpoints kept between publishes; when a change is published;
-//     assessing and ejecting; recording metrics; weight updates; on-demand
-//     connections; the outcomes a parent feeds its child; the endpoints'
-//     children);
-//   - registry.go, parents.go: registering a policy with grpc, and the
-//     parent policies that build pickwise children with the engine's
-//     clock and source.
+//   - slowStart (slowstart.go): which endpoints ramp and until when; the
+//     ramp's math and the proof that ends one early are in ramp.go;
+//   - ejection (ejection.go): the health tick, ejection and probation;
+//     a pick's probes are in probe.go, the config in ejector.go;
+//   - parking (parked.go): removed endpoints' connections, kept for their
+//     grace;
+//   - publisher (publisher.go, coalesce.go, readylist.go): when and what
+//     the parent is given, the READY and member lists;
+//   - reportedWeights (weights.go, weightkeeper.go): backend-reported
+//     weights;
+//   - recorder (recording.go, metrics.go): metrics.
 //
-// Two kinds of reference run the other way, each for a reason: balancer.go
-// calls its own methods in the files after it, and doneWork's owner
-// interface names the Endpoint a probe readmits.
+// A call's Done hands work to them through doneWork (donework.go), never
+// taking the lock. The pickers are leastloaded.go (d choices), weighted.go
+// (a weighted schedule) and timed.go (the calls a proof times); the
+// Snapshot they read is ready.go, the endpoint they read endpoint.go.
+// docs/design/ has the why of each feature.
 package engine

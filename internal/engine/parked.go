@@ -21,7 +21,7 @@ import (
 // same process that served it before: it comes back with its latency,
 // failures, ejection and weight (not decayed or updated while it was
 // out: the health ticks and weight updates walk the listed endpoints
-// only), but for what a config changed meanwhile asks (engineBalancer.rejoinedLocked),
+// only), but for what a config changed meanwhile asks (engineBalancer.reconcileLocked),
 // and no new slow-start ramp starts, where a newcomer at that address, or
 // the same one reconnected, would ramp. The grace is counted from each
 // child's parking under the grace of the time: a config that shortens it

@@ -78,7 +78,7 @@ func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodCh
 	if old.OutOfBand != cfg.OutOfBand || old.OOBPeriod != cfg.OOBPeriod {
 		for _, e := range all {
 			if e.weights.tracker == nil {
-				// Back from parking with none: rejoinedLocked adds it.
+				// Back from parking with none: reportedWeights.rejoined adds it.
 				continue
 			}
 			k.routeReports(e)
