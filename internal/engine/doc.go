@@ -40,7 +40,8 @@
 //   - endpoint.go, attempts.go, ready.go, timed.go, probe.go: the endpoint,
 //     a call's attempts, the immutable Snapshot pickers read, timed picks
 //     and probe picks;
-//   - scheduler.go, leastloaded.go, weighted.go: the pickers;
+//   - leastloaded.go, weighted.go: the pickers (the weighted order is
+//     internal/schedule);
 //   - metrics.go, policy.go, static.go, weightkeeper.go: what a policy
 //     supplies (its metrics, its Policy and Settings), pickers built without
 //     a balancer, and the owner of backend-reported weights;

@@ -31,7 +31,7 @@ var engineFiles = []string{
 	// The endpoint, attempts, and the immutable snapshot pickers read.
 	"endpoint.go", "attempts.go", "ready.go", "timed.go", "probe.go",
 	// Pickers.
-	"sweep.go", "scheduler.go", "leastloaded.go", "weighted.go",
+	"leastloaded.go", "weighted.go",
 	// What a policy supplies, and the parts it may build without a
 	// balancer.
 	"metrics.go", "policy.go", "static.go", "weightkeeper.go",
