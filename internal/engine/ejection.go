@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/evidence"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -52,16 +53,16 @@ func (b *engineBalancer) assessLocked(decay float32) bool {
 	// seen by it or sets the flag again after this store.
 	b.shared.failing.Store(false)
 	for _, e := range b.order {
-		o := e.decayOutcomes(decay).counted(p)
-		if o.failures > 0 {
+		o := e.decayOutcomes(decay).Counted(p.full)
+		if o.Failures > 0 {
 			pending, failing = true, true
 		}
 		// An ejected endpoint is out of the fleet whose rate the others
 		// are judged against: one black hole must not make failures look
 		// normal.
 		if e.state == connectivity.Ready && !e.ejection.ejected {
-			sumF += float64(o.failures)
-			sumT += float64(o.total)
+			sumF += float64(o.Failures)
+			sumT += float64(o.Total)
 		}
 	}
 	fleet := 0.0
@@ -113,7 +114,7 @@ func (b *engineBalancer) ejectLocked(sumF, sumT float64, now int64) (changed boo
 		if ej == nil {
 			continue
 		}
-		if o := e.outcomes(); float64(o.failures) >= ej.minFailures {
+		if o := e.outcomes(); float64(o.Failures) >= ej.minFailures {
 			if x, ok := outlier(o, sumF, sumT, ej.threshold); ok {
 				cands = append(cands, candidate{e, x})
 			}
@@ -151,17 +152,17 @@ const minOutlierZ = 3
 // (sumF and sumT include o): its excess rate over the others' reaches
 // threshold, and its failures are beyond what chance gives at their rate.
 // It returns the excess.
-func outlier(o outcomes, sumF, sumT, threshold float64) (float64, bool) {
-	f, t := float64(o.failures), float64(o.total)
+func outlier(o evidence.Counts, sumF, sumT, threshold float64) (float64, bool) {
+	f, t := float64(o.Failures), float64(o.Total)
 	rest := 0.0
 	if sumT-t > 0 {
 		rest = math.Max(0, (sumF-f)/(sumT-t))
 	}
-	x := excess(o, rest)
+	x := evidence.Excess(o, rest)
 	if x < threshold {
 		return x, false
 	}
-	if z, finite := zScore(o, rest); finite && z < minOutlierZ {
+	if z, finite := evidence.ZScore(o, rest); finite && z < minOutlierZ {
 		return x, false
 	}
 	return x, true

@@ -136,7 +136,7 @@ func (b *engineBalancer) returnedLocked(e *Endpoint, now int64) {
 	if e.ejection.ejected && b.shared.ejector.Load() == nil {
 		b.readmitLocked(e, now)
 	}
-	if e.ejection.ejected || e.outcomes().failures > 0 {
+	if e.ejection.ejected || e.outcomes().Failures > 0 {
 		// The ticks that decay its failures and judge its ejection may
 		// have stopped while it was out, and the pickers read failures
 		// only while some endpoint is known to have them.
