@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pickwise/pickwise/internal/evidence"
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -195,7 +196,7 @@ func (c *child) bindOutcomes(sc balancer.SubConn) {
 			if lat := sh.latency.Load(); lat != nil && took > 0 {
 				e.observe(info, took, sh.clock.Nanotime(), lat)
 			}
-			if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+			if info.Err != nil || e.outcomeBits.Load() != evidence.HealthyBits {
 				e.record(info, sh)
 			}
 		},

@@ -45,5 +45,8 @@
 // taking the lock. The pickers are leastloaded.go (d choices), weighted.go
 // (a weighted schedule) and timed.go (the calls a proof times); the
 // Snapshot they read is ready.go, the endpoint they read endpoint.go.
-// docs/design/ has the why of each feature.
+// The math with no endpoint state is in packages of its own:
+// internal/schedule (the weighted order), internal/evidence (failure
+// evidence) and internal/ewma (Peak EWMA). docs/design/ has the why of
+// each feature.
 package engine

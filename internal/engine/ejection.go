@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/evidence"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -69,16 +70,16 @@ func (x *ejection) assess(decay float32, now int64) bool {
 	// seen by it or sets the flag again after this store.
 	x.shared.failing.Store(false)
 	for _, e := range *x.order {
-		o := e.decayOutcomes(decay).counted(p)
-		if o.failures > 0 {
+		o := e.decayOutcomes(decay).Counted(p.full)
+		if o.Failures > 0 {
 			pending, failing = true, true
 		}
 		if e.state == connectivity.Ready && !e.ejection.ejected {
 			// An ejected endpoint is out of the fleet whose rate the
 			// others are judged against: one black hole must not make
 			// failures look normal.
-			sumF += float64(o.failures)
-			sumT += float64(o.total)
+			sumF += float64(o.Failures)
+			sumT += float64(o.Total)
 		}
 	}
 	fleet := 0.0
@@ -130,7 +131,7 @@ func (x *ejection) judge(sumF, sumT float64, now int64) (changed bool, out int) 
 		if ej == nil {
 			continue
 		}
-		if o := e.outcomes(); float64(o.failures) >= ej.minFailures {
+		if o := e.outcomes(); float64(o.Failures) >= ej.minFailures {
 			if v, ok := outlier(o, sumF, sumT, ej.threshold); ok {
 				cands = append(cands, candidate{e, v})
 			}
@@ -168,17 +169,17 @@ const minOutlierZ = 3
 // (sumF and sumT include o): its excess rate over the others' reaches
 // threshold, and its failures are beyond what chance gives at their rate.
 // It returns the excess.
-func outlier(o outcomes, sumF, sumT, threshold float64) (float64, bool) {
-	f, t := float64(o.failures), float64(o.total)
+func outlier(o evidence.Counts, sumF, sumT, threshold float64) (float64, bool) {
+	f, t := float64(o.Failures), float64(o.Total)
 	rest := 0.0
 	if sumT-t > 0 {
 		rest = math.Max(0, (sumF-f)/(sumT-t))
 	}
-	x := excess(o, rest)
+	x := evidence.Excess(o, rest)
 	if x < threshold {
 		return x, false
 	}
-	if z, finite := zScore(o, rest); finite && z < minOutlierZ {
+	if z, finite := evidence.ZScore(o, rest); finite && z < minOutlierZ {
 		return x, false
 	}
 	return x, true
@@ -269,7 +270,7 @@ func (x *ejection) rejoined(e *Endpoint, now int64) {
 	if e.ejection.ejected && x.shared.ejector.Load() == nil {
 		x.readmit(e, now)
 	}
-	if e.ejection.ejected || e.outcomes().failures > 0 {
+	if e.ejection.ejected || e.outcomes().Failures > 0 {
 		x.shared.failing.Store(true)
 		x.shared.work.startHealth(pen.tick)
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/pickwise/pickwise/internal/evidence"
 	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -107,7 +108,7 @@ type endpointHot struct {
 	// which then holds it when it reads the outcome counts beside it.
 	reports atomic.Uint32
 
-	outcomeBits atomic.Uint64 // outcomes.pack of the endpoint's decayed failure and outcome counts
+	outcomeBits atomic.Uint64 // evidence.Counts.Pack of the endpoint's decayed failure and outcome counts
 	rtt         rtt           // latency average; written only by latency-aware policies
 
 	// done is the Done of the endpoint's untimed calls, built once so that
@@ -182,7 +183,7 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 		e.inflight.Add(^uint32(0))
 		flushSoon(&shared.work)
 		republishIfPickProved(&shared.work)
-		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+		if info.Err != nil || e.outcomeBits.Load() != evidence.HealthyBits {
 			e.record(info, shared)
 		}
 	}
@@ -213,7 +214,7 @@ func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
 		}
 		flushSoon(&shared.work)
 		republishIfPickProved(&shared.work)
-		if info.Err != nil || e.outcomeBits.Load() != healthyBits {
+		if info.Err != nil || e.outcomeBits.Load() != evidence.HealthyBits {
 			e.record(info, shared)
 		}
 	}
@@ -277,14 +278,14 @@ func (e *Endpoint) inFlight() int64 { return int64(e.inflight.Load()) }
 // any.
 func (e *Endpoint) FailureRatio() float64 {
 	o := e.outcomes()
-	if o.failures == 0 || o.total == 0 {
+	if o.Failures == 0 || o.Total == 0 {
 		return 0
 	}
-	return float64(o.failures / o.total)
+	return float64(o.Failures / o.Total)
 }
 
 // outcomes reads the endpoint's decayed counts.
-func (e *Endpoint) outcomes() outcomes { return unpackOutcomes(e.outcomeBits.Load()) }
+func (e *Endpoint) outcomes() evidence.Counts { return evidence.Unpack(e.outcomeBits.Load()) }
 
 // started records a picked RPC and why it was picked.
 func (e *Endpoint) started(why PickReason) {
@@ -334,7 +335,7 @@ func (e *Endpoint) settle(info balancer.DoneInfo, shared *doneShared) bool {
 	e.inflight.Add(^uint32(0))
 	flushSoon(&shared.work)
 	republishIfPickProved(&shared.work)
-	if info.Err == nil && e.outcomeBits.Load() == healthyBits {
+	if info.Err == nil && e.outcomeBits.Load() == evidence.HealthyBits {
 		// Decided with one load: a healthy endpoint's success writes
 		// nothing.
 		return false
@@ -378,7 +379,7 @@ func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 				shared.failing.Store(true)
 			}
 			shared.work.startHealth(p.tick)
-			if ej := shared.ejector.Load(); ej != nil && o.failures >= float32(ej.minFailures) && o.failures-1 < float32(ej.minFailures) {
+			if ej := shared.ejector.Load(); ej != nil && o.Failures >= float32(ej.minFailures) && o.Failures-1 < float32(ej.minFailures) {
 				// The evidence ejection needs is just complete.
 				shared.work.assessSoon()
 			}
@@ -389,20 +390,20 @@ func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 
 // recordOutcome folds one outcome into the endpoint's counts and returns
 // them.
-func (e *Endpoint) recordOutcome(failed bool, p *penalty) outcomes {
+func (e *Endpoint) recordOutcome(failed bool, p *penalty) evidence.Counts {
 	for {
 		old := e.outcomeBits.Load()
-		if old == healthyBits && !failed {
-			return healthy
+		if old == evidence.HealthyBits && !failed {
+			return evidence.Healthy
 		}
-		o := unpackOutcomes(old).counted(p)
-		next := o.step(failed, p.keep)
-		if next.failures == 0 && next.total >= p.full {
+		o := evidence.Unpack(old).Counted(p.full)
+		next := o.Step(failed, p.keep)
+		if next.Failures == 0 && next.Total >= p.full {
 			// Full of successes: from now on a success writes nothing,
 			// so Done does not contend on a shared cache line.
-			next = healthy
+			next = evidence.Healthy
 		}
-		if e.outcomeBits.CompareAndSwap(old, next.pack()) {
+		if e.outcomeBits.CompareAndSwap(old, next.Pack()) {
 			return next
 		}
 	}
@@ -410,17 +411,17 @@ func (e *Endpoint) recordOutcome(failed bool, p *penalty) outcomes {
 
 // decayOutcomes multiplies both counts by factor and returns the new
 // counts.
-func (e *Endpoint) decayOutcomes(factor float32) outcomes {
+func (e *Endpoint) decayOutcomes(factor float32) evidence.Counts {
 	for {
 		old := e.outcomeBits.Load()
-		o := unpackOutcomes(old)
-		if o.failures == 0 {
+		o := evidence.Unpack(old)
+		if o.Failures == 0 {
 			// A healthy endpoint's successes keep their weight: they are
 			// the evidence against a later lone failure.
 			return o
 		}
-		next := o.scaled(factor)
-		if e.outcomeBits.CompareAndSwap(old, next.pack()) {
+		next := o.Scaled(factor)
+		if e.outcomeBits.CompareAndSwap(old, next.Pack()) {
 			return next
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/pickwise/pickwise/internal/evidence"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/serviceconfig"
@@ -55,7 +56,7 @@ func BenchmarkHealthTick(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d/change=none", n), func(b *testing.B) {
 			bal, _ := healthBalancer(n)
 			for i := 0; i < n; i += 100 {
-				bal.order[i].outcomeBits.Store(outcomes{failures: 1, total: 10}.pack())
+				bal.order[i].outcomeBits.Store(evidence.Counts{Failures: 1, Total: 10}.Pack())
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -69,14 +70,14 @@ func BenchmarkHealthTick(b *testing.B) {
 			bal, cc := healthBalancer(n)
 			pen := bal.shared.penalty.Load()
 			for i := 0; i < n; i += 100 {
-				bal.order[i].outcomeBits.Store(outcomes{failures: 1, total: 10}.pack())
+				bal.order[i].outcomeBits.Store(evidence.Counts{Failures: 1, Total: 10}.Pack())
 			}
 			hole := bal.order[n/2]
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				hole.ejection = ejectionState{}
-				hole.outcomeBits.Store(outcomes{failures: 10, total: 10}.pack())
+				hole.outcomeBits.Store(evidence.Counts{Failures: 10, Total: 10}.Pack())
 				bal.mu.Lock()
 				bal.ejection.assess(pen.decay, bal.clock.Nanotime())
 				bal.mu.Unlock()

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"sync/atomic"
 	"time"
 )
@@ -35,8 +34,6 @@ func newLatency(c *LatencyConfig) *latency {
 	}
 }
 
-// nanoseconds: about 11 days
-
 // rtt is the latency state of an endpoint. Done updates the average with a
 // compare-and-swap and then the stamp; Pick reads both without a lock and
 // may see them from different updates, which only blurs one estimate.
@@ -44,36 +41,6 @@ type rtt struct {
 	bits      atomic.Uint64 // math.Float64bits of the average, ns; 0 = no sample
 	stamp     atomic.Int64  // Nanotime of the last sample
 	lastTimed atomic.Int64  // Nanotime the last timed call started
-}
-
-// decay is exp(-x) for x >= 0, to about 1e-7 relative error, at a fraction
-// of math.Exp's cost: every timed pick computes it for each candidate.
-// The common case, inline: under load, samples are microseconds apart
-// against a decay time of seconds, and the first terms of the series are
-// exact enough.
-func decay(x float64) float64 {
-	if x < 1e-3 {
-		x = max(x, 0)
-		return 1 - x*(1-x/2)
-	}
-	return decayFar(x)
-}
-
-// decayFar is decay for x >= 1e-3.
-func decayFar(x float64) float64 {
-	if x > 700 {
-		return 0
-	}
-	// exp(-x) = 2^-(k+f) with k an integer and f in [0, 1): the integer part
-	// goes into the exponent bits, 2^-f into a polynomial.
-	y := x * math.Log2E
-	k := math.Floor(y)
-	f := y - k
-	// 2^-f = e^(-f ln2): the Taylor series to its 8th power, enough on
-	// [0, ln2).
-	t := f * math.Ln2
-	p := 1 - t*(1-t/2*(1-t/3*(1-t/4*(1-t/5*(1-t/6*(1-t/7*(1-t/8)))))))
-	return math.Ldexp(p, -int(k))
 }
 
 // sampleShare sets how often a busy endpoint's calls are timed over a

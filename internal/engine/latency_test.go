@@ -3,31 +3,14 @@ package engine
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/ewma"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-func TestDecayMatchesExp(t *testing.T) {
-	worst := 0.0
-	for x := 0.0; x < 60; x += 0.0007 {
-		want := math.Exp(-x)
-		got := decay(x)
-		if rel := math.Abs(got-want) / want; rel > worst {
-			worst = rel
-		}
-	}
-	if worst > 1e-6 {
-		t.Errorf("decay differs from math.Exp by up to %.2g relative, want below 1e-6", worst)
-	}
-	if decay(-1) != 1 || decay(1000) != 0 {
-		t.Errorf("decay(-1) = %v, decay(1000) = %v; want 1 and 0", decay(-1), decay(1000))
-	}
-}
 
 func testLatency() *latency {
 	return newLatency(&LatencyConfig{DecayTime: 10 * time.Second})
@@ -161,7 +144,7 @@ func TestPeakEWMADefaultAndPending(t *testing.T) {
 		t.Errorf("load with no sample and nothing in flight = %v, want 0", got)
 	}
 	e.started(ReasonLeastLoaded)
-	if got := e.PeakLoad(0, l); got < pendingPenalty {
+	if got := e.PeakLoad(0, l); got < ewma.PendingPenalty {
 		t.Errorf("load with a call pending and no sample = %v, want the pending penalty", got)
 	}
 	e.observe(ok(), int64(10*time.Millisecond), 0, l)
@@ -382,41 +365,4 @@ func TestBusyEndpointIsSampledNotTimedOnEveryCall(t *testing.T) {
 	second(failed(codes.Canceled))
 	near(t, "average after an untimed cancellation", avgOf(e), 50*time.Millisecond)
 	first(ok())
-}
-
-// TestPeakPairMatchesLoads: peakPair gives each endpoint exactly its load
-// at the later of the two stamps, as peakState.load computes it, and its
-// busy flag, for endpoints with and without samples, idle or not, stamps
-// in either order, equal or from a nanosecond to past decay's cut-off
-// apart.
-func TestPeakPairMatchesLoads(t *testing.T) {
-	l := testLatency()
-	rnd := rand.New(rand.NewPCG(3, 5))
-	state := func() peakState {
-		// Log-uniform ages from 1 ns to 3 h: gaps on the short path of
-		// decay, its long one, and past its cut-off (700 decay times of
-		// 10 s) all come up.
-		age := int64(math.Exp(rnd.Float64() * math.Log(float64(3*time.Hour))))
-		st := peakState{inflight: int64(rnd.IntN(4)), stamp: int64(100*time.Second) - age}
-		if rnd.IntN(5) != 0 {
-			st.avg = float64(1 + rnd.Int64N(int64(time.Second)))
-		}
-		if rnd.IntN(10) == 0 {
-			st.stamp = 0 // never sampled
-		}
-		return st
-	}
-	for i := range 20000 {
-		a, b := state(), state()
-		if i%7 == 0 {
-			b.stamp = a.stamp
-		}
-		la, lb, busyA, busyB := peakPair(a, b, l)
-		at := max(a.stamp, b.stamp)
-		wantA, wantBusyA := a.load(at, l)
-		wantB, wantBusyB := b.load(at, l)
-		if la != wantA || lb != wantB || busyA != wantBusyA || busyB != wantBusyB {
-			t.Fatalf("peakPair(%+v, %+v) = %v, %v, %v, %v; want %v, %v, %v, %v", a, b, la, lb, busyA, busyB, wantA, wantB, wantBusyA, wantBusyB)
-		}
-	}
 }

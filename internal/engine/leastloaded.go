@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/pickwise/pickwise/internal/ewma"
 	"google.golang.org/grpc/balancer"
 )
 
@@ -222,7 +223,7 @@ func (p *LeastLoaded) sampleByWeight(d int, out *[MaxChoices]int) []int {
 // (pickPairTimed). It takes one draw and reads the two candidates' lines,
 // and, when neither has recent failures nor is in its slow-start ramp,
 // compares their loads, deciding as choose would
-// (TestPairPathMatchesChoose; for Peak EWMA up to peakPair's rounding);
+// (TestPairPathMatchesChoose; for Peak EWMA up to ewma.Pair's rounding);
 // a pair with either goes to choose, as does any pair while slow start's
 // evidence wants a peer's call timed (rampingPair), and everything else
 // is pickAny's.
@@ -282,7 +283,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 }
 
 // pickPairTimed is Pick's common case under Peak EWMA: choose for two
-// candidates, without its bookkeeping, comparing their loads as peakPair
+// candidates, without its bookkeeping, comparing their loads as ewma.Pair
 // does so that the clock is read only once the call is placed.
 func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult, error) {
 	s := p.snap
@@ -295,7 +296,7 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 		best, _, why, now := p.choose(cands, s.Clock.Nanotime(), coin)
 		return p.placeChosen(cands, best, info, why, now)
 	}
-	kc, kd, busyC, busyD := peakPair(c.Stats.peakState(), d.Stats.peakState(), s.latency)
+	kc, kd, busyC, busyD := ewma.Pair(c.Stats.peakState(), d.Stats.peakState(), s.latency.perNano)
 	kc, kd = kc*c.InvWeight, kd*d.InvWeight
 	// Which candidate wins is as random as the draw, and so is a close
 	// call's toss: taken by branches, the two missed half the time each,

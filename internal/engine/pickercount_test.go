@@ -74,7 +74,7 @@ func TestWeightedRRCountsItsPicks(t *testing.T) {
 		if picks, inflight := onEndpoints(eps); picks != 0 || inflight != 0 {
 			t.Errorf("fallback %v: endpoints counted %d picks and %d in flight, want none", fallback, picks, inflight)
 		}
-		if o := eps[0].Stats.outcomes(); o.failures == 0 {
+		if o := eps[0].Stats.outcomes(); o.Failures == 0 {
 			t.Errorf("fallback %v: a failed call's Done recorded no failure", fallback)
 		}
 	}

@@ -140,7 +140,7 @@ func (s *Snapshot) Avoidance(e *Endpoint) float64 {
 		return 0
 	}
 	o := e.outcomes()
-	if o.failures == 0 {
+	if o.Failures == 0 {
 		return 0
 	}
 	return s.penalty.avoidance(o, s.fleetRate())

@@ -5,15 +5,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/ewma"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// This file is latency's pick side: which calls are timed, the peak-EWMA
-// cost pickers compare, and the pooled Done that times a call and folds
-// its latency into the endpoint's average. latency.go holds the average
-// itself and its settings.
+// This file is latency's pick side: which calls are timed, the reading of
+// an endpoint that pickers price (internal/ewma has the math), and the
+// pooled Done that times a call and folds its latency into the endpoint's
+// average. latency.go holds the average itself and its settings.
 
 // wantsSample reports whether a call placed on e at now should be timed,
 // given the picker's least gap between timed calls to one endpoint
@@ -36,14 +37,6 @@ func (e *Endpoint) mayWantSample(r *recentClock, gap int64, winner bool) bool {
 // it is only after a real gap that the two differ.
 const staleAfter = 1.0 / 8
 
-// pendingPenalty is the cost of an endpoint that has calls in flight but no
-// latency sample yet (Finagle's rule): until its first answer, a new
-// endpoint gets one call at a time rather than a flood. With nothing in
-// flight, such an endpoint costs zero, so it gets that call at once: pricing
-// it at a fixed guess instead would starve it whenever the fleet answers
-// faster than the guess and calls go out one at a time.
-const pendingPenalty = 1e15
-
 // PeakLoad is an endpoint's Peak EWMA load at now: its latency average,
 // decayed towards zero by the time since its last sample, times
 // (in-flight + 1).
@@ -54,69 +47,19 @@ func (e *Endpoint) PeakLoad(now int64, l *latency) float64 {
 
 // peakLoad is PeakLoad, and whether the endpoint has calls in flight.
 func (e *Endpoint) peakLoad(now int64, l *latency) (load float64, busy bool) {
-	return e.peakState().load(now, l)
+	return e.peakState().Load(now, l.perNano)
 }
 
-// peakState is what an endpoint's Peak EWMA load is computed from, read
+// peakState is what the endpoint's Peak EWMA load is computed from, read
 // from its line at once.
-type peakState struct {
-	inflight int64
-	avg      float64 // the latency average as last updated; 0: no sample
-	stamp    int64   // Nanotime of the last sample
-}
-
-func (e *Endpoint) peakState() peakState {
-	return peakState{inflight: e.inFlight(), avg: math.Float64frombits(e.rtt.bits.Load()), stamp: e.rtt.stamp.Load()}
-}
-
-// load is the Peak EWMA load at now, and whether calls are in flight.
-func (st peakState) load(now int64, l *latency) (load float64, busy bool) {
-	pending := float64(st.inflight)
-	avg := st.avg
-	if avg == 0 {
-		if pending > 0 {
-			return pendingPenalty + pending, true
-		}
-		return 0, false
-	}
-	if idle := now - st.stamp; idle > 0 {
-		avg *= decay(float64(idle) * l.perNano)
-	}
-	return avg * (pending + 1), st.inflight > 0
-}
-
-// peakPair is the Peak EWMA loads of two endpoints, each up to a factor
-// that is the same for both, so that they compare as their loads at any
-// time after both stamps do (up to decay's rounding, about 1e-7, and its
-// cut to 0 past 700 decay times, where both are idle anyway), and without the time: the two averages decay
-// at one rate, so between the later stamp and now both shrink by the same
-// factor, and only the earlier one's decay up to the later stamp tells
-// them apart. (The load of an endpoint with calls in flight and no sample
-// does not decay, but it is pendingPenalty, which no decayed load nears.)
-// A picker then need not read the clock before it compares, only after:
-// reading it stalls the pipeline until every load before it is done, and
-// a pick that compares first has its misses over by then.
-//
-// Each load is decayed by its idle time before the later stamp, the later
-// one's by none (decay(0) is exactly 1): which of the two is the older is
-// as random as the draw, and a branch on it missed half the time.
-func peakPair(a, b peakState, l *latency) (la, lb float64, busyA, busyB bool) {
-	at := max(a.stamp, b.stamp)
-	if a.avg == 0 || b.avg == 0 {
-		// An endpoint with no sample yet (a newcomer): load's rules.
-		la, busyA = a.load(at, l)
-		lb, busyB = b.load(at, l)
-		return la, lb, busyA, busyB
-	}
-	la = a.avg * decay(float64(at-a.stamp)*l.perNano) * float64(a.inflight+1)
-	lb = b.avg * decay(float64(at-b.stamp)*l.perNano) * float64(b.inflight+1)
-	return la, lb, a.inflight > 0, b.inflight > 0
+func (e *Endpoint) peakState() ewma.Reading {
+	return ewma.Reading{InFlight: e.inFlight(), Avg: math.Float64frombits(e.rtt.bits.Load()), Stamp: e.rtt.stamp.Load()}
 }
 
 // PeakEWMA is the load metric of latency-aware policies: an endpoint's
 // latency average, decayed by idle time, times (in-flight + 1). A
 // LeastLoaded picker given it reads each candidate's average directly,
-// compares two candidates without the clock (peakPair), reads the clock
+// compares two candidates without the clock (ewma.Pair), reads the clock
 // when the call it places may be due for a sample (recentClock), and times
 // it if so, so that its Done feeds the average.
 type PeakEWMA struct{ snap *Snapshot }
@@ -182,7 +125,7 @@ func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) 
 		// apart, and its usual answer is then far over the decayed one.
 		far := sample > farPeak*avg
 		idle := float64(max(now-e.rtt.stamp.Load(), 0))
-		w := decay(idle * l.perNano)
+		w := ewma.Decay(idle * l.perNano)
 		if idle > l.tau*staleAfter {
 			// After a gap the stored average is stale: pickers have watched
 			// it decay, and this sample is judged against what they saw.

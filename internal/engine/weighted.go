@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pickwise/pickwise/internal/procid"
+	"github.com/pickwise/pickwise/internal/schedule"
 	"google.golang.org/grpc/balancer"
 )
 
@@ -24,7 +25,7 @@ import (
 type WeightedRR struct {
 	// Immutable after construction.
 	snap  *Snapshot
-	sched *Schedule
+	sched *schedule.Schedule
 	// cursors are where the picker is in its schedule once picks are
 	// spread: one per P, each walking the whole schedule from a random
 	// position of its own (see cursorsFor); nil when there is one P or the
@@ -117,14 +118,14 @@ func NewWeightedRR(snap *Snapshot) *WeightedRR { return NewWeightedRRAfter(snap,
 
 // NewWeightedRRAfter returns a WeightedRR picker over snap that takes
 // over from the balancer's last one, which stood at from (nil: none).
-// Over the same order (Schedule.sameOrder), its positions continue the
+// Over the same order (schedule.Schedule.SameOrder), its positions continue the
 // last picker's rather than starting at random ones. A picker is rebuilt
 // at every weight update (ten times a second by default) and connectivity
 // change; from a random position, each rebuild gave every endpoint a
 // random gap before its next call, down to none, and a backend that
 // serves a call or a few at a time queued behind the pairs that made.
 // The order is held while every endpoint's slots stay within one of
-// what its weight asks (NewScheduleAfter): smoothed weights that drift by
+// what its weight asks (schedule.NewAfter): smoothed weights that drift by
 // up to a part in a thousand per update keep it at over nine rebuilds in
 // ten (TestScheduleHeldWhileWithinASlot); a sweep never keeps it. A
 // rebuild over another order, and a channel's first picker, start at
@@ -166,7 +167,7 @@ func NewWeightedRRAfter(snap *Snapshot, from *WeightedRRPosition) *WeightedRR {
 			}
 		}
 	}
-	p := newWeightedRR(snap, NewScheduleAfter(ws, from.order()), cursorsFor(snap))
+	p := newWeightedRR(snap, schedule.NewAfter(ws, from.order()), cursorsFor(snap))
 	if from != nil {
 		p.continueFrom(from)
 	}
@@ -179,13 +180,13 @@ func NewWeightedRRAfter(snap *Snapshot, from *WeightedRRPosition) *WeightedRR {
 // neither the snapshot nor its endpoints, so a balancer that keeps it
 // between pickers keeps no fleet alive.
 type WeightedRRPosition struct {
-	sched   *Schedule
+	sched   *schedule.Schedule
 	shared  *cursor
 	cursors []cursor
 }
 
 // order is the order from's picker followed, nil for none (or no from).
-func (from *WeightedRRPosition) order() *Schedule {
+func (from *WeightedRRPosition) order() *schedule.Schedule {
 	if from == nil {
 		return nil
 	}
@@ -217,7 +218,7 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 		p.spread.Store(spread)
 		p.shared.spread.Store(spread)
 	}
-	if !p.sched.sameOrder(from.sched) {
+	if !p.sched.SameOrder(from.sched) {
 		return
 	}
 	take := func(c, from *cursor) { c.next.Store(from.next.Load() &^ (nextPosition - 1)) }
@@ -232,7 +233,7 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 // newWeightedRR is the picker over snap that follows sched with n cursors,
 // a power of two, each starting at a random position, so that many
 // clients with the same weights do not move through the backends in step.
-func newWeightedRR(snap *Snapshot, sched *Schedule, n int) *WeightedRR {
+func newWeightedRR(snap *Snapshot, sched *schedule.Schedule, n int) *WeightedRR {
 	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, unserved: snap.unserved, shared: &cursor{}}
 	if snap.provesRamps() {
 		p.checks = newRampChecks(snap)
@@ -366,7 +367,7 @@ func (p *WeightedRR) reason() PickReason {
 }
 
 // Schedule is the order the picker follows, for tests and tools.
-func (p *WeightedRR) Schedule() *Schedule { return p.sched }
+func (p *WeightedRR) Schedule() *schedule.Schedule { return p.sched }
 
 // Snapshot is what the picker was built from, for tests and tools; its
 // Weights are nil once the balancer has built the picker

@@ -14,6 +14,8 @@ import (
 
 	"github.com/pickwise/pickwise/internal/fakecc"
 	"github.com/pickwise/pickwise/internal/procid"
+	"github.com/pickwise/pickwise/internal/schedule"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -203,7 +205,7 @@ func TestWeightedRRSharedKeepsOrder(t *testing.T) {
 	const cursors, goroutines, each = 4, 8, 5000
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cursors))
 	weights := []float64{5, 1, 1, 3} // a cycle of 10 slots: 5, 1, 1, 3
-	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &secondPerRead{}}, NewSchedule(weights), cursors)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &secondPerRead{}}, schedule.New(weights), cursors)
 	var got [4]atomic.Int64
 	// Rounds of 8 goroutines of 5000 picks (4000 cycles) repeat until
 	// the picks have come from more than one P: a busy machine can run
@@ -258,7 +260,7 @@ func pickAs(p *WeightedRR, pid uint32) {
 func TestWeightedRRSpreadsWhenDense(t *testing.T) {
 	weights := []float64{5, 1, 1, 3}
 	clk := &manualClock{now: 1}
-	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, schedule.New(weights), 4)
 	rnd := NewSeededRand(11)
 	picks := 0
 	phases := []struct {
@@ -297,7 +299,7 @@ func TestWeightedRRSpreadsWhenDense(t *testing.T) {
 func TestWeightedRROneGoroutineStaysShared(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	weights := []float64{5, 1, 1, 3}
-	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &nanoPerRead{}}, NewSchedule(weights), 4)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &nanoPerRead{}}, schedule.New(weights), 4)
 	for range 50 * rateCheckEvery {
 		res, err := p.Pick(balancer.PickInfo{})
 		if err != nil {
@@ -319,7 +321,7 @@ func TestWeightedRRSpreadsOverPs(t *testing.T) {
 	const procs = 4
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	weights := []float64{5, 1, 1, 3}
-	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &nanoPerRead{}}, NewSchedule(weights), procs)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: &nanoPerRead{}}, schedule.New(weights), procs)
 	var got [4]atomic.Int64
 	var spread atomic.Bool
 	rounds := pickInRounds(t, p, got[:], 2*procs, 4*rateCheckEvery, func() {
@@ -339,7 +341,7 @@ func TestWeightedRRSpreadsOverPs(t *testing.T) {
 func TestWeightedRRRateCheckEdges(t *testing.T) {
 	weights := []float64{5, 1, 1, 3}
 	clk := &manualClock{now: 1}
-	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, NewSchedule(weights), 4)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}, schedule.New(weights), 4)
 	s := p.shared
 	s.checkedBy.Store(2) // as if the last check had been on P 1
 	check := func(what string) {
@@ -384,7 +386,7 @@ func TestWeightedRRCursorsKeepShares(t *testing.T) {
 	const cursors, goroutines, each = 4, 8, 5000
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cursors)) // a P for every cursor
 	weights := []float64{5, 1, 1, 3}
-	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7)}, NewSchedule(weights), cursors)
+	p := newWeightedRR(&Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7)}, schedule.New(weights), cursors)
 	p.spread.Store(true) // as a picker whose picks came densely
 	var got [4]atomic.Int64
 	// One round is 8 goroutines of 5000 picks. A busy machine can run
@@ -442,7 +444,7 @@ func TestCursorsFor(t *testing.T) {
 // with the same slots for every index: equal weights over as many
 // endpoints, or weights that quantize alike; never a sweep.
 func TestScheduleSameOrder(t *testing.T) {
-	sweep := NewSchedule(slices.Repeat([]float64{1.5, 1}, 100)) // 200 endpoints: a sweep
+	sweep := schedule.New(slices.Repeat([]float64{1.5, 1}, 100)) // 200 endpoints: a sweep
 	for _, c := range []struct {
 		a, b []float64
 		same bool
@@ -454,11 +456,11 @@ func TestScheduleSameOrder(t *testing.T) {
 		{[]float64{1.5, 1}, []float64{1.5000001, 1}, true}, // quantized alike
 		{[]float64{1.5, 1}, []float64{1.6, 1}, false},
 	} {
-		if got := NewSchedule(c.b).sameOrder(NewSchedule(c.a)); got != c.same {
+		if got := schedule.New(c.b).SameOrder(schedule.New(c.a)); got != c.same {
 			t.Errorf("%v after %v: same order %v, want %v", c.b, c.a, got, c.same)
 		}
 	}
-	if sweep.sameOrder(sweep) {
+	if sweep.SameOrder(sweep) {
 		t.Error("a sweep is the same order as itself; want never")
 	}
 }
@@ -469,7 +471,7 @@ func TestScheduleSameOrder(t *testing.T) {
 // to a part in a thousand per update, and that takes over from the last
 // one, places few calls to one endpoint closer than half its period: the
 // order is held until the drift has moved some endpoint's ideal count a
-// slot away (NewScheduleAfter), and only then does the picker start at a
+// slot away (schedule.NewAfter), and only then does the picker start at a
 // random position. Rebuilt from random positions every time, every
 // rebuild gave every endpoint a random gap. Measured over seeds 1 to 8:
 // 3 to 14 such calls taking over, 427 to 490 from random positions (111
@@ -529,7 +531,7 @@ func TestWeightedRRContinuesAcrossRebuilds(t *testing.T) {
 // picks, all from one P, stays shared.
 func TestWeightedRRTakesOverSpread(t *testing.T) {
 	weights := []float64{5, 1, 1, 3}
-	sched := NewSchedule(weights)
+	sched := schedule.New(weights)
 	clk := &manualClock{now: 1}
 	snap := &Snapshot{Endpoints: idEndpoints(weights), Rand: NewSeededRand(7), Clock: clk}
 	rnd := NewSeededRand(11)
@@ -716,5 +718,33 @@ func TestWeightedRRRepaysLentCalls(t *testing.T) {
 	}
 	if n := proof.owed.Load(); n != 1 {
 		t.Errorf("%d calls owed after retries, want the 1 owed before them", n)
+	}
+}
+
+// TestWeightedRRLeavesSnapshotWeights checks that a picker whose weights
+// slow start scales scales a copy: the snapshot's weights, which it hands
+// the schedule as they are when nothing scales them, and which may be the
+// balancer's own kept array (Snapshot.Weights), are not written.
+func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
+	const now = int64(time.Second)
+	var eps []Ready
+	for i := range 3 {
+		eps = append(eps, readyFixed(newEndpoint(fmt.Sprint(i), nil, false), 1))
+	}
+	weights := []float64{1, 2, 3}
+	snap := &Snapshot{
+		Endpoints: eps,
+		Weights:   slices.Clone(weights),
+		Rand:      NewSeededRand(1),
+		Built:     now,
+		ramp:      newRamp(&SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
+		ramps:     []rampSpan{{}, {start: now, end: now + int64(10*time.Second)}, {}},
+	}
+	p := NewWeightedRR(snap)
+	if !slices.Equal(snap.Weights, weights) {
+		t.Errorf("snapshot weights after building the picker = %v, want %v", snap.Weights, weights)
+	}
+	if got := p.Schedule().Share(1); got >= 2.0/6 {
+		t.Errorf("ramping endpoint's share = %.3f, want below its weight's %.3f", got, 2.0/6)
 	}
 }

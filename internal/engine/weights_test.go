@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/evidence"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -85,51 +86,7 @@ func TestRampSharesHoldShare(t *testing.T) {
 	}
 }
 
-// steady returns the counts of an endpoint that has answered many calls,
-// all successfully, then the given outcomes in order.
-func steady(p *penalty, then ...bool) outcomes {
-	var o outcomes
-	for o.total < p.full {
-		o = o.step(false, p.keep)
-	}
-	for _, failed := range then {
-		o = o.step(failed, p.keep)
-	}
-	return o
-}
-
-func repeat(failed bool, n int) []bool {
-	out := make([]bool, n)
-	for i := range out {
-		out[i] = failed
-	}
-	return out
-}
-
-func TestAvoidanceNeedsEvidence(t *testing.T) {
-	p := newPenalty(DefaultFailurePenalty())
-	for _, tc := range []struct {
-		what     string
-		o        outcomes
-		fleet    float64
-		min, max float64
-	}{
-		{"no failure", steady(p), 0, 0, 0},
-		{"one failure after many successes", steady(p, true), 0, 0.1, 0.2},
-		{"one failure, the fleet failing alike", steady(p, true), 0.1, 0, 0.1},
-		{"one failure and nothing else", outcomes{}.step(true, p.keep), 0, 0.4, 0.6},
-		{"ten failures in a row", steady(p, repeat(true, 10)...), 0, 0.75, 0.85},
-		{"a black hole", steady(p, repeat(true, 200)...), 0, 0.96, 0.99},
-		{"a black hole among ten", steady(p, repeat(true, 200)...), 0.1, 0.96, 0.99},
-		{"every endpoint a black hole", steady(p, repeat(true, 200)...), 1, 0, 0},
-	} {
-		if q := p.avoidance(tc.o, tc.fleet); q < tc.min || q > tc.max {
-			t.Errorf("%s (failures %.2f of %.2f, fleet %.2f): avoidance %.3f, want [%.2f, %.2f]", tc.what, tc.o.failures, tc.o.total, tc.fleet, q, tc.min, tc.max)
-		}
-	}
-	if q := p.avoidance(outcomes{failures: 1e6, total: 1e6}, 0); q != p.maxAvoid {
-		t.Errorf("avoidance of a certain failure = %v, want the cap %v", q, p.maxAvoid)
-	}
+func TestDisabledPenaltyIsNil(t *testing.T) {
 	if newPenalty(FailurePenaltyConfig{Enabled: false}) != nil {
 		t.Error("a disabled penalty is not nil")
 	}
@@ -156,7 +113,7 @@ func TestOutcomeCounts(t *testing.T) {
 	if e.outcomeBits.Load() != before {
 		t.Error("a success on a healthy endpoint with full counts wrote them")
 	}
-	if o := e.decayOutcomes(0.5); o.total != unpackOutcomes(before).total {
+	if o := e.decayOutcomes(0.5); o.Total != evidence.Unpack(before).Total {
 		t.Error("decay changed a healthy endpoint's counts")
 	}
 }

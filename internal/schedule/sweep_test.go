@@ -1,4 +1,4 @@
-package engine
+package schedule
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ func sweepSets(r *rand.Rand) []struct {
 	name    string
 	weights []float64
 } {
-	bad := schedRandomWeights(r, 3000)
+	bad := randomWeights(r, 3000)
 	for i := 0; i < len(bad); i += 97 {
 		bad[i] = []float64{0, -1, math.NaN(), math.Inf(1)}[i%4]
 	}
@@ -23,21 +23,21 @@ func sweepSets(r *rand.Rand) []struct {
 		name    string
 		weights []float64
 	}{
-		{"random/n=129", schedRandomWeights(r, 129)},
-		{"random/n=1000", schedRandomWeights(r, 1000)},
-		{"random/n=10000", schedRandomWeights(r, 10000)},
-		{"one-heavy/n=5000", schedRange(5000, func(i int) float64 {
+		{"random/n=129", randomWeights(r, 129)},
+		{"random/n=1000", randomWeights(r, 1000)},
+		{"random/n=10000", randomWeights(r, 10000)},
+		{"one-heavy/n=5000", weightsOf(5000, func(i int) float64 {
 			if i == 17 {
 				return 1e12
 			}
 			return 1 + float64(i%7)/10
 		})},
-		{"fractional/n=4000", schedRange(4000, func(i int) float64 { return 0.5 + float64(i%2)/4 })},
+		{"fractional/n=4000", weightsOf(4000, func(i int) float64 { return 0.5 + float64(i%2)/4 })},
 		{"bad/n=3000", bad},
 		// Arcs of a quarter, an eighth and a sixteenth of the
 		// circle's n-th parts: most start exactly on a bucket's first
 		// point, where the guide's ceiling is taken of a whole number.
-		{"boundaries/n=4096", schedRange(4096, func(i int) float64 { return []float64{1, 0.5, 0.25, 0.25}[i%4] })},
+		{"boundaries/n=4096", weightsOf(4096, func(i int) float64 { return []float64{1, 0.5, 0.25, 0.25}[i%4] })},
 	}
 }
 
@@ -53,7 +53,7 @@ func sweepSearch(s *sweep, seq uint32) int {
 }
 
 // TestSweepChosen checks when a schedule sweeps: weights that need a cycle
-// longer than schedMaxCycle, never integer weights whose cycle fits.
+// longer than maxCycle, never integer weights whose cycle fits.
 func TestSweepChosen(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, tc := range []struct {
@@ -61,20 +61,20 @@ func TestSweepChosen(t *testing.T) {
 		weights []float64
 		sweeps  bool
 	}{
-		{"random/n=128", schedRandomWeights(r, 128), false},
-		{"random/n=129", schedRandomWeights(r, 129), true},
-		{"integers/n=2000", schedRange(2000, func(i int) float64 { return float64(1 + i%3) }), false},
-		{"integers-1..100/n=1000", schedRange(1000, func(i int) float64 { return float64(1 + i%100) }), true},
-		{"equal-integers/n=50000", schedRange(50000, func(int) float64 { return 3 }), false},
-		{"equal-fractions/n=100000", schedRange(100000, func(int) float64 { return 0.3 }), false},
-		{"unusable/n=70000", schedRange(70000, func(i int) float64 { return []float64{0, math.NaN()}[i%2] }), true},
-		{"huge-common-factor/n=5000", schedRange(5000, func(i int) float64 { return float64(uint64(1+i%2) << 52) }), false},
-		{"huge-sum/n=5000", schedRange(5000, func(i int) float64 { return float64(1<<53 - 1 - 2*(i%2)) }), true},
+		{"random/n=128", randomWeights(r, 128), false},
+		{"random/n=129", randomWeights(r, 129), true},
+		{"integers/n=2000", weightsOf(2000, func(i int) float64 { return float64(1 + i%3) }), false},
+		{"integers-1..100/n=1000", weightsOf(1000, func(i int) float64 { return float64(1 + i%100) }), true},
+		{"equal-integers/n=50000", weightsOf(50000, func(int) float64 { return 3 }), false},
+		{"equal-fractions/n=100000", weightsOf(100000, func(int) float64 { return 0.3 }), false},
+		{"unusable/n=70000", weightsOf(70000, func(i int) float64 { return []float64{0, math.NaN()}[i%2] }), true},
+		{"huge-common-factor/n=5000", weightsOf(5000, func(i int) float64 { return float64(uint64(1+i%2) << 52) }), false},
+		{"huge-sum/n=5000", weightsOf(5000, func(i int) float64 { return float64(1<<53 - 1 - 2*(i%2)) }), true},
 		// The sum is 2^64 + 1: only its carry says it does not fit.
-		{"carry/n=2049", schedRange(2049, func(i int) float64 { return float64(max(1, (1<<53)*min(1, 2048-i))) }), true},
-		{"integers/n=40000", schedRange(40000, func(i int) float64 { return float64(1 + i%3) }), true},
+		{"carry/n=2049", weightsOf(2049, func(i int) float64 { return float64(max(1, (1<<53)*min(1, 2048-i))) }), true},
+		{"integers/n=40000", weightsOf(40000, func(i int) float64 { return float64(1 + i%3) }), true},
 	} {
-		if got := NewSchedule(tc.weights).Sweeps(); got != tc.sweeps {
+		if got := New(tc.weights).Sweeps(); got != tc.sweeps {
 			t.Errorf("%s: Sweeps() = %v, want %v", tc.name, got, tc.sweeps)
 		}
 	}
@@ -87,7 +87,7 @@ func TestSweepMatchesSearch(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, tc := range sweepSets(r) {
 		t.Run(tc.name, func(t *testing.T) {
-			sch := NewSchedule(tc.weights)
+			sch := New(tc.weights)
 			if !sch.Sweeps() {
 				t.Fatal("not a sweep")
 			}
@@ -126,26 +126,26 @@ func TestSweepShares(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
 	for _, tc := range sweepSets(r) {
 		t.Run(tc.name, func(t *testing.T) {
-			sch := NewSchedule(tc.weights)
+			sch := New(tc.weights)
 			n := len(tc.weights)
-			var usable, sum float64
+			var maxW, sum float64
 			for _, w := range tc.weights {
-				if schedUsable(w) {
-					usable = max(usable, w)
+				if usable(w) {
+					maxW = max(maxW, w)
 				}
 			}
 			for _, w := range tc.weights {
-				if schedUsable(w) {
-					sum += w / usable
+				if usable(w) {
+					sum += w / maxW
 				}
 			}
-			floor := sum / float64(schedTarget(n))
+			floor := sum / float64(targetLen(n))
 			var total, shares float64
 			arc := make([]float64, n)
 			for i, w := range tc.weights {
 				arc[i] = floor
-				if schedUsable(w) {
-					arc[i] = max(w/usable, floor)
+				if usable(w) {
+					arc[i] = max(w/maxW, floor)
 				}
 				total += arc[i]
 			}
@@ -192,7 +192,7 @@ func TestSweepGaps(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 28))
 	for _, tc := range sweepSets(r) {
 		t.Run(tc.name, func(t *testing.T) {
-			sch := NewSchedule(tc.weights)
+			sch := New(tc.weights)
 			n := len(tc.weights)
 			last := make([]int, n)
 			for i := range last {
@@ -233,7 +233,7 @@ func TestSweepGaps(t *testing.T) {
 // the largest fleet a cycle serves and past it.
 func BenchmarkSweepNext(b *testing.B) {
 	for _, n := range []int{128, 129, 1000, 10000, 50000} {
-		s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(31, uint64(n))), n))
+		s := New(randomWeights(rand.New(rand.NewPCG(31, uint64(n))), n))
 		b.Run(fmt.Sprintf("n=%d/sweeps=%v", n, s.Sweeps()), func(b *testing.B) {
 			var seq uint32
 			sink := 0
@@ -241,7 +241,7 @@ func BenchmarkSweepNext(b *testing.B) {
 				seq++
 				sink += s.Next(seq)
 			}
-			schedBenchSink.Add(int64(sink))
+			benchSink.Add(int64(sink))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package schedule
 
 import (
 	"fmt"
@@ -9,13 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/pickwise/pickwise/lbconfig"
 )
 
-// schedCycle returns one full cycle of s, position 0 first.
-func schedCycle(s *Schedule) []int {
+// cycleOf returns one full cycle of s, position 0 first.
+func cycleOf(s *Schedule) []int {
 	out := make([]int, s.Len())
 	for p := range out {
 		out[p] = s.Next(uint32(p))
@@ -23,8 +20,8 @@ func schedCycle(s *Schedule) []int {
 	return out
 }
 
-// schedCounts returns how often each of n endpoints occurs in order.
-func schedCounts(t *testing.T, order []int, n int) []int {
+// countsOf returns how often each of n endpoints occurs in order.
+func countsOf(t *testing.T, order []int, n int) []int {
 	t.Helper()
 	c := make([]int, n)
 	for p, i := range order {
@@ -36,12 +33,12 @@ func schedCounts(t *testing.T, order []int, n int) []int {
 	return c
 }
 
-// schedCheckSlots fails unless one cycle of s gives endpoint i exactly
+// checkSlots fails unless one cycle of s gives endpoint i exactly
 // s.Slots(i) positions and the slots add up to Len.
-func schedCheckSlots(t *testing.T, s *Schedule, n int) []int {
+func checkSlots(t *testing.T, s *Schedule, n int) []int {
 	t.Helper()
-	order := schedCycle(s)
-	counts := schedCounts(t, order, n)
+	order := cycleOf(s)
+	counts := countsOf(t, order, n)
 	total := 0
 	for i, c := range counts {
 		if c != s.Slots(i) {
@@ -55,10 +52,10 @@ func schedCheckSlots(t *testing.T, s *Schedule, n int) []int {
 	return order
 }
 
-// schedRandomWeights draws n weights log-uniformly over three decades, so
+// randomWeights draws n weights log-uniformly over three decades, so
 // sets mix heavy and light endpoints and some light ones hit the one-slot
 // floor at small n.
-func schedRandomWeights(r *rand.Rand, n int) []float64 {
+func randomWeights(r *rand.Rand, n int) []float64 {
 	w := make([]float64, n)
 	for i := range w {
 		w[i] = math.Exp(r.Float64() * math.Log(1000))
@@ -66,7 +63,7 @@ func schedRandomWeights(r *rand.Rand, n int) []float64 {
 	return w
 }
 
-func schedRange(n int, f func(i int) float64) []float64 {
+func weightsOf(n int, f func(i int) float64) []float64 {
 	w := make([]float64, n)
 	for i := range w {
 		w[i] = f(i)
@@ -92,7 +89,7 @@ func TestScheduleExactProportions(t *testing.T) {
 		{"100-1", []float64{100, 1}, []int{100, 1}},
 		{"near-integer", []float64{2.0000000001, 3.9999999999}, []int{1, 2}},
 		{"largest-exact", []float64{4095, 1}, []int{4095, 1}},
-		{"1000x1..4", schedRange(1000, func(i int) float64 { return float64(1 + i%4) }), nil},
+		{"1000x1..4", weightsOf(1000, func(i int) float64 { return float64(1 + i%4) }), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.want
@@ -102,7 +99,7 @@ func TestScheduleExactProportions(t *testing.T) {
 					want[i] = int(w) // GCD is 1: weight 1 is present
 				}
 			}
-			s := NewSchedule(tc.weights)
+			s := New(tc.weights)
 			wantLen := 0
 			for _, c := range want {
 				wantLen += c
@@ -110,7 +107,7 @@ func TestScheduleExactProportions(t *testing.T) {
 			if s.Len() != wantLen {
 				t.Fatalf("Len = %d, want %d", s.Len(), wantLen)
 			}
-			counts := schedCounts(t, schedCycle(s), len(tc.weights))
+			counts := countsOf(t, cycleOf(s), len(tc.weights))
 			for i := range want {
 				if counts[i] != want[i] || s.Slots(i) != want[i] {
 					t.Errorf("endpoint %d: %d positions, Slots %d, want %d", i, counts[i], s.Slots(i), want[i])
@@ -120,11 +117,11 @@ func TestScheduleExactProportions(t *testing.T) {
 	}
 }
 
-// schedClustered returns weights proportional to the endpoints' phases, the
+// clustered returns weights proportional to the endpoints' phases, the
 // adversarial case for the build: every endpoint's first slot falls due at
 // nearly the same instant, so many slots share a bucket.
-func schedClustered(n int) []float64 {
-	return schedRange(n, func(i int) float64 { return float64(schedPhase(i)) / schedPhaseOne })
+func clustered(n int) []float64 {
+	return weightsOf(n, func(i int) float64 { return float64(phaseOf(i)) / phaseOne })
 }
 
 // TestScheduleOrderMatchesReference checks the bucket-sorted build against
@@ -137,15 +134,15 @@ func TestScheduleOrderMatchesReference(t *testing.T) {
 		weights []float64
 	}{
 		{"5-1-1", []float64{5, 1, 1}},
-		{"equal/n=50", schedRange(50, func(int) float64 { return 1 })},
-		{"1000x1..4", schedRange(1000, func(i int) float64 { return float64(1 + i%4) })},
-		{"random/n=2", schedRandomWeights(r, 2)},
-		{"random/n=10", schedRandomWeights(r, 10)},
-		{"random/n=100", schedRandomWeights(r, 100)},
-		{"clustered/n=128", schedClustered(128)},
+		{"equal/n=50", weightsOf(50, func(int) float64 { return 1 })},
+		{"1000x1..4", weightsOf(1000, func(i int) float64 { return float64(1 + i%4) })},
+		{"random/n=2", randomWeights(r, 2)},
+		{"random/n=10", randomWeights(r, 10)},
+		{"random/n=100", randomWeights(r, 100)},
+		{"clustered/n=128", clustered(128)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewSchedule(tc.weights)
+			s := New(tc.weights)
 			if s.Sweeps() {
 				t.Fatal("a sweep: nothing to compare with the reference cycle")
 			}
@@ -157,9 +154,9 @@ func TestScheduleOrderMatchesReference(t *testing.T) {
 			for i := range tc.weights {
 				si := int64(s.Slots(i))
 				for k := range si {
-					num := new(big.Int).SetUint64(schedPhase(i))
-					num.Add(num, big.NewInt(k*schedPhaseOne))
-					due := new(big.Rat).SetFrac(num, big.NewInt(si*schedPhaseOne))
+					num := new(big.Int).SetUint64(phaseOf(i))
+					num.Add(num, big.NewInt(k*phaseOne))
+					due := new(big.Rat).SetFrac(num, big.NewInt(si*phaseOne))
 					ref = append(ref, slot{due, i})
 				}
 			}
@@ -169,11 +166,11 @@ func TestScheduleOrderMatchesReference(t *testing.T) {
 				}
 				return a.i - b.i
 			})
-			if schedEqual(tc.weights) {
+			if allEqual(tc.weights) {
 				// Equal weights: one slot each, in index order.
 				slices.SortFunc(ref, func(a, b slot) int { return a.i - b.i })
 			}
-			got := schedCycle(s)
+			got := cycleOf(s)
 			if len(got) != len(ref) {
 				t.Fatalf("Len = %d, reference %d", len(got), len(ref))
 			}
@@ -187,21 +184,21 @@ func TestScheduleOrderMatchesReference(t *testing.T) {
 }
 
 // TestScheduleExactLimit checks the boundary of the exact cycle: one slot
-// past schedExactLimit switches to the quantized cycle, which still keeps
+// past exactLimit switches to the quantized cycle, which still keeps
 // the light endpoint in rotation.
 func TestScheduleExactLimit(t *testing.T) {
-	s := NewSchedule([]float64{schedMaxCycle, 1})
+	s := New([]float64{maxCycle, 1})
 	// T = 1024: 4096/4097*1024 rounds to 1024, the light endpoint is
 	// floored to one slot.
 	if s.Len() != 1025 || s.Slots(0) != 1024 || s.Slots(1) != 1 {
 		t.Errorf("Len %d, Slots %d %d; want 1025, 1024 1", s.Len(), s.Slots(0), s.Slots(1))
 	}
-	schedCheckSlots(t, s, 2)
+	checkSlots(t, s, 2)
 }
 
-// schedMaxCyclicRun is the longest run of endpoint i in order read as a
+// maxCyclicRun is the longest run of endpoint i in order read as a
 // cycle.
-func schedMaxCyclicRun(order []int, i int) int {
+func maxCyclicRun(order []int, i int) int {
 	n := len(order)
 	start := -1
 	for p, e := range order {
@@ -229,10 +226,10 @@ func schedMaxCyclicRun(order []int, i int) int {
 // with no cyclic run of the heavy endpoint longer than 3 (the least possible:
 // two light slots split five heavy ones) and the light endpoints apart.
 func TestSchedule511(t *testing.T) {
-	s := NewSchedule([]float64{5, 1, 1})
-	order := schedCheckSlots(t, s, 3)
+	s := New([]float64{5, 1, 1})
+	order := checkSlots(t, s, 3)
 	t.Logf("{5,1,1} cycle: %v", order)
-	if run := schedMaxCyclicRun(order, 0); run > 3 {
+	if run := maxCyclicRun(order, 0); run > 3 {
 		t.Errorf("longest cyclic run of endpoint 0 = %d, want <= 3", run)
 	}
 	for p := range order {
@@ -246,16 +243,16 @@ func TestSchedule511(t *testing.T) {
 // TestScheduleEqualWeightsSpread checks that the phases keep equal-weight
 // endpoints apart: with two of weight 3, neither ever follows itself.
 func TestScheduleEqualWeightsSpread(t *testing.T) {
-	order := schedCheckSlots(t, NewSchedule([]float64{3, 3}), 2)
+	order := checkSlots(t, New([]float64{3, 3}), 2)
 	t.Logf("{3,3} cycle: %v", order)
 	for i := range 2 {
-		if run := schedMaxCyclicRun(order, i); run != 1 {
+		if run := maxCyclicRun(order, i); run != 1 {
 			t.Errorf("endpoint %d: longest cyclic run %d, want 1", i, run)
 		}
 	}
 }
 
-// TestScheduleSmoothness checks the gap bound proved in scheduler.go: every
+// TestScheduleSmoothness checks the gap bound of docs/design/weighted-schedule.md: every
 // cyclic gap g between consecutive occurrences of endpoint i satisfies
 // |g - L/s_i| < m_i, where m_i counts the endpoints j != i whose s_j/s_i is
 // not an integer (so g = L/s_i exactly when m_i = 0). m_i <= n-1, tighter
@@ -270,16 +267,16 @@ func TestScheduleSmoothness(t *testing.T) {
 		{"5-1-1", []float64{5, 1, 1}},
 		{"10-6-6-6", []float64{10, 6, 6, 6}},
 		{"100-1", []float64{100, 1}},
-		{"1000x1..4", schedRange(1000, func(i int) float64 { return float64(1 + i%4) })},
+		{"1000x1..4", weightsOf(1000, func(i int) float64 { return float64(1 + i%4) })},
 	}
 	for _, n := range []int{3, 10, 100, 128} {
-		sets = append(sets, set{fmt.Sprintf("random/n=%d", n), schedRandomWeights(r, n)})
+		sets = append(sets, set{fmt.Sprintf("random/n=%d", n), randomWeights(r, n)})
 	}
 	for _, tc := range sets {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(tc.weights)
-			s := NewSchedule(tc.weights)
-			order := schedCheckSlots(t, s, n)
+			s := New(tc.weights)
+			order := checkSlots(t, s, n)
 			L := len(order)
 			pos := make([][]int, n)
 			for p, i := range order {
@@ -327,17 +324,17 @@ func TestScheduleQuantizedShares(t *testing.T) {
 			t.Run(fmt.Sprintf("n=%d/%s", n, spread), func(t *testing.T) {
 				var w []float64
 				if spread == "log" {
-					w = schedRandomWeights(r, n)
+					w = randomWeights(r, n)
 				} else {
-					w = schedRange(n, func(int) float64 { return 0.5 + r.Float64() })
+					w = weightsOf(n, func(int) float64 { return 0.5 + r.Float64() })
 				}
-				s := NewSchedule(w)
-				schedCheckSlots(t, s, n)
+				s := New(w)
+				checkSlots(t, s, n)
 				var sum float64
 				for _, x := range w {
 					sum += x
 				}
-				T := float64(schedTarget(n))
+				T := float64(targetLen(n))
 				L := float64(s.Len())
 				worstRel := 0.0 // over endpoints of at least average weight
 				for i, x := range w {
@@ -373,7 +370,7 @@ func TestScheduleQuantizedShares(t *testing.T) {
 }
 
 // TestScheduleHeldWhileWithinASlot: weights that drift by up to a part in
-// a thousand per rebuild keep the last cycle (NewScheduleAfter returns it)
+// a thousand per rebuild keep the last cycle (NewAfter returns it)
 // until some endpoint's ideal count is a slot away from its slots, so
 // every cycle in use, held or fresh, keeps each share within the held
 // bound |s_i/L - p_i| < (1 + n*p_i)/(T - n); most rebuilds hold. A jump
@@ -383,15 +380,15 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{2, 12, 100, 128} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			w := schedRange(n, func(int) float64 { return 0.5 + r.Float64() })
-			prev := NewSchedule(w)
+			w := weightsOf(n, func(int) float64 { return 0.5 + r.Float64() })
+			prev := New(w)
 			const rebuilds = 500
 			held := 0
 			for range rebuilds {
 				for i := range w {
 					w[i] *= 1 + 0.002*(r.Float64()-0.5)
 				}
-				s := NewScheduleAfter(w, prev)
+				s := NewAfter(w, prev)
 				if s == prev {
 					held++
 				}
@@ -400,7 +397,7 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 				for _, x := range w {
 					sum += x
 				}
-				T, L := float64(schedTarget(n)), float64(s.Len())
+				T, L := float64(targetLen(n)), float64(s.Len())
 				for i, x := range w {
 					p := x / sum
 					if x := max(1, p*T); math.Abs(float64(s.Slots(i))-x) > min(1, max(0.5, x/8)) {
@@ -417,7 +414,7 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 			}
 			jumped := slices.Clone(w)
 			jumped[0] *= 1.5
-			if NewScheduleAfter(jumped, prev) == prev {
+			if NewAfter(jumped, prev) == prev {
 				t.Error("a weight half as large again kept the last cycle")
 			}
 		})
@@ -425,17 +422,17 @@ func TestScheduleHeldWhileWithinASlot(t *testing.T) {
 	// A light endpoint whose ideal count falls from 2.4 slots to 1.2
 	// does not keep its two (a slot within one, but 1.7 times its share).
 	light := append(slices.Repeat([]float64{1.5}, 11), 2.4*16.5/(1024-2.4))
-	heavy := NewSchedule(light)
+	heavy := New(light)
 	light[11] /= 2
-	if heavy.Slots(11) != 2 || NewScheduleAfter(light, heavy) == heavy {
-		t.Errorf("an endpoint's ideal count fell from 2.4 to 1.2 slots: %d slots before, held %v; want 2, not held", heavy.Slots(11), NewScheduleAfter(light, heavy) == heavy)
+	if heavy.Slots(11) != 2 || NewAfter(light, heavy) == heavy {
+		t.Errorf("an endpoint's ideal count fell from 2.4 to 1.2 slots: %d slots before, held %v; want 2, not held", heavy.Slots(11), NewAfter(light, heavy) == heavy)
 	}
-	quantized := NewSchedule([]float64{1.5, 1, 1})
-	if exact := NewScheduleAfter([]float64{3, 2, 2}, quantized); exact == quantized || exact.Len() != 7 {
+	quantized := New([]float64{1.5, 1, 1})
+	if exact := NewAfter([]float64{3, 2, 2}, quantized); exact == quantized || exact.Len() != 7 {
 		t.Errorf("integer weights {3, 2, 2} after a quantized cycle: held %v, %d slots, want a fresh cycle of 7", exact == quantized, exact.Len())
 	}
-	sweeping := schedRange(200, func(i int) float64 { return 1 + float64(i%3)/2 })
-	if s := NewScheduleAfter(sweeping, NewSchedule(sweeping)); !s.Sweeps() {
+	sweeping := weightsOf(200, func(i int) float64 { return 1 + float64(i%3)/2 })
+	if s := NewAfter(sweeping, New(sweeping)); !s.Sweeps() {
 		t.Error("200 fractional weights did not sweep")
 	}
 }
@@ -467,13 +464,13 @@ func TestScheduleBadWeights(t *testing.T) {
 		{"nan-equal", []float64{nan, nan}, []int{1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewSchedule(tc.weights)
-			schedCheckSlots(t, s, len(tc.weights))
+			s := New(tc.weights)
+			checkSlots(t, s, len(tc.weights))
 			for i, w := range tc.weights {
 				if s.Slots(i) < 1 {
 					t.Errorf("endpoint %d: %d slots, want >= 1", i, s.Slots(i))
 				}
-				if !schedUsable(w) && s.Slots(i) != 1 {
+				if !usable(w) && s.Slots(i) != 1 {
 					t.Errorf("endpoint %d (weight %v): %d slots, want 1", i, w, s.Slots(i))
 				}
 				if tc.want != nil && s.Slots(i) != tc.want[i] {
@@ -489,10 +486,10 @@ func TestScheduleBadWeights(t *testing.T) {
 func TestScheduleEmptyPanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
-			t.Error("NewSchedule(nil) did not panic")
+			t.Error("New(nil) did not panic")
 		}
 	}()
-	NewSchedule(nil)
+	New(nil)
 }
 
 // TestScheduleFastmod checks the division-free reduction against % for
@@ -505,13 +502,13 @@ func TestScheduleFastmod(t *testing.T) {
 		divisors = append(divisors, 1+r.Uint64N(1<<32-1))
 	}
 	for _, d := range divisors {
-		m := schedFastmodMultiplier(d)
+		m := fastmodMultiplier(d)
 		xs := []uint32{0, 1, 2, math.MaxUint32, math.MaxUint32 - 1, uint32(d - 1), uint32(d), uint32(d + 1)}
 		for range 500 {
 			xs = append(xs, r.Uint32())
 		}
 		for _, x := range xs {
-			if got, want := schedFastmod(x, m, d), uint64(x)%d; got != want {
+			if got, want := fastmod(x, m, d), uint64(x)%d; got != want {
 				t.Fatalf("%d mod %d = %d, want %d", x, d, got, want)
 			}
 		}
@@ -529,12 +526,12 @@ func TestScheduleNextPeriodic(t *testing.T) {
 	}{
 		{"one", []float64{1}},
 		{"5-1-1", []float64{5, 1, 1}},
-		{"random/n=100", schedRandomWeights(r, 100)},
-		{"longest-cycle/n=128", schedRandomWeights(r, 128)},
+		{"random/n=100", randomWeights(r, 100)},
+		{"longest-cycle/n=128", randomWeights(r, 128)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(tc.weights)
-			s := NewSchedule(tc.weights)
+			s := New(tc.weights)
 			if s.Sweeps() {
 				t.Fatalf("n=%d: a sweep, want a cycle", n)
 			}
@@ -574,7 +571,7 @@ func TestScheduleNextPeriodic(t *testing.T) {
 // do: because every seq in a contiguous range is drawn exactly once, k full
 // cycles' worth of picks split exactly k*Slots(i), however they interleave.
 func TestScheduleConcurrentShares(t *testing.T) {
-	s := NewSchedule([]float64{5, 1, 1, 2.5})
+	s := New([]float64{5, 1, 1, 2.5})
 	const workers, cycles = 8, 400
 	per := cycles * s.Len() / workers
 	var c atomic.Uint32
@@ -608,11 +605,11 @@ func TestScheduleConcurrentShares(t *testing.T) {
 // table or from a sweep.
 func TestScheduleNextAllocs(t *testing.T) {
 	for _, n := range []int{3, 1000, 5000} {
-		w := schedRange(n, func(i int) float64 { return float64(1 + i%5) })
+		w := weightsOf(n, func(i int) float64 { return float64(1 + i%5) })
 		if n == 5000 {
-			w = schedRandomWeights(rand.New(rand.NewPCG(29, 30)), n)
+			w = randomWeights(rand.New(rand.NewPCG(29, 30)), n)
 		}
-		s := NewSchedule(w)
+		s := New(w)
 		if s.Sweeps() != (n == 5000) {
 			t.Fatalf("n=%d: Sweeps() = %v", n, s.Sweeps())
 		}
@@ -633,37 +630,37 @@ func TestScheduleNextAllocs(t *testing.T) {
 func BenchmarkNewSchedule(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("float/n=%d", n), func(b *testing.B) {
-			w := schedRandomWeights(rand.New(rand.NewPCG(9, uint64(n))), n)
+			w := randomWeights(rand.New(rand.NewPCG(9, uint64(n))), n)
 			b.ReportAllocs()
 			for b.Loop() {
-				NewSchedule(w)
+				New(w)
 			}
 		})
 	}
 	b.Run("clustered/n=128", func(b *testing.B) {
-		w := schedClustered(128) // the largest quantized table, at its worst case
+		w := clustered(128) // the largest quantized table, at its worst case
 		b.ReportAllocs()
 		for b.Loop() {
-			NewSchedule(w)
+			New(w)
 		}
 	})
 	b.Run("integer/n=10000", func(b *testing.B) {
-		w := schedRange(10000, func(i int) float64 { return float64(2 * (1 + i*37%100)) }) // reported weights rounded to integers
+		w := weightsOf(10000, func(i int) float64 { return float64(2 * (1 + i*37%100)) }) // reported weights rounded to integers
 		b.ReportAllocs()
 		for b.Loop() {
-			NewSchedule(w)
+			New(w)
 		}
 	})
 	b.Run("integer/n=1000", func(b *testing.B) {
-		w := schedRange(1000, func(i int) float64 { return float64(1 + i%4) })
+		w := weightsOf(1000, func(i int) float64 { return float64(1 + i%4) })
 		b.ReportAllocs()
 		for b.Loop() {
-			NewSchedule(w)
+			New(w)
 		}
 	})
 }
 
-var schedBenchSink atomic.Int64
+var benchSink atomic.Int64
 
 // BenchmarkScheduleNext measures the schedule's part of a pick: all
 // goroutines share one atomic counter, as a picker's did before it kept
@@ -671,7 +668,7 @@ var schedBenchSink atomic.Int64
 func BenchmarkScheduleNext(b *testing.B) {
 	for _, n := range []int{10, 128, 1000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			s := NewSchedule(schedRandomWeights(rand.New(rand.NewPCG(10, uint64(n))), n)) // a sweep past 128
+			s := New(randomWeights(rand.New(rand.NewPCG(10, uint64(n))), n)) // a sweep past 128
 			var c atomic.Uint32
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -679,37 +676,9 @@ func BenchmarkScheduleNext(b *testing.B) {
 				for pb.Next() {
 					sum += s.Next(c.Add(1))
 				}
-				schedBenchSink.Add(int64(sum))
+				benchSink.Add(int64(sum))
 			})
 		})
-	}
-}
-
-// TestWeightedRRLeavesSnapshotWeights checks that a picker whose weights
-// slow start scales scales a copy: the snapshot's weights, which it hands
-// the schedule as they are when nothing scales them, and which may be the
-// balancer's own kept array (Snapshot.Weights), are not written.
-func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
-	const now = int64(time.Second)
-	var eps []Ready
-	for i := range 3 {
-		eps = append(eps, readyFixed(newEndpoint(fmt.Sprint(i), nil, false), 1))
-	}
-	weights := []float64{1, 2, 3}
-	snap := &Snapshot{
-		Endpoints: eps,
-		Weights:   slices.Clone(weights),
-		Rand:      NewSeededRand(1),
-		Built:     now,
-		ramp:      newRamp(&SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
-		ramps:     []rampSpan{{}, {start: now, end: now + int64(10*time.Second)}, {}},
-	}
-	p := NewWeightedRR(snap)
-	if !slices.Equal(snap.Weights, weights) {
-		t.Errorf("snapshot weights after building the picker = %v, want %v", snap.Weights, weights)
-	}
-	if got := p.Schedule().Share(1); got >= 2.0/6 {
-		t.Errorf("ramping endpoint's share = %.3f, want below its weight's %.3f", got, 2.0/6)
 	}
 }
 
@@ -720,16 +689,16 @@ func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 // the limit, some just past it, some with a late weight that breaks the
 // GCD, compared with a direct computation of the cycle.
 func TestScheduleExactSlotsMatchesFullPass(t *testing.T) {
-	limit := float64(schedExactLimit(2))
-	if slots := schedExactSlots([]float64{limit - 1, 1}); slots == nil || slots[0] != uint32(limit-1) {
+	limit := float64(exactLimit(2))
+	if slots := exactSlots([]float64{limit - 1, 1}); slots == nil || slots[0] != uint32(limit-1) {
 		t.Errorf("a cycle of exactly the limit: slots %v, want [%v 1]", slots, limit-1)
 	}
-	if slots := schedExactSlots([]float64{limit, 1}); slots != nil {
+	if slots := exactSlots([]float64{limit, 1}); slots != nil {
 		t.Errorf("a cycle one past the limit: slots of %d entries, want none", len(slots))
 	}
 	// The first weight alone is a cycle of one; the GCD the second brings
 	// halves the sum to exactly the limit.
-	if slots := schedExactSlots([]float64{2 * (limit - 1), 2}); slots == nil || slots[0] != uint32(limit-1) {
+	if slots := exactSlots([]float64{2 * (limit - 1), 2}); slots == nil || slots[0] != uint32(limit-1) {
 		t.Errorf("a cycle of exactly the limit once reduced by a GCD of 2: slots %v, want [%v 1]", slots, limit-1)
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -746,23 +715,23 @@ func TestScheduleExactSlotsMatchesFullPass(t *testing.T) {
 		if trial%7 == 0 {
 			ws[rng.IntN(n)] = math.NaN() // one slot of its own
 		}
-		var gcd, sum, unusable uint64
+		var d, sum, unusable uint64
 		for _, w := range ws {
-			if !schedUsable(w) {
+			if !usable(w) {
 				unusable++
 				continue
 			}
-			gcd = schedGCD(gcd, uint64(w))
+			d = gcd(d, uint64(w))
 			sum += uint64(w)
 		}
-		fits := sum/gcd+unusable <= schedExactLimit(n)
-		slots := schedExactSlots(ws)
+		fits := sum/d+unusable <= exactLimit(n)
+		slots := exactSlots(ws)
 		if (slots != nil) != fits {
-			t.Fatalf("weights %v: exact slots %v, want a cycle: %v (length %d, limit %d)", ws, slots, fits, sum/gcd+unusable, schedExactLimit(n))
+			t.Fatalf("weights %v: exact slots %v, want a cycle: %v (length %d, limit %d)", ws, slots, fits, sum/d+unusable, exactLimit(n))
 		}
 		for i, w := range ws {
-			if slots != nil && schedUsable(w) && uint64(slots[i]) != uint64(w)/gcd {
-				t.Fatalf("weights %v: slot %d = %d, want %d", ws, i, slots[i], uint64(w)/gcd)
+			if slots != nil && usable(w) && uint64(slots[i]) != uint64(w)/d {
+				t.Fatalf("weights %v: slot %d = %d, want %d", ws, i, slots[i], uint64(w)/d)
 			}
 		}
 	}
