@@ -418,29 +418,6 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	return res, err
 }
 
-// rampingPair reports whether a pair of candidates needs choose's checks
-// for slow start: either is in its ramp, or, while ramps end on evidence,
-// no call of their peers has been timed yet (peerAverage.wantsCalls), which
-// a pair of peers then gives.
-func (p *LeastLoaded) rampingPair(i, j int) bool {
-	return p.ramping && (p.snap.ramps[i].end|p.snap.ramps[j].end != 0 ||
-		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.wantsCalls())
-}
-
-// rampingAt reports whether endpoint i is in its slow-start ramp: listed
-// as ramping by the snapshot, and not yet proved warm by its answers.
-func (p *LeastLoaded) rampingAt(i int) bool {
-	return p.ramping && p.snap.ramps[i].end != 0 && !p.cands[i].Stats.rampProof.proven.Load()
-}
-
-// countRamping counts a pick that endpoint i took, if it is ramping
-// (rampShares).
-func (p *LeastLoaded) countRamping(i int) {
-	if p.rampingAt(i) {
-		p.cands[i].Stats.rampShare.took.Add(1)
-	}
-}
-
 // retryDraws bounds the fresh draws that replace one candidate an earlier
 // attempt used before unusedEndpoint walks the list: with at most four
 // earlier attempts, eight draws find another endpoint unless nearly every
@@ -519,36 +496,6 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 		}
 	}
 	return p.place(&p.cands[best], info, why, now)
-}
-
-// proofFor says what a call placed on cands[best] at now (0: the clock
-// is not read yet) is to be timed as evidence of, if anything, and the
-// clock's reading: of a ramping endpoint's speed; or of its peers', if it
-// was compared with a ramping endpoint or their calls are wanted
-// (peerAverage.wantsCalls). The ramping endpoint's opening calls are all timed
-// (rampProof.claim); others at most once in proofGap.
-func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int64) {
-	if p.rampingAt(best) {
-		if p.cands[best].Stats.rampProof.claim(now) {
-			return proofOwn, now
-		}
-		return proofNone, now
-	}
-	shared := p.snap.sharedOf(p.cands[best].Stats)
-	wanted := shared.peers.wantsCalls()
-	for _, i := range cands {
-		wanted = wanted || i != best && p.rampingAt(i)
-	}
-	if !wanted {
-		return proofNone, now
-	}
-	if now == 0 {
-		now = p.snap.Clock.Nanotime()
-	}
-	if shared.peers.claim(now) {
-		return proofBaseline, now
-	}
-	return proofNone, now
 }
 
 // place asks c's child for a connection with the reason why, timing the

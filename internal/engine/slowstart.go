@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"math"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -124,4 +127,249 @@ func (s *slowStart) stop() {
 		s.timer.Stop()
 		s.timer = nil
 	}
+}
+
+// What slow start does at a pick: a d-choice picker (LeastLoaded) holds
+// a ramping endpoint to its share (rampShares) and times the calls that
+// prove it warm; a weighted picker (WeightedRR) ramps its weight in the
+// schedule and lends it its opening calls.
+
+// rampingPair reports whether a pair of candidates needs choose's checks
+// for slow start: either is in its ramp, or, while ramps end on evidence,
+// no call of their peers has been timed yet (peerAverage.wantsCalls), which
+// a pair of peers then gives.
+func (p *LeastLoaded) rampingPair(i, j int) bool {
+	return p.ramping && (p.snap.ramps[i].end|p.snap.ramps[j].end != 0 ||
+		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.wantsCalls())
+}
+
+// rampingAt reports whether endpoint i is in its slow-start ramp: listed
+// as ramping by the snapshot, and not yet proved warm by its answers.
+func (p *LeastLoaded) rampingAt(i int) bool {
+	return p.ramping && p.snap.ramps[i].end != 0 && !p.cands[i].Stats.rampProof.proven.Load()
+}
+
+// countRamping counts a pick that endpoint i took, if it is ramping
+// (rampShares).
+func (p *LeastLoaded) countRamping(i int) {
+	if p.rampingAt(i) {
+		p.cands[i].Stats.rampShare.took.Add(1)
+	}
+}
+
+// proofFor says what a call placed on cands[best] at now (0: the clock
+// is not read yet) is to be timed as evidence of, if anything, and the
+// clock's reading: of a ramping endpoint's speed; or of its peers', if it
+// was compared with a ramping endpoint or their calls are wanted
+// (peerAverage.wantsCalls). The ramping endpoint's opening calls are all timed
+// (rampProof.claim); others at most once in proofGap.
+func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int64) {
+	if p.rampingAt(best) {
+		if p.cands[best].Stats.rampProof.claim(now) {
+			return proofOwn, now
+		}
+		return proofNone, now
+	}
+	shared := p.snap.sharedOf(p.cands[best].Stats)
+	wanted := shared.peers.wantsCalls()
+	for _, i := range cands {
+		wanted = wanted || i != best && p.rampingAt(i)
+	}
+	if !wanted {
+		return proofNone, now
+	}
+	if now == 0 {
+		now = p.snap.Clock.Nanotime()
+	}
+	if shared.peers.claim(now) {
+		return proofBaseline, now
+	}
+	return proofNone, now
+}
+
+// proofSampled says whether the pick at position pos, on an endpoint that
+// is not ramping, reads the clock to see whether its answer is wanted for
+// the peers' average (peerAverage): one position in 16, enough answers
+// for it, the others spared the clock. Chosen by a multiplicative hash of
+// the position: every 16th position of a schedule whose length is a
+// multiple of 16 would be the same few slots, and the same endpoints.
+func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
+
+// rampChecks are the ramping endpoints of a WeightedRR picker's snapshot,
+// and what the picker does for their evidence beside timing their calls.
+// At its ramped weight a ramping endpoint's own slots come rarely: for a
+// client that sends a hundred calls a second over a dozen backends, about
+// one a second. So the picker gives each its first call of the ramp at
+// the pace at which two random choices would draw it, on a pick the
+// schedule gave another (as a d-choice picker gives it one the first time
+// it is drawn), and, if the client sends it many calls, the rest of its
+// opening's the same way (openingLends). Its sampled picks ask the
+// ramping endpoints, a few at a time, in turn, whether their peers'
+// average or wait has grown enough for their answers to end their ramps
+// (rampProof.provesWarm), which only their own rare picks would ask
+// otherwise. At that pace, and not at once, clients without number do not
+// all send a cold process a call in the same moment; and by the time the
+// first call's answer comes, its peers' wait has had time to show whether
+// they are overloaded.
+type rampChecks struct {
+	ramping []int32 // indices in the snapshot's Endpoints
+	turn    atomic.Uint32
+	// The opening calls: positions whose hash is under openBelow, two
+	// in as many as there are endpoints for each ramping one, visit the
+	// ramping endpoints in turn (visit); a visit to one that has had its
+	// first call gives it none unless openingLends says it may have
+	// more, and once a whole round of visits in a row (misses) gives
+	// none, the picker stops looking.
+	visit     atomic.Uint32
+	misses    atomic.Int32
+	openBelow uint32
+}
+
+// newRampChecks lists snap's ramping endpoints.
+func newRampChecks(snap *Snapshot) *rampChecks {
+	c := &rampChecks{}
+	for i, r := range snap.ramps {
+		if r.end != 0 {
+			c.ramping = append(c.ramping, int32(i))
+		}
+	}
+	share := 2 * float64(len(c.ramping)) / float64(max(len(snap.Endpoints), 1))
+	c.openBelow = uint32(min(share, 1) * math.MaxUint32)
+	return c
+}
+
+// judgeChecks is how many ramping endpoints a sampled pick judges.
+const judgeChecks = 4
+
+// judge asks the next judgeChecks ramping endpoints of snap, in turn,
+// whether their answers show them warm against their peers as of now
+// (doneShared.judge).
+func (c *rampChecks) judge(snap *Snapshot, now int64) {
+	n := uint32(len(c.ramping))
+	k := c.turn.Add(judgeChecks) - judgeChecks
+	for j := range min(uint32(judgeChecks), n) {
+		e := snap.Endpoints[c.ramping[(k+j)%n]].Stats
+		snap.sharedOf(e).judge(e, now)
+	}
+}
+
+// lend is an opening call that a pick gives a ramping endpoint
+// (rampChecks.opening).
+type lend struct {
+	i     int   // the endpoint's index in the snapshot
+	now   int64 // the clock's reading if one was taken to decide, 0 if not
+	ahead bool  // not its first call: its own slots repay it (rampProof.owed)
+}
+
+// opening is the opening call that the pick at position pos gives a
+// ramping endpoint, if the position is one that visits one and the one it
+// visits may have one: its first call whenever it comes, and more of its
+// opening's while its ramp is young enough (openingLends).
+func (c *rampChecks) opening(snap *Snapshot, pos uint32) (lend, bool) {
+	if pos*0x85EBCA77 >= c.openBelow || int(c.misses.Load()) >= len(c.ramping) {
+		return lend{}, false
+	}
+	i := int(c.ramping[(c.visit.Add(1)-1)%uint32(len(c.ramping))])
+	proof := &snap.Endpoints[i].Stats.rampProof
+	switch {
+	case proof.unopened():
+		c.misses.Store(0)
+		return lend{i: i}, true
+	case proof.opening() && !proof.proven.Load():
+		now := snap.Clock.Nanotime()
+		if openingLends(snap.ramp, now-proof.since.Load()) {
+			c.misses.Store(0)
+			return lend{i: i, now: now, ahead: true}, true
+		}
+	}
+	c.misses.Add(1)
+	return lend{}, false
+}
+
+// openingLends reports whether a ramping endpoint whose ramp began
+// elapsed nanoseconds ago is lent the rest of its opening's calls on the
+// visits that find it has had its first. Visits come to it at two picks
+// in as many as there are endpoints (openBelow), twice its pace at full
+// weight when the weights are equal, so lending on each while elapsed is
+// within half its ramp factor's share of openingHorizon gives it about
+// what its ramped weight would earn it over openingHorizon, up to
+// quickAnswers calls (a few more when picks race), as a d-choice
+// picker's opening does (rampShares.drawnFull): a client that sends it
+// many calls places them at once, and their answers come together; one
+// that sends it few lends it only the first. Its own slots in the
+// schedule repay them (rampProof.repay), so that they add nothing to its
+// share over the ramp: a cold process given them, near its capacity at
+// its ramped share, would otherwise carry their queue for as long.
+func openingLends(r *ramp, elapsed int64) bool {
+	return elapsed >= 0 && float64(elapsed) <= r.factor(elapsed)*float64(openingHorizon)/2
+}
+
+// pickProving is pickWeighted while some endpoint ramps and ramps end on
+// evidence: a call on endpoint i, r, at position pos is timed if its
+// answer is wanted as evidence, its own if i is ramping (rampingAt), its
+// peers' otherwise (rampProof), sampled as proofSampled says or while calls of
+// the peers are wanted (peerAverage.wantsCalls). A sampled pick also
+// judges judgeChecks ramping endpoints, as a pick on a ramping endpoint
+// judges its own; and a pick that is neither goes instead to a ramping
+// endpoint that has yet to have a call in its ramp, or whose opening is
+// young (rampChecks.opening), if open allows (not a retry), and back to r
+// if that one's connection cannot take it. It returns the endpoint it
+// placed the call on.
+func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, *Ready, error) {
+	shared := p.snap.sharedOf(r.Stats)
+	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
+		if open {
+			if l, ok := p.checks.opening(p.snap, pos); ok {
+				// The connection first: a claim for a call that did not go
+				// out would end the endpoint's opening with none.
+				lent := &p.snap.Endpoints[l.i]
+				if res, err := lent.Stats.pickChild(info); err == nil {
+					now := l.now
+					if now == 0 {
+						now = p.snap.Clock.Nanotime()
+					}
+					if l.ahead {
+						lent.Stats.rampProof.owe()
+					}
+					if lent.Stats.rampProof.claim(now) {
+						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
+					}
+					return withDone(res, lent.Stats.weightedDone), lent, nil
+				}
+			}
+		}
+		res, err := pickWeighted(r, info)
+		return res, r, err
+	}
+	now := p.snap.Clock.Nanotime()
+	proof := proofNone
+	switch {
+	case ramping:
+		if shared.judge(r.Stats, now) {
+			break
+		}
+		if r.Stats.rampProof.claim(now) {
+			proof = proofOwn
+		}
+	default:
+		p.checks.judge(p.snap, now)
+		if shared.peers.claim(now) {
+			proof = proofBaseline
+		}
+	}
+	if proof == proofNone {
+		res, err := pickWeighted(r, info)
+		return res, r, err
+	}
+	res, err := r.Stats.pickChild(info)
+	if err != nil {
+		return res, r, err
+	}
+	return startWeightedProof(r.Stats, res, shared, now, p.snap.Clock, proof), r, nil
+}
+
+// rampingAt reports whether endpoint i, r, is in its slow-start ramp:
+// listed as ramping by the snapshot, and not yet proved warm.
+func (p *WeightedRR) rampingAt(i int, r *Ready) bool {
+	return p.snap.ramps[i].end != 0 && !r.Stats.rampProof.proven.Load()
 }
