@@ -7,23 +7,10 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// This file decides when a child's change becomes a new picker. A picker
-// costs O(n) to build, and a burst of changes (a fleet coming up, a
-// rolling restart, the endpoints of many keys waking) brings one change
-// per endpoint: publishing each would cost O(n²), seconds of the channel's
-// queue at 10k endpoints. So a change that leaves the channel's state as
-// it was is published at most once per coalescing window, a window that
-// grows with the fleet so that building pickers takes a bounded share of
-// the time however large it is. A change of the channel's state (the
-// first endpoint READY, the last one gone) is published at once.
-//
-// Between publishes, the picker in place is a little stale, and safely
-// so: a call it places on an endpoint that lost its connection does not
-// fail (grpc finds the connection closed and waits for the next picker),
-// and an endpoint that became READY only waits for its share of traffic.
-// A lazy policy's calls that wait for a particular endpoint pick through
-// its livePicker, and are retried as soon as it is READY (onDemand's
-// readyLocked).
+// This file decides when a child's change becomes a new picker: a change
+// that leaves the channel's state as it was is published at most once per
+// window, which grows with the fleet; a change of state at once
+// (docs/design/publishing.md).
 
 // coalescer is the balancer's publishing state. Guarded by the balancer's
 // mu.
@@ -46,10 +33,7 @@ type coalescer struct {
 const publishAtOnceUpTo = 256
 
 // windowPerEndpoint is how much the coalescing window grows with each
-// endpoint: a picker costs about 100 ns per endpoint to build
-// (BenchmarkFlap in internal/scale), so publishing once a window keeps it
-// to about a tenth of the channel's time however large the fleet (10 ms
-// at 10k endpoints, 50 ms at 50k).
+// endpoint: about a tenth of the channel's time goes to building pickers.
 const windowPerEndpoint = time.Microsecond
 
 // window is the coalescing window over n endpoints.

@@ -44,32 +44,14 @@ type rtt struct {
 }
 
 // sampleShare sets how often a busy endpoint's calls are timed over a
-// small fleet: a call is timed unless another call to the same endpoint
-// started being timed less than DecayTime/sampleShare ago (150µs at the
-// default 10s); until the endpoint's first answer, every call is. Timing a
-// call costs two clock reads, on virtual machines most of a pick's cost,
-// while a sample 150µs after the previous one moves the average by 1/65536
-// of the difference: at thousands of calls a second to one endpoint,
-// timing each buys nothing. A call that starts that long after the last
-// timed one is timed; the average gets a sample started every 150µs or
-// less, so a slowdown shows within that time plus the slow call's latency,
-// and every server-side failure enters it whether timed or not
-// (Endpoint.finish). In-flight counts are exact regardless. Over a large
-// fleet the gap is longer: see sampleGapPerEndpoint.
+// small fleet: at most one in DecayTime/sampleShare (150µs at the default
+// 10s), and every call until its first answer (docs/design/timed-calls.md).
 const sampleShare = 1 << 16
 
-// sampleGapPerEndpoint caps the rate of timed calls over a whole picker:
-// an endpoint among n is timed at most once every n*sampleGapPerEndpoint,
-// when that is longer than DecayTime/sampleShare, so that the picker as a
-// whole times about one call per microsecond at most. It matters only for
-// large fleets under heavy load: at 10k endpoints it is a sample every
-// 10ms per endpoint, so an endpoint whose calls come 10ms apart or more
-// still has every call timed. Timing more would cost the pick more than
-// half its time (two clock reads and the pooled Done, against a pick that
-// otherwise reads no clock while picks are dense) for samples a hundred times a
-// second that a 10s average cannot tell apart. The gap never exceeds
-// sampleGapMaxShare of the decay time (39ms at the default 10s), so that
-// a short decay time still gets hundreds of samples per time constant.
+// sampleGapPerEndpoint caps a whole picker at about one timed call per
+// microsecond: an endpoint among n is timed at most once every
+// n*sampleGapPerEndpoint, never more than sampleGapMaxShare of the decay
+// time apart.
 const sampleGapPerEndpoint = int64(time.Microsecond)
 
 // sampleGapMaxShare bounds the gap between timed calls at this fraction of

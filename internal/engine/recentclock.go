@@ -6,39 +6,11 @@ import (
 )
 
 // recentClock lets a Peak EWMA pick decide without reading the clock that
-// its call is not to be timed. Reading the clock is most of a pick's cost
-// on virtual machines (about 30ns under kvm-clock, against 25ns for the
-// rest of a two-choice pick), and under load most calls are not timed
-// (sampleShare): a pick that read the clock only to learn that spent most
-// of its time for nothing.
-//
-// So pickers keep a recent reading here, and while picks come densely, a
-// pick reads the clock only when that reading already says that its
-// endpoint is due for a sample (Endpoint.wantsSample at the reading, which
-// implies it at the true time, which is later), or when it wins a lottery
-// of one pick in 16 (the picks that update the busy estimate, see turns),
-// whose reading refreshes the recent one. The reading then lags the true
-// time by about 16 picks or recentResolution, whichever is more: a few
-// microseconds under load, against the 150µs between an endpoint's samples
-// at the default decay time. A pick that reads the clock still decides by
-// the true time, so no call is timed that would not be; what the lag costs
-// is that an endpoint due for a sample may wait that long for it, which
-// matters only at decay times far below the default.
-//
-// While picks are sparse, every pick reads the clock, as it did before
-// there was a recent reading: there the recent reading could be stale by
-// more than a gap, and the calls a stale reading skipped would be the
-// samples of a slow channel, which has few; the clock costs it nothing
-// that matters. Picks are dense while the lottery's winners come less
-// than denseLotteryGap apart (more than about 250,000 picks a second;
-// less some of recentResolution, see note).
-// When a burst ends, picks are found sparse by the first reading that
-// finds the recent one older than sparseAfter: the first lottery winner
-// (16 picks on average, 64 or fewer after 98% of bursts), or sooner, a
-// pick whose endpoint the recent reading shows due. Until then a call to
-// an endpoint timed in the burst's last gap goes untimed: over a fleet of
-// ten that is one or two samples an endpoint, once per burst
-// (TestPicksAfterABurstAreTimed).
+// its call is not to be timed: while picks are dense, a pick reads the
+// clock only when the recent reading already shows its endpoint due for a
+// sample, or when it wins a lottery of one pick in 16, whose reading
+// refreshes the recent one. While picks are sparse every pick reads it
+// (docs/design/timed-calls.md).
 type recentClock struct {
 	at      atomic.Int64  // the latest reading noted (note), Clock.Nanotime
 	drawnAt atomic.Int64  // the reading of a recent lottery winner: the last, to recentResolution

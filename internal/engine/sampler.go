@@ -83,30 +83,10 @@ func pairAfter(first int, bits uint64, n int) (i, j int, spare uint32) {
 
 // turns is a balancer's choice of first candidate for its d-choice
 // pickers: drawn at random while few endpoints have this client's calls
-// in flight, and taken in round-robin turn while many do.
-//
-// Why two ways. When most endpoints are busy with this client's calls, as
-// when one client is most of its backends' load, two random candidates are
-// often both busy (at 60% utilization of backends serving one call at a
-// time, about a third of all pairs), and a call sent to either waits. The
-// endpoint whose turn it is was last the first candidate n picks ago, so
-// under steady traffic it has most likely finished; with ties going to
-// it, the fleet sees round_robin's evenly spaced arrivals, and the random
-// second candidate still takes the call whenever the first is busier. But
-// when few endpoints are busy, as when this client is one of many, a
-// random candidate's being busy is the only local sign of a slow backend,
-// and a turn hides it: the endpoint in turn would be found busy only by a
-// call slower than a whole round. So the choice follows an estimate of how
-// often a random candidate is busy, kept from the second candidates every
-// pick reads anyway.
-//
-// These words are on a line of their own, the only one a pick writes that
-// every goroutine shares; the picker's other fields are read-only and stay
-// in every core's cache.
-//
-// The line also holds the recent clock reading of Peak EWMA pickers
-// (recentClock), which their picks read beside the busy estimate and
-// refresh on the same picks that update it.
+// in flight, and taken in round-robin turn while many do
+// (docs/design/d-choice.md). Its words are on a line of their own, the
+// only one every pick may write; the line also holds Peak EWMA's recent
+// clock reading.
 type turns struct {
 	next  atomic.Uint32 // the turn counter, while in turn
 	busy  atomic.Uint32 // the share of random candidates found busy, in units of 1/busyOne
