@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/pickwise/pickwise/internal/ewma"
+	"github.com/pickwise/pickwise/internal/ramp"
 	"google.golang.org/grpc/balancer"
 )
 
@@ -60,7 +61,7 @@ const (
 //
 // among the candidates that pass slow start and the failure check. An
 // endpoint in its slow-start ramp that has taken its ramped share of the
-// picker's picks is passed over (rampShares); its cost is not divided by
+// picker's picks is passed over (ramp.Shares); its cost is not divided by
 // the ramp, which among idle candidates gave it nothing until the ramp
 // ended, and against long-lived calls every comparison it entered. Each
 // candidate with recent server-side failures is passed over with its
@@ -90,13 +91,13 @@ type LeastLoaded struct {
 	// are equal, penalty false when the failure penalty is off.
 	ramping, uniform, penalty bool
 	// proving is set while ramping if ramps end on evidence: the picks
-	// that draw a ramping endpoint time some answers (rampProof), and so
+	// that draw a ramping endpoint time some answers (ramp.Proof), and so
 	// do pairs of its peers while their calls are wanted
-	// (peerAverage.wantsCalls).
+	// (ramp.Peers.WantsCalls).
 	proving bool
-	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
-	system  bool        // snap.Rand is SystemRand: drawn from without the interface
-	pair    bool        // Pick's written-out common case applies (see Pick)
+	shares  *ramp.Shares // while ramping: each ramping endpoint's picks, held to its ramped share
+	system  bool         // snap.Rand is SystemRand: drawn from without the interface
+	pair    bool         // Pick's written-out common case applies (see Pick)
 	// unserved is the snapshot's: picks mark the channel's first call.
 	unserved bool
 	// byWeight is set under ByWeight while the weights differ:
@@ -158,7 +159,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		for i := range snap.Endpoints {
 			total += 1 / snap.Endpoints[i].InvWeight
 		}
-		p.shares = newRampShares(total, len(p.cands), p.choices, p.byWeight)
+		p.shares = ramp.NewShares(total, len(p.cands), p.choices, p.byWeight)
 		p.proving = snap.provesRamps()
 	}
 	p.pair = (p.kind == inFlightMetric || p.kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
@@ -479,14 +480,14 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 
 // placeChosen places the call on cands[best], which choose picked at now
 // (0 if it did not read the clock), counting it in its ramp's share, and
-// timing it if its answer is wanted as evidence for a ramp (rampProof): a
+// timing it if its answer is wanted as evidence for a ramp (ramp.Proof): a
 // ramping endpoint's answer, for its own, or that of one of its peers,
 // for theirs.
 func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	p.countRamping(best)
 	if p.proving {
-		var proof proofKind
-		if proof, now = p.proofFor(cands, best, now); proof != proofNone {
+		var proof ramp.Kind
+		if proof, now = p.proofFor(cands, best, now); proof != ramp.None {
 			var lat *latency
 			if p.timed {
 				lat = p.snap.latency
@@ -502,7 +503,7 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	if p.timed && c.Stats.wantsSample(now, p.gap) {
-		return pickTimed(c.Stats, p.snap.sharedOf(c.Stats), info, why, now, p.snap.Clock, p.snap.latency, proofNone)
+		return pickTimed(c.Stats, p.snap.sharedOf(c.Stats), info, why, now, p.snap.Clock, p.snap.latency, ramp.None)
 	}
 	res, ok := c.Stats.readyResult()
 	if !ok {
@@ -533,7 +534,7 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 	// every one is.
 	avoided, avoidedCost := -1, 0.0
 	// passed ranks the candidates that passed the failure check and are
-	// not over their slow-start share (rampShares); capped, those that
+	// not over their slow-start share (ramp.Shares); capped, those that
 	// passed it but are over their share, in case every one that passed
 	// is. idle says whether every candidate but those over their share is
 	// idle, for latency costs (see closeBand); idleAll, whether every one
@@ -551,10 +552,10 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 				now = s.Clock.Nanotime()
 			}
 			// A ramp that its answers against its peers' average or
-			// wait end (rampProof.provesWarm) is over from this pick on.
+			// wait end (ramp.Proof.ProvesWarm) is over from this pick on.
 			if !p.proving || !s.sharedOf(c.Stats).judge(c.Stats, now) {
-				opening := p.proving && c.Stats.rampProof.opening()
-				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), k == 0, opening, now-s.ramps[i].start)
+				opening := p.proving && c.Stats.rampProof.Opening()
+				full = p.shares.DrawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), k == 0, opening, now-s.ramps[i].start)
 			}
 		}
 		var cost float64

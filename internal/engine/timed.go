@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/ewma"
+	"github.com/pickwise/pickwise/internal/ramp"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -207,7 +208,7 @@ type call struct {
 	start  int64
 	clock  Clock
 	lat    *latency  // nil: the call is not a sample of the latency average
-	proof  proofKind // what the answer is evidence of for slow start, if anything
+	proof  ramp.Kind // what the answer is evidence of for slow start, if anything
 	// weighted says a WeightedRR placed the call: it ends as
 	// e.weightedDone, not in the in-flight count.
 	weighted bool
@@ -242,7 +243,7 @@ func (c *call) finish(info balancer.DoneInfo) {
 	if lat != nil {
 		e.observe(info, now-start, now, lat)
 	}
-	if proof == proofNone {
+	if proof == ramp.None {
 		return
 	}
 	if shared.answer(e, proof, info, now-start, now) {
@@ -252,8 +253,8 @@ func (c *call) finish(info balancer.DoneInfo) {
 
 // pickTimed is PickEndpoint for a call that is timed, given the endpoint
 // and its doneShared: a sample of the latency average if lat is not nil,
-// and evidence for slow start of kind proof (proofNone: none).
-func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency, proof proofKind) (balancer.PickResult, error) {
+// and evidence for slow start of kind proof (ramp.None: none).
+func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why PickReason, now int64, clock Clock, lat *latency, proof ramp.Kind) (balancer.PickResult, error) {
 	res, err := e.pickChild(info)
 	if err != nil {
 		return res, err
@@ -264,14 +265,14 @@ func pickTimed(e *Endpoint, shared *doneShared, info balancer.PickInfo, why Pick
 // startTimed counts a call its child has placed on e, res its result,
 // as a timed call that started at now.
 func startTimed(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency) balancer.PickResult {
-	return startProof(e, res, shared, why, now, clock, lat, proofNone)
+	return startProof(e, res, shared, why, now, clock, lat, ramp.None)
 }
 
 // startWeightedProof is startProof for a call a WeightedRR placed, which
 // counts no call in flight: its Done is e.weightedDone, then the answer's
 // evidence.
-func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared, now int64, clock Clock, proof proofKind) balancer.PickResult {
-	e.rampProof.count(proof)
+func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared, now int64, clock Clock, proof ramp.Kind) balancer.PickResult {
+	e.rampProof.Count(proof)
 	c := callPool.Get().(*call)
 	c.e, c.shared, c.start, c.clock, c.proof, c.weighted = e, shared, now, clock, proof, true
 	return withDone(res, c.done)
@@ -279,9 +280,9 @@ func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared
 
 // startProof is startTimed for a call whose answer may also be evidence
 // for slow start (proof), and, if lat is nil, only that.
-func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency, proof proofKind) balancer.PickResult {
+func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why PickReason, now int64, clock Clock, lat *latency, proof ramp.Kind) balancer.PickResult {
 	e.started(why)
-	e.rampProof.count(proof)
+	e.rampProof.Count(proof)
 	if lat != nil {
 		e.rtt.lastTimed.Store(now)
 	}
@@ -291,17 +292,17 @@ func startProof(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 }
 
 // judge ends e's ramp if its answers so far show it warm against its
-// peers as of now, for a pick (rampProof.provesWarm): the peers' average
+// peers as of now, for a pick (ramp.Proof.ProvesWarm): the peers' average
 // moves, and their wait grows, between the endpoint's answers, none of
 // which may come to end it. The republish is asked for by the next call's
 // Done (doneWork.pickProved). It reports whether e's ramp is over.
 func (d *doneShared) judge(e *Endpoint, now int64) bool {
 	p := &e.rampProof
-	if p.proven.Load() {
+	if p.Proven() {
 		return true
 	}
-	if !p.provesWarm(d.peers.judged(now)) || !p.proven.CompareAndSwap(false, true) {
-		return p.proven.Load()
+	if !p.ProvesWarm(d.peers.Judged(now)) || !p.Prove() {
+		return p.Proven()
 	}
 	d.work.pickProved.Store(true)
 	return true
@@ -314,30 +315,26 @@ func (d *doneShared) judge(e *Endpoint, now int64) bool {
 // with an empty DoneInfo) is no answer at all; a ramping endpoint's own
 // call that reached it and failed, timed out or was cancelled leaves its
 // ramp to time. It reports whether the answer proved e warm just now.
-func (d *doneShared) answer(e *Endpoint, kind proofKind, info balancer.DoneInfo, took, now int64) bool {
+func (d *doneShared) answer(e *Endpoint, kind ramp.Kind, info balancer.DoneInfo, took, now int64) bool {
 	reached := info.BytesSent || info.BytesReceived
 	p := &e.rampProof
 	switch {
-	case kind == proofBaseline && (info.Err != nil || !reached):
-		d.peers.failed(now - took)
+	case kind == ramp.Baseline && (info.Err != nil || !reached):
+		d.peers.Failed(now - took)
 		return false
-	case kind == proofBaseline:
-		d.peers.add(took, now)
+	case kind == ramp.Baseline:
+		d.peers.Add(took, now)
 		return false
-	case !p.ours(now - took):
+	case !p.Ours(now - took):
 		return false // the last ramp's call
 	case !reached:
-		p.settled.Add(1)
+		p.Settle(false)
 		return false
 	case info.Err != nil:
-		if d.penalty.Load().counts(info.Err) || status.Code(info.Err) == codes.Canceled {
-			// Sent, and failed, timed out or was given up on: the ramp
-			// runs by time (rampProof). Spoiled before it is settled,
-			// so that no relief sees it settled and not spoiled.
-			p.spoiled.Store(true)
-		}
-		p.settled.Add(1)
+		// Sent, and failed, timed out or was given up on: the ramp runs
+		// by time.
+		p.Settle(d.penalty.Load().counts(info.Err) || status.Code(info.Err) == codes.Canceled)
 		return false
 	}
-	return p.add(took, d.peers.atLeast(now)) && p.proven.CompareAndSwap(false, true)
+	return p.Add(took, d.peers.AtLeast(now)) && p.Prove()
 }
