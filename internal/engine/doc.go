@@ -29,8 +29,8 @@
 // engineBalancer (balancer.go, children.go) wires the features; each is a
 // type that owns its state, guarded by the balancer's lock:
 //
-//   - slowStart (slowstart.go): which endpoints ramp and until when; the
-//     ramp's math and the proof that ends one early are in ramp.go;
+//   - slowStart (slowstart.go): which endpoints ramp and until when, and
+//     what slow start does at a pick;
 //   - ejection (ejection.go): the health tick, ejection and probation;
 //     a pick's probes are in probe.go, the config in ejector.go;
 //   - parking (parked.go): removed endpoints' connections, kept for their
@@ -47,6 +47,7 @@
 // Snapshot they read is ready.go, the endpoint they read endpoint.go.
 // The math with no endpoint state is in packages of its own:
 // internal/schedule (the weighted order), internal/evidence (failure
-// evidence) and internal/ewma (Peak EWMA). docs/design/ has the why of
+// evidence), internal/ramp (slow start's ramp and the proof that ends one
+// early) and internal/ewma (Peak EWMA). docs/design/ has the why of
 // each feature.
 package engine

@@ -146,7 +146,7 @@ func (w *doneWork) republishProven() {
 
 // provenBatch is how long even the first republish for proven ramps
 // waits, so that endpoints proving warm in the same moment (their opening
-// calls went out together, rampProof.opening) share one publish. d-choice
+// calls went out together, ramp.Proof.Opening) share one publish. d-choice
 // pickers stop ramping a proven endpoint as soon as it proves warm; a
 // weighted schedule gives it its full weight only at the republish, so
 // the wait is short: 5 ms left four returning backends of twelve at their

@@ -9,6 +9,7 @@ import (
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"github.com/pickwise/pickwise/internal/evidence"
+	"github.com/pickwise/pickwise/internal/ramp"
 	"github.com/pickwise/pickwise/orcaweight"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -128,12 +129,12 @@ type endpointCold struct {
 	// are many (sampleShare).
 	farPeaks farPeaks
 	// rampShare is what slow start's share has earned it and what it
-	// took in its current ramp (rampShares), written by the picks that
+	// took in its current ramp (ramp.Shares), written by the picks that
 	// draw it while it ramps; set to zero as a ramp starts.
-	rampShare rampCount
+	rampShare ramp.Count
 	// rampProof is the evidence, from its timed answers, that it is warm
-	// and its ramp can end (rampProof); set to zero as a ramp starts.
-	rampProof rampProof
+	// and its ramp can end (ramp.Proof); set to zero as a ramp starts.
+	rampProof ramp.Proof
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order
@@ -457,8 +458,8 @@ type doneShared struct {
 
 	// peers is the average answer of the endpoints compared with a
 	// ramping one, that a ramping endpoint's own answers are judged
-	// against (rampProof).
-	peers peerAverage
+	// against (ramp.Proof).
+	peers ramp.Peers
 }
 
 // fleetRate is the fleet's failure rate as of the last health tick.

@@ -6,41 +6,34 @@ import (
 	"slices"
 
 	"github.com/pickwise/pickwise/internal/ewma"
+	"github.com/pickwise/pickwise/internal/ramp"
 	"google.golang.org/grpc/balancer"
 )
 
-// LoadMetric is a policy's measure of how busy an endpoint is, before the
-// engine divides by weight and applies slow start's share and the failure
-// check. It is read on every pick from many goroutines: it must be
-// lock-free and must not allocate.
+// LoadMetric is a policy's measure of how busy an endpoint is, before
+// weight, slow start and the failure check. It is read on every pick from
+// many goroutines: it must be lock-free and must not allocate.
 type LoadMetric interface {
 	Load(r *Ready) float64
 }
 
-// InFlight is the least-request metric, in-flight + 1. A LeastLoaded picker
-// given it reads the counter directly instead of through the interface: it
-// is the metric of the cheapest policy, where an indirect call per
-// candidate is a measurable share of a pick.
+// InFlight is the least-request metric, in-flight + 1, which LeastLoaded
+// reads directly rather than through the interface.
 type InFlight struct{}
 
 // Load returns r's in-flight count + 1.
 func (InFlight) Load(r *Ready) float64 { return float64(r.Stats.inFlight() + 1) }
 
-// ByWeight is the metric of a picker that places by weight alone, as
-// Envoy's least request does with active_request_bias 0. Its costs all
-// tie, and a LeastLoaded picker given it draws each pick's candidates in
-// proportion to weight, so that the weights set the shares (1:3 gives 25%
-// and 75%), while slow start and the failure check can still pass the
-// first over for the others. While every weight is equal, there is
-// nothing to place by and the picker compares in-flight counts (InFlight),
-// as Envoy does.
+// ByWeight places by weight alone, as Envoy's least request does with
+// active_request_bias 0: candidates are drawn in proportion to weight and
+// their costs tie. With equal weights it is InFlight.
+// docs/design/p2c-bias-zero.md has why.
 type ByWeight struct{}
 
 // Load returns 1: in-flight counts play no part.
 func (ByWeight) Load(*Ready) float64 { return 1 }
 
-// metricKind tells LeastLoaded which of the engine's metrics it was given,
-// so that it can compute them inline.
+// metricKind is which of the engine's metrics LeastLoaded computes inline.
 type metricKind uint8
 
 const (
@@ -50,30 +43,12 @@ const (
 	weightMetric                     // ByWeight: first candidates drawn by weight, costs equal
 )
 
-// LeastLoaded is the engine's d-choice picker: it takes choices distinct
-// READY endpoints, the others uniformly at random and the first either so
-// or, while most endpoints are busy with this client's calls, in
-// round-robin turn (see turns), and sends the RPC to the one with the
-// lowest
-//
-//	cost = metric.Load(r) / weight(r)
-//
-// among the candidates that pass slow start and the failure check. An
-// endpoint in its slow-start ramp that has taken its ramped share of the
-// picker's picks is passed over (rampShares); its cost is not divided by
-// the ramp, which among idle candidates gave it nothing until the ramp
-// ended, and against long-lived calls every comparison it entered. Each
-// candidate with recent server-side failures is passed over with its
-// avoidance probability (FailurePenaltyConfig), and if every one is
-// passed over, the one with the lowest cost / (1 - avoidance) wins; a
-// ramping candidate over its share is preferred to those. Ties go to the
-// first candidate. With d = 2 this is the power of two choices
-// (Mitzenmacher): the maximum load drops from O(log n / log log n) to
-// O(log log n) while each pick reads two counters, not n. Under ByWeight,
-// while the weights differ, the candidates are drawn in proportion to
-// weight (sampleByWeight), never in turn, and every cost is the same: the
-// first takes the call unless slow start or the failure check pass it
-// over. With equal weights ByWeight is InFlight.
+// LeastLoaded is the engine's d-choice picker (with d = 2, the power of
+// two choices): it draws choices distinct READY endpoints, the first in
+// round-robin turn while most are busy (turns), and sends the RPC to the
+// one with the lowest metric.Load(r) / weight(r) among those that pass
+// slow start's share (ramp.Shares) and the failure check. Ties go to the
+// first candidate. docs/design/least-loaded.md has the rules and why.
 type LeastLoaded struct {
 	// Immutable after construction.
 	snap    *Snapshot
@@ -85,23 +60,16 @@ type LeastLoaded struct {
 	kind    metricKind
 	timed   bool  // kind is peakMetric: time the calls that need a sample (recentClock says when to read the clock)
 	gap     int64 // if timed, the least time between timed calls to one endpoint (latency.sampleGap)
-	// What picks may skip: ramping is false while no endpoint of the
-	// snapshot is in its slow-start ramp, uniform true when their weights
-	// are equal, penalty false when the failure penalty is off.
+	// What picks may skip: ramping is false while no endpoint ramps,
+	// uniform true when the weights are equal, penalty false when off.
 	ramping, uniform, penalty bool
-	// proving is set while ramping if ramps end on evidence: the picks
-	// that draw a ramping endpoint time some answers (rampProof), and so
-	// do pairs of its peers while their calls are wanted
-	// (peerAverage.wantsCalls).
-	proving bool
-	shares  *rampShares // while ramping: each ramping endpoint's picks, held to its ramped share
-	system  bool        // snap.Rand is SystemRand: drawn from without the interface
-	pair    bool        // Pick's written-out common case applies (see Pick)
-	// unserved is the snapshot's: picks mark the channel's first call.
-	unserved bool
-	// byWeight is set under ByWeight while the weights differ:
-	// candidates are drawn through alias.
-	byWeight bool
+	// proving: ramping, and ramps end on evidence (ramp.Proof).
+	proving  bool
+	shares   *ramp.Shares // while ramping: each ramping endpoint's picks, held to its ramped share
+	system   bool         // snap.Rand is SystemRand: drawn from without the interface
+	pair     bool         // Pick's written-out common case applies (see Pick)
+	unserved bool         // the snapshot's: picks mark the channel's first call
+	byWeight bool         // under ByWeight while the weights differ: drawn through alias
 	alias    aliasTable
 }
 
@@ -144,9 +112,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 	}
 	if kind == weightMetric {
 		if p.uniform {
-			// Equal weights leave nothing to place by: calls go by
-			// load, as Envoy's least request places them whatever its
-			// active_request_bias.
+			// Nothing to place by: calls go by load, as Envoy's do.
 			p.kind, p.metric = inFlightMetric, InFlight{}
 		} else {
 			p.byWeight = true
@@ -158,7 +124,7 @@ func NewLeastLoaded(snap *Snapshot, choices int, metric LoadMetric) *LeastLoaded
 		for i := range snap.Endpoints {
 			total += 1 / snap.Endpoints[i].InvWeight
 		}
-		p.shares = newRampShares(total, len(p.cands), p.choices, p.byWeight)
+		p.shares = ramp.NewShares(total, len(p.cands), p.choices, p.byWeight)
 		p.proving = snap.provesRamps()
 	}
 	p.pair = (p.kind == inFlightMetric || p.kind == peakMetric) && p.choices == 2 && len(p.cands) > 2 && len(snap.Ejected) == 0
@@ -173,8 +139,7 @@ func (p *LeastLoaded) draw() uint64 {
 	return p.snap.Rand.Uint64()
 }
 
-// pairOf is the pair of candidates for a pick, from one draw, and the
-// draw's spare coin: the first in turn or at random, as turns says.
+// pairOf is a pick's pair of candidates from one draw, and its spare coin.
 func (p *LeastLoaded) pairOf(bits uint64) (i, j int, coin uint32) {
 	if p.turns.inTurn() {
 		return pairAfter(p.turns.take(len(p.cands), p.magic), bits, len(p.cands))
@@ -193,14 +158,10 @@ func (p *LeastLoaded) first() int {
 // drawByWeight is an endpoint drawn in proportion to its weight.
 func (p *LeastLoaded) drawByWeight() int { return p.alias.draw(p.draw()) }
 
-// sampleByWeight writes d distinct candidates into out after out[0], the
-// first, drawn already, and returns out[:d], d <= len(p.cands), each
-// drawn in proportion to weight among those not yet taken: the first wins unless slow start or the failure
-// check pass it over, and then the call goes where the weights would
-// send it without that endpoint. A draw that meets a taken candidate
-// draws again, up to retryDraws times; past that (one endpoint holding
-// most of the weight) the next endpoint not taken after the last draw is
-// taken.
+// sampleByWeight writes d distinct candidates into out after out[0], drawn
+// already, each in proportion to weight among those not yet taken, and
+// returns out[:d]. A draw that meets a taken one draws again, up to
+// retryDraws times, then takes the next endpoint not taken.
 func (p *LeastLoaded) sampleByWeight(d int, out *[MaxChoices]int) []int {
 	n := len(p.cands)
 	for k := 1; k < d; k++ {
@@ -217,16 +178,11 @@ func (p *LeastLoaded) sampleByWeight(d int, out *[MaxChoices]int) []int {
 	return out[:d]
 }
 
-// Pick implements balancer.Picker. The common case is written out here:
-// two choices among more than two endpoints, none ejected, and no attempt
-// record (p.pair), under the in-flight metric (below) or Peak EWMA
-// (pickPairTimed). It takes one draw and reads the two candidates' lines,
-// and, when neither has recent failures nor is in its slow-start ramp,
-// compares their loads, deciding as choose would
-// (TestPairPathMatchesChoose; for Peak EWMA up to ewma.Pair's rounding);
-// a pair with either goes to choose, as does any pair while slow start's
-// evidence wants a peer's call timed (rampingPair), and everything else
-// is pickAny's.
+// Pick implements balancer.Picker. The common case, two choices among
+// more than two endpoints, none ejected, no attempt record (p.pair), is
+// written out here (Peak EWMA's in pickPairTimed) and decides as choose
+// would (TestPairPathMatchesChoose); a pair that slow start or the failure
+// check concerns goes to choose, everything else to pickAny.
 func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.unserved {
 		p.snap.notePlaced()
@@ -249,8 +205,7 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	lc, ld := c.Stats.inFlight(), d.Stats.inFlight()
 	p.turns.observe(ld != 0, coin)
 	if p.penalty && (c.Stats.outcomeBits.Load()|d.Stats.outcomeBits.Load())>>32 != 0 || p.rampingPair(i, j) {
-		// A candidate has recent failures, or is in its slow-start
-		// ramp: the checks decide.
+		// Recent failures, or slow start: the checks decide.
 		cands := []int{i, j}
 		best, _, why, now := p.choose(cands, 0, coin)
 		return p.placeChosen(cands, best, info, why, now)
@@ -282,9 +237,8 @@ func (p *LeastLoaded) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	return withDone(res, c.Stats.done), nil
 }
 
-// pickPairTimed is Pick's common case under Peak EWMA: choose for two
-// candidates, without its bookkeeping, comparing their loads as ewma.Pair
-// does so that the clock is read only once the call is placed.
+// pickPairTimed is Pick's common case under Peak EWMA, comparing as
+// ewma.Pair does so that the clock is read only once the call is placed.
 func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult, error) {
 	s := p.snap
 	i, j, coin := p.pairOf(p.draw())
@@ -298,12 +252,8 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	}
 	kc, kd, busyC, busyD := ewma.Pair(c.Stats.peakState(), d.Stats.peakState(), s.latency.perNano)
 	kc, kd = kc*c.InvWeight, kd*d.InvWeight
-	// Which candidate wins is as random as the draw, and so is a close
-	// call's toss: taken by branches, the two missed half the time each,
-	// 4-12% of a pick's time from one goroutine. They are selections
-	// instead.
-	// Costs are never negative, so their bits order as they do
-	// (IEEE 754), and the smaller is taken by an integer select.
+	// Selections, not branches: the winner is as random as the draw.
+	// Costs are never negative, so their bits order as they do.
 	bc, bd := math.Float64bits(kc), math.Float64bits(kd)
 	dCheaper := bd < bc
 	lo, hi := bc, bd
@@ -311,15 +261,13 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 		lo, hi = bd, bc
 	}
 	loCost, hiCost := math.Float64frombits(lo), math.Float64frombits(hi)
-	// A close call: both idle and within closeBand of each other. A tie
-	// is none: it goes to the first candidate.
+	// A close call: both idle and within closeBand; a tie is none.
 	near := bc != bd && !busyC && !busyD && hiCost < closeBand*loCost
 	if near && coin == 0 {
 		coin = uint32(p.draw())
 	}
 	upset := closeCall(loCost, hiCost, coin) // whether the costlier wins, if close
-	// Selected by arithmetic on the indices: the compiler takes a
-	// branch to select between values it holds in memory.
+	// Arithmetic on the indices: values in memory would take a branch.
 	w := &p.cands[i+(j-i)*oneIf(dCheaper != (near && upset))]
 	why := ReasonLeastLoaded
 	if bc == bd {
@@ -343,8 +291,7 @@ func (p *LeastLoaded) pickPairTimed(info balancer.PickInfo) (balancer.PickResult
 	return withDone(res, w.Stats.done), nil
 }
 
-// pickAny is Pick in every case, for a call with attempt record a (nil:
-// none).
+// pickAny is Pick in every case, for a call with attempt record a (or nil).
 func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.PickResult, error) {
 	n := len(p.cands)
 	var now int64 // Clock.Nanotime; 0 until someone needs it
@@ -372,9 +319,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 		first := p.drawByWeight()
 		if !p.ramping && len(p.snap.Ejected) == 0 && (a == nil || !a.earlier()) &&
 			(!p.penalty || p.cands[first].Stats.outcomeBits.Load()>>32 == 0) {
-			// Every cost ties, and only slow start or the failure check
-			// could pass the first over: with neither, it takes the call
-			// as choose would give it, and the others are not drawn.
+			// Costs tie and nothing can pass the first over: it takes the call.
 			res, err := p.place(&p.cands[first], info, ReasonTie, now)
 			if a != nil {
 				return a.Record(p.cands[first].Stats, res, err)
@@ -387,8 +332,7 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 			coin = uint32(p.draw()) // for Probe, below
 		}
 	case n <= p.choices:
-		// Every endpoint is a candidate; the first, which ties favour,
-		// goes round or is drawn.
+		// Every endpoint is a candidate; the first goes round or is drawn.
 		start := p.first()
 		for k := 0; k < n; k++ {
 			idx[k] = (start + k) % n
@@ -418,16 +362,13 @@ func (p *LeastLoaded) pickAny(info balancer.PickInfo, a *Attempts) (balancer.Pic
 	return res, err
 }
 
-// retryDraws bounds the fresh draws that replace one candidate an earlier
-// attempt used before unusedEndpoint walks the list: with at most four
-// earlier attempts, eight draws find another endpoint unless nearly every
-// one was used, which only a small fleet allows.
+// retryDraws bounds the fresh draws for a candidate before unusedEndpoint
+// walks the list: enough unless nearly every endpoint was used.
 const retryDraws = 8
 
-// avoidEarlier replaces the candidates that earlier attempts of the call
-// used with fresh draws, and drops those it could not replace (every
-// endpoint is a candidate, or every unused one already is), as long as
-// another candidate remains: a used candidate kept would win any tie.
+// avoidEarlier replaces the candidates earlier attempts used with fresh
+// draws, and drops those it could not replace while another remains: a
+// used candidate kept would win any tie.
 func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 	if len(cands) < len(p.cands) {
 		for k, i := range cands {
@@ -450,10 +391,8 @@ func (p *LeastLoaded) avoidEarlier(cands []int, a *Attempts) []int {
 	return kept
 }
 
-// unusedEndpoint finds an endpoint that is not among cands and that no
-// earlier attempt used: by random draws (by weight under ByWeight, where
-// the replacement may be the first candidate), then, if most endpoints
-// were used (a small fleet), by a walk from a random start.
+// unusedEndpoint finds an endpoint not among cands that no earlier attempt
+// used: by random draws (by weight under ByWeight), then by a walk.
 func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 	n := len(p.cands)
 	usable := func(j int) bool { return !a.Used(p.cands[j].Stats) && !slices.Contains(cands, j) }
@@ -477,16 +416,14 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 	return 0, false
 }
 
-// placeChosen places the call on cands[best], which choose picked at now
-// (0 if it did not read the clock), counting it in its ramp's share, and
-// timing it if its answer is wanted as evidence for a ramp (rampProof): a
-// ramping endpoint's answer, for its own, or that of one of its peers,
-// for theirs.
+// placeChosen places the call on cands[best], chosen at now (0: clock not
+// read), counting it in its ramp's share and timing it if slow start's
+// evidence wants its answer (proofFor).
 func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	p.countRamping(best)
 	if p.proving {
-		var proof proofKind
-		if proof, now = p.proofFor(cands, best, now); proof != proofNone {
+		var proof ramp.Kind
+		if proof, now = p.proofFor(cands, best, now); proof != ramp.None {
 			var lat *latency
 			if p.timed {
 				lat = p.snap.latency
@@ -502,7 +439,7 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
 	if p.timed && c.Stats.wantsSample(now, p.gap) {
-		return pickTimed(c.Stats, p.snap.sharedOf(c.Stats), info, why, now, p.snap.Clock, p.snap.latency, proofNone)
+		return pickTimed(c.Stats, p.snap.sharedOf(c.Stats), info, why, now, p.snap.Clock, p.snap.latency, ramp.None)
 	}
 	res, ok := c.Stats.readyResult()
 	if !ok {
@@ -515,29 +452,17 @@ func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, no
 	return withDone(res, c.Stats.done), nil
 }
 
-// choose returns the index of the cheapest candidate that passes the
-// failure check and is not over its slow-start share (among those over
-// their share if every candidate that passed is), its cost, why it won,
-// and the clock reading now, taken if a candidate needed it and not taken
-// before; coin, if not 0, is spare randomness for a close call (pairFrom,
-// pairAfter). The cost is rawCost's, computed here, inline: rawCost is too
-// large to inline, and a call per candidate is a measurable share of a
-// pick.
+// choose returns the cheapest candidate that passes the failure check and
+// is not over its slow-start share (or, if every one that passed is, the
+// cheapest of those), its cost, why it won, and the clock reading now,
+// taken if needed; coin, if not 0, is spare randomness for a close call.
+// The cost is rawCost's, inline: a call per candidate costs too much.
 func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bestCost float64, why PickReason, _ int64) {
 	s := p.snap
-	// The candidate that would have won without the failure check: when it
-	// is not best, the check steered this call away from a failing
-	// endpoint.
-	rawBest, rawBestCost := -1, 0.0
-	// The best of the candidates passed over, by expected cost, in case
-	// every one is.
-	avoided, avoidedCost := -1, 0.0
-	// passed ranks the candidates that passed the failure check and are
-	// not over their slow-start share (rampShares); capped, those that
-	// passed it but are over their share, in case every one that passed
-	// is. idle says whether every candidate but those over their share is
-	// idle, for latency costs (see closeBand); idleAll, whether every one
-	// is.
+	rawBest, rawBestCost := -1, 0.0 // the winner without the failure check
+	avoided, avoidedCost := -1, 0.0 // the best passed over, by expected cost
+	// passed ranks those that pass both checks; capped, those over their
+	// share. idle: all but those over their share are idle; idleAll: all.
 	passed, capped := newRanking(), newRanking()
 	idle, idleAll := true, true
 	for k, i := range cands {
@@ -545,16 +470,14 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		inv := c.InvWeight
 		full := false
 		if p.rampingAt(i) {
-			// Only a ramping candidate needs the time; a timed pick has
-			// read the clock already.
+			// Only a ramping candidate needs the time.
 			if now == 0 {
 				now = s.Clock.Nanotime()
 			}
-			// A ramp that its answers against its peers' average or
-			// wait end (rampProof.provesWarm) is over from this pick on.
+			// A ramp its answers have proved is over from this pick on.
 			if !p.proving || !s.sharedOf(c.Stats).judge(c.Stats, now) {
-				opening := p.proving && c.Stats.rampProof.opening()
-				full = p.shares.drawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), k == 0, opening, now-s.ramps[i].start)
+				opening := p.proving && c.Stats.rampProof.Opening()
+				full = p.shares.DrawnFull(&c.Stats.rampShare, 1/inv, s.RampFactor(i, now), k == 0, opening, now-s.ramps[i].start)
 			}
 		}
 		var cost float64
@@ -573,16 +496,14 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 		}
 		idleAll = idleAll && !busy
 		if !full {
-			// A candidate over its ramp's share would not have won
-			// without the failure check either.
+			// One over its share would not have won without the check either.
 			if rawBest < 0 || cost < rawBestCost {
 				rawBest, rawBestCost = i, cost
 			}
 			idle = idle && !busy
 		}
 		if p.penalty && c.Stats.outcomeBits.Load()>>32 != 0 {
-			// Only an endpoint with recent failures draws: the healthy
-			// common case reads one word.
+			// Only recent failures draw: the healthy case reads one word.
 			if q := s.penalty.avoidance(c.Stats.outcomes(), s.fleetRate()); q > 0 && unitDraw(s.Rand) < q {
 				if c := cost / (1 - q); avoided < 0 || c < avoidedCost {
 					avoided, avoidedCost = i, c
@@ -596,11 +517,8 @@ func (p *LeastLoaded) choose(cands []int, now int64, coin uint32) (best int, bes
 			passed.add(i, cost)
 		}
 	}
-	// Ramping endpoints over their share that passed the failure check
-	// are a better fallback than those passed over for their failures:
-	// every candidate is over its share when most of the fleet ramps, as
-	// it does after the client lost every connection at once, and the
-	// pick then goes among them as if none ramped.
+	// Those over their share beat those avoided for failures: when most
+	// of the fleet ramps, the pick goes among them as if none ramped.
 	r, tie := passed, avoided < 0 && capped.best < 0
 	if passed.best < 0 && capped.best >= 0 {
 		r, tie, idle = capped, avoided < 0, idleAll
@@ -666,24 +584,16 @@ func oneIf(b bool) int {
 	return 0
 }
 
-// closeBand is the cost ratio below which a comparison of two idle
-// candidates' latencies is a close call rather than a verdict. A latency
-// average is peak-sensitive: one slow answer (a pause, a scheduler
-// hiccup) raises it at once, and it comes back down only over the decay
-// time, so among idle backends of equal speed the one whose last peak was
-// lowest would win every comparison for seconds, and a caller at low
-// concurrency would pile onto it. Below three times the cost, the
-// costlier idle candidate keeps a chance that falls linearly from one
-// half at equal cost to none at the band's edge; a backend three times as
-// slow still loses every time, and so does any busier candidate: with
-// calls in flight the comparison is strict, as Finagle's is.
+// closeBand is the cost ratio below which comparing two idle candidates'
+// latencies is a close call: the costlier keeps a chance falling from one
+// half at equal cost to none at the band's edge, so that one low peak
+// does not win every comparison for seconds. Busy candidates compare
+// strictly, as Finagle's do.
 const closeBand = 3.0
 
-// closeCall reports whether the runner-up of a latency comparison, at
-// cost second (below closeBand*best) against the winner's best, wins this
-// pick as a close call, tossing coin (24 uniform bits at the top). Its
-// chance, 0.5 * (closeBand - second/best) / (closeBand - 1), is compared
-// without a division.
+// closeCall reports whether the runner-up at cost second wins a close
+// call against best, tossing coin (24 uniform bits at the top), with chance
+// 0.5 * (closeBand - second/best) / (closeBand - 1), without a division.
 func closeCall(best, second float64, coin uint32) bool {
 	return float64(coin>>8)*(2*(closeBand-1))*best < (closeBand*best-second)*(1<<24)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 
+	"github.com/pickwise/pickwise/internal/ramp"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -77,7 +78,7 @@ type Snapshot struct {
 	// Clock and Rand are the engine's injected time and randomness.
 	Clock   Clock
 	Rand    Rand
-	ramp    *ramp
+	ramp    *ramp.Curve
 	penalty *penalty
 	ejector *ejector
 	shared  *doneShared // the fleet's failure rate, and every endpoint's own shared; nil outside a balancer
@@ -110,16 +111,16 @@ func (s *Snapshot) RampFactor(i int, now int64) float64 {
 		return 1
 	}
 	if r := s.ramps[i]; r.end != 0 && now < r.end {
-		return s.ramp.factor(now - r.start)
+		return s.ramp.Factor(now - r.start)
 	}
 	return 1
 }
 
 // provesRamps says whether pickers over s time answers to end ramps on
-// evidence (rampProof): some endpoint ramps, ramps end on evidence
+// evidence (ramp.Proof): some endpoint ramps, ramps end on evidence
 // (SlowStartConfig.TimeOnly unset), and there is a clock to time by.
 func (s *Snapshot) provesRamps() bool {
-	return s.ramps != nil && s.ramp != nil && s.ramp.proves && s.Clock != nil
+	return s.ramps != nil && s.ramp != nil && s.ramp.Proves() && s.Clock != nil
 }
 
 // sharedOf is e's doneShared, for a timed call's Done: the snapshot's,

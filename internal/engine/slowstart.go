@@ -5,22 +5,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/ramp"
+	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 )
 
+// SlowStartConfig is lbconfig.SlowStartConfig, under the name the
+// engine's code uses.
+type SlowStartConfig = lbconfig.SlowStartConfig
+
 // slowStart decides which endpoints ramp and until when. The ramp's math
-// and the proof that ends one early are in ramp.go; the pickers apply a
-// ramp at a pick (rampShares in leastloaded.go, rampChecks in weighted.go)
-// over the spans this hands each Snapshot. docs/design/slow-start.md has
-// the rules and why.
+// and the proof that ends one early are in internal/ramp; the pickers
+// apply a ramp at a pick (below) over the spans this hands each Snapshot.
+// docs/design/slow-start.md has the rules and why.
 //
 // Guarded by the balancer's mu, but for served, which picks set.
 type slowStart struct {
-	cfg     *ramp // nil: slow start is off
+	cfg     *ramp.Curve // nil: slow start is off
 	clock   Clock
 	work    *doneWork // served: the channel has placed a call
-	peers   *peerAverage
+	peers   *ramp.Peers
 	locked  runLocked // runs a timer's work under the balancer's lock
 	timer   Timer     // republishes when the earliest ramp ends
 	timerAt int64     // when timer fires; 0 if none
@@ -30,7 +35,7 @@ type slowStart struct {
 // closed, and publishes if f says the pickers must change.
 type runLocked = func(f func(now int64) (publish bool))
 
-func (s *slowStart) configure(c *SlowStartConfig) { s.cfg = newRamp(c) }
+func (s *slowStart) configure(c *SlowStartConfig) { s.cfg = ramp.New(c) }
 
 // joinsCold says whether an endpoint that joins now ramps on its first
 // READY: only once the channel has placed a call. The endpoints that join
@@ -50,9 +55,9 @@ func (s *slowStart) track(e *Endpoint, st connectivity.State, now int64) {
 	case st == connectivity.Ready && prev != connectivity.Ready:
 		e.ramping, e.rampStart = e.coldReady, now
 		if e.ramping {
-			e.rampShare.reset()
-			e.rampProof.reset(now)
-			s.peers.restartIfStale(now)
+			e.rampShare.Reset()
+			e.rampProof.Reset(now)
+			s.peers.RestartIfStale(now)
 		}
 		e.coldReady = false
 	case st == connectivity.TransientFailure:
@@ -62,10 +67,10 @@ func (s *slowStart) track(e *Endpoint, st connectivity.State, now int64) {
 
 // end is when e's ramp ends, or 0 if e is not ramping at now.
 func (s *slowStart) end(e *Endpoint, now int64) int64 {
-	if s.cfg == nil || !e.ramping || e.rampProof.proven.Load() {
+	if s.cfg == nil || !e.ramping || e.rampProof.Proven() {
 		return 0
 	}
-	if end := e.rampStart + s.cfg.window; end > now {
+	if end := e.rampStart + s.cfg.Window(); end > now {
 		return end
 	}
 	return 0
@@ -118,7 +123,7 @@ func (s *slowStart) republishAt(at, now int64) {
 }
 
 // rampsProven republishes once ramping endpoints' answers have shown them
-// warm (rampProof): their pickers have stopped ramping them already, and
+// warm (ramp.Proof): their pickers have stopped ramping them already, and
 // the new one no longer lists them as ramping.
 func (s *slowStart) rampsProven() { s.locked(func(int64) bool { return true }) }
 
@@ -130,30 +135,30 @@ func (s *slowStart) stop() {
 }
 
 // What slow start does at a pick: a d-choice picker (LeastLoaded) holds
-// a ramping endpoint to its share (rampShares) and times the calls that
+// a ramping endpoint to its share (ramp.Shares) and times the calls that
 // prove it warm; a weighted picker (WeightedRR) ramps its weight in the
 // schedule and lends it its opening calls.
 
 // rampingPair reports whether a pair of candidates needs choose's checks
 // for slow start: either is in its ramp, or, while ramps end on evidence,
-// no call of their peers has been timed yet (peerAverage.wantsCalls), which
+// no call of their peers has been timed yet (ramp.Peers.WantsCalls), which
 // a pair of peers then gives.
 func (p *LeastLoaded) rampingPair(i, j int) bool {
 	return p.ramping && (p.snap.ramps[i].end|p.snap.ramps[j].end != 0 ||
-		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.wantsCalls())
+		p.proving && p.snap.sharedOf(p.cands[i].Stats).peers.WantsCalls())
 }
 
 // rampingAt reports whether endpoint i is in its slow-start ramp: listed
 // as ramping by the snapshot, and not yet proved warm by its answers.
 func (p *LeastLoaded) rampingAt(i int) bool {
-	return p.ramping && p.snap.ramps[i].end != 0 && !p.cands[i].Stats.rampProof.proven.Load()
+	return p.ramping && p.snap.ramps[i].end != 0 && !p.cands[i].Stats.rampProof.Proven()
 }
 
 // countRamping counts a pick that endpoint i took, if it is ramping
-// (rampShares).
+// (ramp.Shares).
 func (p *LeastLoaded) countRamping(i int) {
 	if p.rampingAt(i) {
-		p.cands[i].Stats.rampShare.took.Add(1)
+		p.cands[i].Stats.rampShare.Take()
 	}
 }
 
@@ -161,35 +166,35 @@ func (p *LeastLoaded) countRamping(i int) {
 // is not read yet) is to be timed as evidence of, if anything, and the
 // clock's reading: of a ramping endpoint's speed; or of its peers', if it
 // was compared with a ramping endpoint or their calls are wanted
-// (peerAverage.wantsCalls). The ramping endpoint's opening calls are all timed
-// (rampProof.claim); others at most once in proofGap.
-func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (proofKind, int64) {
+// (ramp.Peers.WantsCalls). The ramping endpoint's opening calls are all
+// timed (ramp.Proof.Claim); others at most one a millisecond.
+func (p *LeastLoaded) proofFor(cands []int, best int, now int64) (ramp.Kind, int64) {
 	if p.rampingAt(best) {
-		if p.cands[best].Stats.rampProof.claim(now) {
-			return proofOwn, now
+		if p.cands[best].Stats.rampProof.Claim(now) {
+			return ramp.Own, now
 		}
-		return proofNone, now
+		return ramp.None, now
 	}
 	shared := p.snap.sharedOf(p.cands[best].Stats)
-	wanted := shared.peers.wantsCalls()
+	wanted := shared.peers.WantsCalls()
 	for _, i := range cands {
 		wanted = wanted || i != best && p.rampingAt(i)
 	}
 	if !wanted {
-		return proofNone, now
+		return ramp.None, now
 	}
 	if now == 0 {
 		now = p.snap.Clock.Nanotime()
 	}
-	if shared.peers.claim(now) {
-		return proofBaseline, now
+	if shared.peers.Claim(now) {
+		return ramp.Baseline, now
 	}
-	return proofNone, now
+	return ramp.None, now
 }
 
 // proofSampled says whether the pick at position pos, on an endpoint that
 // is not ramping, reads the clock to see whether its answer is wanted for
-// the peers' average (peerAverage): one position in 16, enough answers
+// the peers' average (ramp.Peers): one position in 16, enough answers
 // for it, the others spared the clock. Chosen by a multiplicative hash of
 // the position: every 16th position of a schedule whose length is a
 // multiple of 16 would be the same few slots, and the same endpoints.
@@ -203,10 +208,10 @@ func proofSampled(pos uint32) bool { return (pos*0x9E3779B9)>>28 == 0 }
 // the pace at which two random choices would draw it, on a pick the
 // schedule gave another (as a d-choice picker gives it one the first time
 // it is drawn), and, if the client sends it many calls, the rest of its
-// opening's the same way (openingLends). Its sampled picks ask the
+// opening's the same way (ramp.Curve.Lends). Its sampled picks ask the
 // ramping endpoints, a few at a time, in turn, whether their peers'
 // average or wait has grown enough for their answers to end their ramps
-// (rampProof.provesWarm), which only their own rare picks would ask
+// (ramp.Proof.ProvesWarm), which only their own rare picks would ask
 // otherwise. At that pace, and not at once, clients without number do not
 // all send a cold process a call in the same moment; and by the time the
 // first call's answer comes, its peers' wait has had time to show whether
@@ -217,7 +222,7 @@ type rampChecks struct {
 	// The opening calls: positions whose hash is under openBelow, two
 	// in as many as there are endpoints for each ramping one, visit the
 	// ramping endpoints in turn (visit); a visit to one that has had its
-	// first call gives it none unless openingLends says it may have
+	// first call gives it none unless ramp.Curve.Lends says it may have
 	// more, and once a whole round of visits in a row (misses) gives
 	// none, the picker stops looking.
 	visit     atomic.Uint32
@@ -258,13 +263,13 @@ func (c *rampChecks) judge(snap *Snapshot, now int64) {
 type lend struct {
 	i     int   // the endpoint's index in the snapshot
 	now   int64 // the clock's reading if one was taken to decide, 0 if not
-	ahead bool  // not its first call: its own slots repay it (rampProof.owed)
+	ahead bool  // not its first call: its own slots repay it (ramp.Proof.Repay)
 }
 
 // opening is the opening call that the pick at position pos gives a
 // ramping endpoint, if the position is one that visits one and the one it
 // visits may have one: its first call whenever it comes, and more of its
-// opening's while its ramp is young enough (openingLends).
+// opening's while its ramp is young enough (ramp.Curve.Lends).
 func (c *rampChecks) opening(snap *Snapshot, pos uint32) (lend, bool) {
 	if pos*0x85EBCA77 >= c.openBelow || int(c.misses.Load()) >= len(c.ramping) {
 		return lend{}, false
@@ -272,12 +277,12 @@ func (c *rampChecks) opening(snap *Snapshot, pos uint32) (lend, bool) {
 	i := int(c.ramping[(c.visit.Add(1)-1)%uint32(len(c.ramping))])
 	proof := &snap.Endpoints[i].Stats.rampProof
 	switch {
-	case proof.unopened():
+	case proof.Unopened():
 		c.misses.Store(0)
 		return lend{i: i}, true
-	case proof.opening() && !proof.proven.Load():
+	case proof.Opening() && !proof.Proven():
 		now := snap.Clock.Nanotime()
-		if openingLends(snap.ramp, now-proof.since.Load()) {
+		if snap.ramp.Lends(now - proof.Since()) {
 			c.misses.Store(0)
 			return lend{i: i, now: now, ahead: true}, true
 		}
@@ -286,29 +291,11 @@ func (c *rampChecks) opening(snap *Snapshot, pos uint32) (lend, bool) {
 	return lend{}, false
 }
 
-// openingLends reports whether a ramping endpoint whose ramp began
-// elapsed nanoseconds ago is lent the rest of its opening's calls on the
-// visits that find it has had its first. Visits come to it at two picks
-// in as many as there are endpoints (openBelow), twice its pace at full
-// weight when the weights are equal, so lending on each while elapsed is
-// within half its ramp factor's share of openingHorizon gives it about
-// what its ramped weight would earn it over openingHorizon, up to
-// quickAnswers calls (a few more when picks race), as a d-choice
-// picker's opening does (rampShares.drawnFull): a client that sends it
-// many calls places them at once, and their answers come together; one
-// that sends it few lends it only the first. Its own slots in the
-// schedule repay them (rampProof.repay), so that they add nothing to its
-// share over the ramp: a cold process given them, near its capacity at
-// its ramped share, would otherwise carry their queue for as long.
-func openingLends(r *ramp, elapsed int64) bool {
-	return elapsed >= 0 && float64(elapsed) <= r.factor(elapsed)*float64(openingHorizon)/2
-}
-
 // pickProving is pickWeighted while some endpoint ramps and ramps end on
 // evidence: a call on endpoint i, r, at position pos is timed if its
 // answer is wanted as evidence, its own if i is ramping (rampingAt), its
-// peers' otherwise (rampProof), sampled as proofSampled says or while calls of
-// the peers are wanted (peerAverage.wantsCalls). A sampled pick also
+// peers' otherwise (ramp.Proof), sampled as proofSampled says or while calls of
+// the peers are wanted (ramp.Peers.WantsCalls). A sampled pick also
 // judges judgeChecks ramping endpoints, as a pick on a ramping endpoint
 // judges its own; and a pick that is neither goes instead to a ramping
 // endpoint that has yet to have a call in its ramp, or whose opening is
@@ -317,7 +304,7 @@ func openingLends(r *ramp, elapsed int64) bool {
 // placed the call on.
 func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.PickInfo, pos uint32, open bool) (balancer.PickResult, *Ready, error) {
 	shared := p.snap.sharedOf(r.Stats)
-	if !ramping && !proofSampled(pos) && !shared.peers.wantsCalls() {
+	if !ramping && !proofSampled(pos) && !shared.peers.WantsCalls() {
 		if open {
 			if l, ok := p.checks.opening(p.snap, pos); ok {
 				// The connection first: a claim for a call that did not go
@@ -329,10 +316,10 @@ func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.Pi
 						now = p.snap.Clock.Nanotime()
 					}
 					if l.ahead {
-						lent.Stats.rampProof.owe()
+						lent.Stats.rampProof.Owe()
 					}
-					if lent.Stats.rampProof.claim(now) {
-						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, proofOwn), lent, nil
+					if lent.Stats.rampProof.Claim(now) {
+						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, ramp.Own), lent, nil
 					}
 					return withDone(res, lent.Stats.weightedDone), lent, nil
 				}
@@ -342,22 +329,22 @@ func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.Pi
 		return res, r, err
 	}
 	now := p.snap.Clock.Nanotime()
-	proof := proofNone
+	proof := ramp.None
 	switch {
 	case ramping:
 		if shared.judge(r.Stats, now) {
 			break
 		}
-		if r.Stats.rampProof.claim(now) {
-			proof = proofOwn
+		if r.Stats.rampProof.Claim(now) {
+			proof = ramp.Own
 		}
 	default:
 		p.checks.judge(p.snap, now)
-		if shared.peers.claim(now) {
-			proof = proofBaseline
+		if shared.peers.Claim(now) {
+			proof = ramp.Baseline
 		}
 	}
-	if proof == proofNone {
+	if proof == ramp.None {
 		res, err := pickWeighted(r, info)
 		return res, r, err
 	}
@@ -371,5 +358,5 @@ func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.Pi
 // rampingAt reports whether endpoint i, r, is in its slow-start ramp:
 // listed as ramping by the snapshot, and not yet proved warm.
 func (p *WeightedRR) rampingAt(i int, r *Ready) bool {
-	return p.snap.ramps[i].end != 0 && !r.Stats.rampProof.proven.Load()
+	return p.snap.ramps[i].end != 0 && !r.Stats.rampProof.Proven()
 }

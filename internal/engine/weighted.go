@@ -36,7 +36,7 @@ type WeightedRR struct {
 	shared *cursor
 	// checks is set while some endpoint ramps, if ramps end on
 	// evidence: picks time some answers, and judge the ramping
-	// endpoints' evidence (rampProof, pickProving). Nil otherwise.
+	// endpoints' evidence (ramp.Proof, pickProving). Nil otherwise.
 	checks *rampChecks
 	// mask fits a byte: there are at most maxCursors cursors.
 	mask       uint8
@@ -427,7 +427,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.checks != nil {
 		open := a == nil || !a.earlier()
 		ramping := p.rampingAt(i, r)
-		if open && ramping && r.Stats.rampProof.repay() {
+		if open && ramping && r.Stats.rampProof.Repay() {
 			// The ramping endpoint's slot repays a call lent to it
 			// ahead of its share: the next slot's endpoint has it, and
 			// the pick lends nothing, which could undo the repayment.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pickwise/pickwise/internal/fakecc"
 	"github.com/pickwise/pickwise/internal/procid"
+	"github.com/pickwise/pickwise/internal/ramp"
 	"github.com/pickwise/pickwise/internal/schedule"
 	"github.com/pickwise/pickwise/lbconfig"
 	"google.golang.org/grpc/balancer"
@@ -648,14 +649,30 @@ func TestWeightedRRRepaysLentCalls(t *testing.T) {
 	}
 	const ramping = 3
 	proof := &eps[ramping].Stats.rampProof
-	proof.reset(now)
+	proof.Reset(now)
 	// Its opening has had its calls: no pick lends it more.
-	proof.opened.Store(quickAnswers)
-	proof.timer.lastTimed.Store(now)
+	for proof.Opening() {
+		proof.Claim(now)
+	}
+	// owe sets the calls it owes to n; owed drains them, and says how many.
+	owe := func(n int) {
+		for proof.Repay() {
+		}
+		for range n {
+			proof.Owe()
+		}
+	}
+	owed := func() int {
+		n := 0
+		for proof.Repay() {
+			n++
+		}
+		return n
+	}
 	newPicker := func() *WeightedRR {
 		return NewWeightedRR(&Snapshot{
 			Endpoints: eps, Rand: NewSeededRand(1), Clock: clk, shared: shared, Built: now,
-			ramp:  newRamp(&SlowStartConfig{Enabled: true, Window: Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 50}),
+			ramp:  ramp.New(&SlowStartConfig{Enabled: true, Window: Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 50}),
 			ramps: []rampSpan{{}, {}, {}, {start: now, end: now + int64(10*time.Second)}},
 		})
 	}
@@ -686,7 +703,7 @@ func TestWeightedRRRepaysLentCalls(t *testing.T) {
 	if skipped != 2 {
 		t.Fatalf("the ramping endpoint had %d of the schedule's first 42 slots, want at least 2", skipped)
 	}
-	proof.owed.Store(2)
+	owe(2)
 	p := newPicker()
 	var got []int
 	for range len(want) {
@@ -695,7 +712,7 @@ func TestWeightedRRRepaysLentCalls(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("picks owing two calls:\n got %v\nwant %v (the schedule %v with its first two slots of endpoint %d left out)", got, want, schedule, ramping)
 	}
-	if n := proof.owed.Load(); n != 0 {
+	if n := owed(); n != 0 {
 		t.Errorf("%d calls still owed, want 0", n)
 	}
 	if n := p.picks(); n != uint32(len(want)) {
@@ -704,11 +721,11 @@ func TestWeightedRRRepaysLentCalls(t *testing.T) {
 
 	// Retries step through the schedule to the endpoints earlier attempts
 	// did not use, the ramping one among them, and repay nothing.
-	proof.owed.Store(1)
+	owe(1)
 	r := newPicker()
 	info := balancer.PickInfo{Ctx: WithAttempts(context.Background())}
 	pick(r, info) // the first attempt
-	proof.owed.Store(1)
+	owe(1)
 	retried := false
 	for range len(eps) {
 		retried = pick(r, info) == ramping || retried
@@ -716,7 +733,7 @@ func TestWeightedRRRepaysLentCalls(t *testing.T) {
 	if !retried {
 		t.Fatal("no retry went to the ramping endpoint")
 	}
-	if n := proof.owed.Load(); n != 1 {
+	if n := owed(); n != 1 {
 		t.Errorf("%d calls owed after retries, want the 1 owed before them", n)
 	}
 }
@@ -737,7 +754,7 @@ func TestWeightedRRLeavesSnapshotWeights(t *testing.T) {
 		Weights:   slices.Clone(weights),
 		Rand:      NewSeededRand(1),
 		Built:     now,
-		ramp:      newRamp(&SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
+		ramp:      ramp.New(&SlowStartConfig{Enabled: true, Window: lbconfig.Duration(10 * time.Second), Aggression: 1, MinWeightPercent: 10}),
 		ramps:     []rampSpan{{}, {start: now, end: now + int64(10*time.Second)}, {}},
 	}
 	p := NewWeightedRR(snap)
