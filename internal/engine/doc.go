@@ -48,6 +48,6 @@
 // The math with no endpoint state is in packages of its own:
 // internal/schedule (the weighted order), internal/evidence (failure
 // evidence), internal/ramp (slow start's ramp and the proof that ends one
-// early) and internal/ewma (Peak EWMA). docs/design/ has the why of
-// each feature.
+// early) and internal/ewma (Peak EWMA). docs/design/engine.md maps the
+// owners, and docs/design/ has the why of each feature.
 package engine
