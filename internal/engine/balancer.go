@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"google.golang.org/grpc/attributes"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/pickfirst"
 	"google.golang.org/grpc/balancer/weightedtarget"
@@ -84,22 +84,25 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 		bOpts:      bOpts,
 		turns:      newTurns(),
 	}
-	b.shared.clock = opts.Clock
-	b.slowStart = slowStart{clock: opts.Clock, work: &b.shared.work, peers: &b.shared.peers, locked: b.locked}
-	b.ejection = ejection{name: s.Name, clock: opts.Clock, shared: &b.shared, locked: b.locked, order: &b.order,
-		changed: b.pub.ejected, publish: b.pub.publish}
-	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: !s.Lazy}
-	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
-	b.weights = reportedWeights{clock: opts.Clock, locked: b.locked, order: &b.order, rec: &b.rec,
-		publish: b.pub.publish, dropKept: b.pub.readyList.weights.drop}
-	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
-	b.rec.register(cc, b.reportMetrics)
 	if s.Lazy {
 		b.mode = onDemand{}
 	}
 	b.build = b.mode.children(balancer.Get(pickfirst.Name).Build)
 	b.pub = publisher{b: b}
 	b.pub.coalesce.published = noStateYet
+	b.shared.clock = opts.Clock
+	publish := b.pub.publish
+	b.slowStart = slowStart{clock: opts.Clock, work: &b.shared.work, peers: &b.shared.peers, locked: b.locked, publish: publish}
+	b.ejection = ejection{name: s.Name, clock: opts.Clock, shared: &b.shared, locked: b.locked, order: &b.order,
+		changed: b.pub.ejectionChanged, publish: publish}
+	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: b.mode.reconnects()}
+	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
+	b.weights = reportedWeights{clock: opts.Clock, locked: b.locked, order: &b.order, rec: &b.rec,
+		publish: publish, weightsChanged: b.pub.weightsChanged}
+	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
+	// Last: the sink may call the reporter at once, from its own
+	// goroutine; and it marks doneWork as recording.
+	b.rec.register(cc, b.reportMetrics)
 	return b
 }
 
@@ -213,7 +216,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 }
 
 // configureLocked hands each feature its part of a policy's settings.
-func (b *engineBalancer) configureLocked(settings Settings, rs resolver.State) {
+func (b *engineBalancer) configureLocked(settings Settings, state resolver.State) {
 	b.slowStart.configure(settings.SlowStart)
 	b.latency = newLatency(settings.Latency)
 	b.shared.latency.Store(b.latency)
@@ -225,7 +228,7 @@ func (b *engineBalancer) configureLocked(settings Settings, rs resolver.State) {
 		b.ejection.penaltyOff(b.parking.endpoints())
 	}
 	b.resolverErr = nil
-	b.rec.setLocality(weightedtarget.LocalityFromResolverState(rs))
+	b.rec.setLocality(weightedtarget.LocalityFromResolverState(state))
 }
 
 // reconcileLocked makes the endpoint set the resolver's list eps: it
@@ -282,7 +285,7 @@ func (b *engineBalancer) reconcileLocked(eps []resolver.Endpoint, settings Setti
 	}
 	b.rec.recordPicks(&picks)
 	b.endpoints = next
-	b.weights.configure(settings.Weights, b.parking.endpoints())
+	b.weights.configure(settings.Weights, b.parking.endpoints)
 	// What changed while a returning endpoint was out, once the config is
 	// applied: its weight's tracker and ORCA stream, and an ejection that
 	// nothing would end otherwise (the health ticks skipped it).
@@ -420,17 +423,16 @@ func (b *engineBalancer) Close() {
 	}
 }
 
-// locked runs f under the lock unless the balancer is closed, and
-// publishes if f says the pickers must change: the shape of every timer's
-// work.
-func (b *engineBalancer) locked(f func(now int64) (publish bool)) {
+// runLocked runs f under the balancer's lock unless the balancer is
+// closed: the shape of every timer's work (engineBalancer.locked).
+type runLocked = func(f func())
+
+// locked runs f under the lock unless the balancer is closed.
+func (b *engineBalancer) locked(f func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	if f(b.clock.Nanotime()) {
-		b.pub.publish(b.clock.Nanotime())
+	if !b.closed {
+		f()
 	}
 }
 

@@ -15,9 +15,10 @@ import (
 // The one exception is readmission: it happens once per ejection, so the
 // probe's Done that completes the evidence does it itself (readmit).
 //
-// The requests flow one way: Done -> doneWork -> doneWorkOwner. The owner
-// is the balancer, the only one that can do the work; doneWork owns the
-// timers and the flags that make a thousand requests one.
+// The requests flow one way: Done -> doneWork -> doneWorkOwner, which
+// sends each to the feature that does it (doneRoutes: ejection, recorder,
+// slowStart); doneWork owns the timers and the flags that make a thousand
+// requests one.
 
 // doneWorkOwner does what Dones ask for. Each method takes the balancer's
 // lock itself and does nothing once the balancer is closed.

@@ -33,43 +33,37 @@ type ejection struct {
 
 // healthTick decays every endpoint's counts and assesses them. It
 // reschedules itself while any endpoint has failures or is ejected.
-func (x *ejection) healthTick() {
-	x.locked(func(now int64) bool {
-		p := x.shared.penalty.Load()
-		if p == nil {
-			return false
+func (ej *ejection) healthTick() {
+	ej.locked(func() {
+		p := ej.shared.penalty.Load()
+		if p != nil && ej.assess(p.decay, ej.clock.Nanotime()) {
+			ej.shared.work.startHealth(p.tick)
 		}
-		if x.assess(p.decay, now) {
-			x.shared.work.startHealth(p.tick)
-		}
-		return false
 	})
 }
 
 // assessNow assesses every endpoint without decay, at the request of a
 // Done whose failure completed the evidence ejection needs: waiting for the
 // next tick would let a black hole draw calls for up to maxHealthTick.
-func (x *ejection) assessNow() {
-	x.locked(func(now int64) bool {
-		if x.shared.penalty.Load() == nil {
-			return false
+func (ej *ejection) assessNow() {
+	ej.locked(func() {
+		if ej.shared.penalty.Load() != nil {
+			ej.assess(1, ej.clock.Nanotime())
 		}
-		x.assess(1, now)
-		return false
 	})
 }
 
 // assess multiplies every endpoint's counts by decay, refreshes the
 // fleet's failure rate, and ejects and readmits. It reports whether any
 // endpoint has failures or is ejected.
-func (x *ejection) assess(decay float32, now int64) bool {
+func (ej *ejection) assess(decay float32, now int64) bool {
 	var sumF, sumT float64
 	pending, failing := false, false
-	p := x.shared.penalty.Load()
+	p := ej.shared.penalty.Load()
 	// Cleared before the walk: a failure counted during it either is
 	// seen by it or sets the flag again after this store.
-	x.shared.failing.Store(false)
-	for _, e := range *x.order {
+	ej.shared.failing.Store(false)
+	for _, e := range *ej.order {
 		o := e.decayOutcomes(decay).Counted(p.full)
 		if o.Failures > 0 {
 			pending, failing = true, true
@@ -86,32 +80,32 @@ func (x *ejection) assess(decay float32, now int64) bool {
 	if sumT > 0 {
 		fleet = sumF / sumT
 	}
-	x.shared.fleetBits.Store(math.Float64bits(fleet))
+	ej.shared.fleetBits.Store(math.Float64bits(fleet))
 	if failing {
-		x.shared.failing.Store(true)
+		ej.shared.failing.Store(true)
 	}
-	changed, out := x.judge(sumF, sumT, now)
+	changed, out := ej.decide(sumF, sumT, now)
 	if changed {
-		x.publish(now)
+		ej.publish(now)
 	}
 	return pending || out > 0
 }
 
-// judge readmits the endpoints whose probation is over and ejects the
+// decide readmits the endpoints whose probation is over and ejects the
 // worst outliers the cap allows; sumF and sumT are the fleet's counts.
 // It reports whether any endpoint changed, and how many are out.
-func (x *ejection) judge(sumF, sumT float64, now int64) (changed bool, out int) {
-	ej := x.shared.ejector.Load()
+func (ej *ejection) decide(sumF, sumT float64, now int64) (changed bool, out int) {
+	cfg := ej.shared.ejector.Load()
 	ready, readyOut := 0, 0 // READY endpoints, and of them the ejected
 	type candidate struct {
 		e      *Endpoint
 		excess float64
 	}
 	var cands []candidate
-	for _, e := range *x.order {
+	for _, e := range *ej.order {
 		if e.ejection.ejected {
-			if ej == nil || (now >= e.ejection.until && e.probe.okRun.Load() >= ej.probeSuccesses) {
-				x.readmit(e, now)
+			if cfg == nil || (now >= e.ejection.until && e.probe.okRun.Load() >= cfg.probeSuccesses) {
+				ej.readmit(e, now)
 				changed = true
 			} else {
 				// Counted whether READY or not: the health timer runs
@@ -128,11 +122,11 @@ func (x *ejection) judge(sumF, sumT float64, now int64) (changed bool, out int) 
 			readyOut++
 			continue
 		}
-		if ej == nil {
+		if cfg == nil {
 			continue
 		}
-		if o := e.outcomes(); float64(o.Failures) >= ej.minFailures {
-			if v, ok := outlier(o, sumF, sumT, ej.threshold); ok {
+		if o := e.outcomes(); float64(o.Failures) >= cfg.minFailures {
+			if v, ok := outlier(o, sumF, sumT, cfg.threshold); ok {
 				cands = append(cands, candidate{e, v})
 			}
 		}
@@ -140,7 +134,7 @@ func (x *ejection) judge(sumF, sumT float64, now int64) (changed bool, out int) 
 	if len(cands) == 0 {
 		return changed, out
 	}
-	allowed := min(max(1, ready*ej.percent/100), ready-1)
+	allowed := min(max(1, ready*cfg.percent/100), ready-1)
 	if readyOut >= allowed {
 		return changed, out
 	}
@@ -150,7 +144,7 @@ func (x *ejection) judge(sumF, sumT float64, now int64) (changed bool, out int) 
 		if readyOut >= allowed {
 			break
 		}
-		x.eject(c.e, ej, now)
+		ej.eject(c.e, cfg, now)
 		readyOut++
 		out++
 		changed = true
@@ -186,23 +180,23 @@ func outlier(o evidence.Counts, sumF, sumT, threshold float64) (float64, bool) {
 }
 
 // eject takes e out of placement.
-func (x *ejection) eject(e *Endpoint, ej *ejector, now int64) {
+func (ej *ejection) eject(e *Endpoint, cfg *ejector, now int64) {
 	s := &e.ejection
 	if s.lastEnd != 0 {
-		s.streak = max(0, s.streak-int((now-s.lastEnd)/(forgiveAfter*ej.base)))
+		s.streak = max(0, s.streak-int((now-s.lastEnd)/(forgiveAfter*cfg.base)))
 	}
 	s.streak++
-	d := ej.base * int64(s.streak)
-	if d <= 0 || d > ej.max || s.streak > int(ej.max/ej.base) {
-		d = ej.max
+	d := cfg.base * int64(s.streak)
+	if d <= 0 || d > cfg.max || s.streak > int(cfg.max/cfg.base) {
+		d = cfg.max
 	}
 	s.ejected, s.until = true, now+d
-	x.changed(e)
+	ej.changed(e)
 	e.probe.okRun.Store(0)
-	e.probe.every.Store(ej.probeEvery)
-	e.probe.next.Store(now + ej.probeEvery)
-	x.ejections++
-	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", x.name, e.addr, time.Duration(d), e.FailureRatio())
+	e.probe.every.Store(cfg.probeEvery)
+	e.probe.next.Store(now + cfg.probeEvery)
+	ej.ejections++
+	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", ej.name, e.addr, time.Duration(d), e.FailureRatio())
 }
 
 // forgiveAfter is, in BaseEjectionTimes, how long an endpoint must stay in
@@ -214,42 +208,44 @@ const forgiveAfter = 10
 // readmit puts e back into placement with fresh counts: its probation is
 // that the next failures are judged on new evidence alone, and a
 // re-ejection soon after lasts longer.
-func (x *ejection) readmit(e *Endpoint, now int64) {
+func (ej *ejection) readmit(e *Endpoint, now int64) {
 	e.ejection.ejected = false
 	e.ejection.lastEnd = now
-	x.changed(e)
+	ej.changed(e)
 	e.outcomeBits.Store(0)
 	// Its latency average, if any, is from before it failed: it starts
 	// over as a newcomer, tried at once and one call at a time until it
 	// answers.
 	e.rtt.bits.Store(0)
-	x.readmissions++
+	ej.readmissions++
 }
 
 // readmitFromProbe is the Done side's request to readmit e, whose last
 // probes succeeded: at once if its ejection time is over, else at the
 // first health tick after it.
-func (x *ejection) readmitFromProbe(e *Endpoint) {
-	x.locked(func(now int64) bool {
+func (ej *ejection) readmitFromProbe(e *Endpoint) {
+	ej.locked(func() {
+		now := ej.clock.Nanotime()
 		if !e.ejection.ejected {
-			return false
+			return
 		}
 		if now < e.ejection.until {
 			// The health timer readmits it once its time is over; make
 			// sure one is running.
-			if p := x.shared.penalty.Load(); p != nil {
-				x.shared.work.startHealth(p.tick)
+			if p := ej.shared.penalty.Load(); p != nil {
+				ej.shared.work.startHealth(p.tick)
 			}
-			return false
+			return
 		}
-		x.readmit(e, now)
-		return true
+		ej.readmit(e, now)
+		ej.publish(now)
 	})
 }
 
 // penaltyOff forgets the failures of es, seen while the penalty was on,
-// so that turning it on again does not resurrect them, and readmits them.
-func (x *ejection) penaltyOff(es []*Endpoint) {
+// so that turning it on again does not resurrect them, and clears their
+// ejections (no readmission is counted). The caller rebuilds the lists.
+func (ej *ejection) penaltyOff(es []*Endpoint) {
 	for _, e := range es {
 		e.outcomeBits.Store(0)
 		e.ejection.ejected = false
@@ -260,25 +256,25 @@ func (x *ejection) penaltyOff(es []*Endpoint) {
 // ends if ejection is now off, and the ticks that decay its failures and
 // judge it may have stopped while it was out, and the pickers read
 // failures only while some endpoint is known to have them.
-func (x *ejection) rejoined(e *Endpoint, now int64) {
-	pen := x.shared.penalty.Load()
+func (ej *ejection) rejoined(e *Endpoint, now int64) {
+	pen := ej.shared.penalty.Load()
 	if pen == nil {
 		// Nothing to judge: a config that turned the penalty off forgot
 		// the parked endpoints' failures with the others' (penaltyOff).
 		return
 	}
-	if e.ejection.ejected && x.shared.ejector.Load() == nil {
-		x.readmit(e, now)
+	if e.ejection.ejected && ej.shared.ejector.Load() == nil {
+		ej.readmit(e, now)
 	}
 	if e.ejection.ejected || e.outcomes().Failures > 0 {
-		x.shared.failing.Store(true)
-		x.shared.work.startHealth(pen.tick)
+		ej.shared.failing.Store(true)
+		ej.shared.work.startHealth(pen.tick)
 	}
 }
 
 // counts takes the ejections and readmissions since it was last called.
-func (x *ejection) counts() (ejections, readmissions uint64) {
-	ejections, readmissions = x.ejections, x.readmissions
-	x.ejections, x.readmissions = 0, 0
+func (ej *ejection) counts() (ejections, readmissions uint64) {
+	ejections, readmissions = ej.ejections, ej.readmissions
+	ej.ejections, ej.readmissions = 0, 0
 	return ejections, readmissions
 }

@@ -95,7 +95,7 @@ type endpointHot struct {
 	// would be a line every core fights over. A WeightedRR picker's calls
 	// are in neither: it counts its picks on the line it advances anyway
 	// (pickerCounts), and its placement reads no in-flight count. 32 bits:
-	// see flushPicksLocked; differences of them are right across wraps.
+	// see recorder.takePicks; differences of them are right across wraps.
 	//
 	// inflight and picks[0] are the low and high halves of one aligned
 	// 64-bit word (fusedWord), so that a pick for reason 0, every policy's
@@ -154,7 +154,7 @@ type endpointCold struct {
 	// Backend-reported weight, kept by the balancer's weightKeeper.
 	weights endpointWeight
 
-	// picks as of the last flush (flushPicksLocked); guarded by the
+	// picks as of the last flush (recorder.takePicks); guarded by the
 	// balancer's mu.
 	flushedPicks [MaxPickReasons]uint32
 

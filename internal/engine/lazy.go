@@ -31,7 +31,7 @@ func (onDemand) followsChild() bool { return true }
 // exitIdle wakes nobody: picks decide which endpoints connect, and waking
 // all of them would open a connection to every backend of a large fleet
 // for nothing. While the aggregate is CONNECTING or TRANSIENT_FAILURE and
-// nothing is connecting, publishLazyLocked wakes one IDLE endpoint.
+// nothing is connecting, publisher.publishLazy wakes one IDLE endpoint.
 func (onDemand) exitIdle(*engineBalancer) {}
 
 func (onDemand) aggregate(counts stateCounts, total int) connectivity.State {

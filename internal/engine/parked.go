@@ -21,7 +21,8 @@ import (
 // same process that served it before: it comes back with its latency,
 // failures, ejection and weight (not decayed or updated while it was
 // out: the health ticks and weight updates walk the listed endpoints
-// only), but for what a config changed meanwhile asks (engineBalancer.reconcileLocked),
+// only), but for what a config changed meanwhile asks
+// (engineBalancer.reconcileLocked),
 // and no new slow-start ramp starts, where a newcomer at that address, or
 // the same one reconnected, would ramp. The grace is counted from each
 // child's parking under the grace of the time: a config that shortens it
@@ -141,11 +142,10 @@ func (p *parking) arm(at, now int64) {
 // (children call back into the balancer).
 func (p *parking) expire(gen uint64) {
 	var done []*child
-	p.locked(func(now int64) bool {
+	p.locked(func() {
 		if gen == p.gen {
-			done = p.sweep(now)
+			done = p.sweep(p.clock.Nanotime())
 		}
-		return false
 	})
 	for _, c := range done {
 		c.close()

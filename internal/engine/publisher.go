@@ -153,13 +153,12 @@ func (p *publisher) soon(now int64) {
 	}
 	c.due = due
 	c.timer = b.clock.AfterFunc(time.Duration(due-now), func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed || c.due != due {
-			return // published or stopped since
-		}
-		c.timer, c.due = nil, 0
-		p.publish(b.clock.Nanotime())
+		b.locked(func() {
+			if c.due == due { // not published or stopped since
+				c.timer, c.due = nil, 0
+				p.publish(b.clock.Nanotime())
+			}
+		})
 	})
 }
 
@@ -205,8 +204,11 @@ func (p *publisher) publishLazy(now int64) {
 	p.publishPicker(state, snap)
 }
 
-// ejected updates the lists for e, ejected or readmitted.
-func (p *publisher) ejected(e *Endpoint) {
+// weightsChanged drops the weights the ready list keeps for pickers.
+func (p *publisher) weightsChanged() { p.readyList.weights.drop() }
+
+// ejectionChanged updates the lists for e, ejected or readmitted.
+func (p *publisher) ejectionChanged(e *Endpoint) {
 	p.readyList.invalidate()
 	p.memberList.changed(e)
 }

@@ -82,7 +82,7 @@ func (l *readyList) invalidate() {
 	l.weights.drop()
 }
 
-// readyChangedLocked brings the list up to date after e's state changed
+// changed brings the list up to date after e's state changed
 // (a new picker in the same state changes only e: see followChild).
 func (l *readyList) changed(e *Endpoint) {
 	if !l.valid {
@@ -160,7 +160,7 @@ func (l *readyList) settle() {
 	}
 }
 
-// readyEndpointsLocked is the READY endpoints that are not ejected and
+// take is the READY endpoints that are not ejected and
 // those that are, in resolver order, as of now, for a snapshot: the
 // caller may keep them and must not change them.
 func (l *readyList) take(order []*Endpoint) (ready, ejected []Ready) {
@@ -173,7 +173,7 @@ func (l *readyList) take(order []*Endpoint) (ready, ejected []Ready) {
 	return l.ready, l.ejected
 }
 
-// scanReadyLocked is readyEndpointsLocked computed from every endpoint's
+// scanReady is take computed from every endpoint's
 // state.
 func scanReady(order []*Endpoint) (ready, ejected []Ready) {
 	// Resolver order keeps seeded runs reproducible without sorting on
@@ -220,7 +220,7 @@ func (l *memberList) invalidate() {
 // memberStateOf is e's MemberState.
 func memberStateOf(e *Endpoint) MemberState { return MemberStateOf(e.state, e.ejection.ejected) }
 
-// memberChangedLocked brings the member list up to date after e's state,
+// changed brings the member list up to date after e's state,
 // picker or ejection changed.
 func (l *memberList) changed(e *Endpoint) {
 	if !l.valid {
@@ -245,7 +245,7 @@ func (l *memberList) changed(e *Endpoint) {
 	l.states[i] = st
 }
 
-// membersLocked is every endpoint that has reported, in resolver order,
+// take is every endpoint that has reported, in resolver order,
 // their states, and how many are in each state, for a snapshot: the
 // caller may keep the slices and must not change them.
 func (l *memberList) take(order []*Endpoint) ([]Member, []MemberState, stateCounts) {

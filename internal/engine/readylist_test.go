@@ -294,7 +294,7 @@ func checkReadyList(t *testing.T, b *engineBalancer, lastp **Snapshot, step int,
 
 // settleWakes lets the endpoints a lazy publish woke connect. While no
 // endpoint connects and none is READY, a publish wakes the first IDLE one
-// (publishLazyLocked), and its child connects on a goroutine of its own
+// (publisher.publishLazy), and its child connects on a goroutine of its own
 // (a child may call back into the balancer): the change it makes is
 // published at the next coalescing timer. Until that goroutine has run
 // and the timer fired, the last snapshot trails the endpoints by that one

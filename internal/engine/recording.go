@@ -89,10 +89,7 @@ func (r *recorder) report(ar estats.AsyncMetricsRecorder, order []*Endpoint, pic
 // flushTick is the flush a Done asks for while calls flow, for sinks that
 // never collect. It does not rearm itself: the next Done does.
 func (r *recorder) flushTick() {
-	r.locked(func(int64) bool {
-		r.flush(*r.order)
-		return false
-	})
+	r.locked(func() { r.flush(*r.order) })
 }
 
 // flush records the pick counts and the rare-event counters.

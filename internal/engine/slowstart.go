@@ -27,13 +27,10 @@ type slowStart struct {
 	work    *doneWork // served: the channel has placed a call
 	peers   *ramp.Peers
 	locked  runLocked // runs a timer's work under the balancer's lock
-	timer   Timer     // republishes when the earliest ramp ends
-	timerAt int64     // when timer fires; 0 if none
+	publish func(now int64)
+	timer   Timer // republishes when the earliest ramp ends
+	timerAt int64 // when timer fires; 0 if none
 }
-
-// runLocked runs f under the balancer's lock unless the balancer is
-// closed, and publishes if f says the pickers must change.
-type runLocked = func(f func(now int64) (publish bool))
 
 func (s *slowStart) configure(c *SlowStartConfig) { s.cfg = ramp.New(c) }
 
@@ -112,12 +109,11 @@ func (s *slowStart) republishAt(at, now int64) {
 		return
 	}
 	s.timer = s.clock.AfterFunc(time.Duration(at-now), func() {
-		s.locked(func(int64) bool {
-			if s.timerAt != at {
-				return false
+		s.locked(func() {
+			if s.timerAt == at {
+				s.timer, s.timerAt = nil, 0
+				s.publish(s.clock.Nanotime())
 			}
-			s.timer, s.timerAt = nil, 0
-			return true
 		})
 	})
 }
@@ -125,7 +121,9 @@ func (s *slowStart) republishAt(at, now int64) {
 // rampsProven republishes once ramping endpoints' answers have shown them
 // warm (ramp.Proof): their pickers have stopped ramping them already, and
 // the new one no longer lists them as ramping.
-func (s *slowStart) rampsProven() { s.locked(func(int64) bool { return true }) }
+func (s *slowStart) rampsProven() {
+	s.locked(func() { s.publish(s.clock.Nanotime()) })
+}
 
 func (s *slowStart) stop() {
 	if s.timer != nil {

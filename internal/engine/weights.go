@@ -19,24 +19,25 @@ type reportedWeights struct {
 	order   *[]*Endpoint // the balancer's endpoints, in resolver order
 	rec     *recorder
 	publish func(now int64)
-	// dropKept drops the weights the ready list keeps: they are the last
-	// update's.
-	dropKept func()
+	// weightsChanged tells the publisher that the weights it keeps are
+	// the last update's.
+	weightsChanged func()
 }
 
 // configure applies a policy's WeightsConfig (nil turns weight keeping
-// off) and (re)starts the update timer; parked are the parked endpoints.
-func (w *reportedWeights) configure(cfg *WeightsConfig, parked []*Endpoint) {
+// off) and (re)starts the update timer; parked lists the parked
+// endpoints.
+func (w *reportedWeights) configure(cfg *WeightsConfig, parked func() []*Endpoint) {
 	// A resolver update has dropped the list already; a change of config
 	// alone may start or stop the keeper, which starts every endpoint's
 	// weight over (weightKeeper.add).
-	w.dropKept()
+	w.weightsChanged()
 	switch {
 	case cfg == nil:
 		if w.keeper != nil {
 			// The parked endpoints' trackers too: one that returns
 			// gets a fresh one from the next keeper (rejoined).
-			w.keeper.stop(append(parked, *w.order...))
+			w.keeper.stop(append(parked(), *w.order...))
 			w.keeper = nil
 		}
 	case w.keeper == nil:
@@ -56,15 +57,15 @@ func (w *reportedWeights) schedule() {
 		k.timer.Stop()
 	}
 	k.timer = w.clock.AfterFunc(k.cfg.UpdatePeriod, func() {
-		w.locked(func(now int64) bool {
+		w.locked(func() {
 			if w.keeper != k {
-				return false
+				return
 			}
+			now := w.clock.Nanotime()
 			w.rec.weights(k.update(time.Unix(0, now), *w.order, w.rec.weightMetrics() != nil))
-			w.dropKept()
+			w.weightsChanged()
 			w.publish(now)
 			w.schedule()
-			return false
 		})
 	})
 }
