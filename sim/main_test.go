@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"slices"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -16,6 +17,38 @@ func testScale() Scale {
 		return Full
 	}
 	return Reduced
+}
+
+// ownWidthCheck holds the names of the scenarios whose own tests check
+// their table's width at the reduced scale (scenarioTest, logTable), which
+// TestScenarioTablesFit then leaves to them instead of running every
+// scenario a second time.
+var ownWidthCheck sync.Map // string -> bool
+
+// scenarioTest starts the test of scenario name: it runs in parallel with
+// the other scenario tests (virtual time, so a neighbour changes nothing
+// but how long it takes), and at the reduced scale it checks its table's
+// width itself. It must be called first, before the test's run: tests
+// call it, in order, before TestScenarioTablesFit runs.
+func scenarioTest(t *testing.T, name string) {
+	t.Helper()
+	if _, err := Lookup(name); err != nil {
+		t.Fatal(err)
+	}
+	if testScale() == Reduced {
+		ownWidthCheck.Store(name, true)
+	}
+	t.Parallel()
+}
+
+// logTable logs the table of scenario name's run at testScale, and at
+// the reduced scale checks that every line fits (checkWidth).
+func logTable(t *testing.T, name string, tb *Table) {
+	t.Helper()
+	t.Log("\n" + tb.String())
+	if testScale() == Reduced {
+		checkWidth(t, name, tb.String())
+	}
 }
 
 func TestMain(m *testing.M) {

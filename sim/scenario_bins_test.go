@@ -8,11 +8,12 @@ import (
 )
 
 func TestBallsIntoBins(t *testing.T) {
+	scenarioTest(t, "balls-into-bins")
 	r, err := BallsIntoBins(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "balls-into-bins", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	random, rr, lr, lc, p2c := col("random"), col("round_robin"), col("least_request"), col("least-conn (full scan)"), col("pickwise_p2c")
 	i := slices.Index(r.N, 10_000)

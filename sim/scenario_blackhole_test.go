@@ -7,11 +7,12 @@ import (
 )
 
 func TestBlackHole(t *testing.T) {
+	scenarioTest(t, "black-hole")
 	r, err := BlackHole(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "black-hole", r.Table)
 	share := map[string]float64{}
 	for i, p := range r.Policies {
 		share[p] = r.Share[i]
@@ -70,6 +71,7 @@ func TestBlackHole(t *testing.T) {
 }
 
 func TestBlackHoleDeterministic(t *testing.T) {
+	t.Parallel()
 	// grpc-go's own columns draw from the global source; these do not.
 	run := bhRun(3 * time.Second)
 	for _, p := range []Policy{

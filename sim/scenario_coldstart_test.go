@@ -3,11 +3,12 @@ package sim
 import "testing"
 
 func TestColdStart(t *testing.T) {
+	scenarioTest(t, "cold-start")
 	r, err := ColdStart(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "cold-start", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	lc, p2c, bare := col("least-conn (full scan)"), col("pickwise_p2c"), col("pickwise_p2c (no slow start)")
 	// The pickwise and least-conn columns are seeded, so these are exact

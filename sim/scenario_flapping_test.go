@@ -6,11 +6,12 @@ import "testing"
 // cuts the key moves of the minute at least 5x against pickwise without
 // it and against grpc-go's ring_hash, and the origin's fetches with them.
 func TestFlappingCache(t *testing.T) {
+	scenarioTest(t, "flapping-cache")
 	r, err := FlappingCache(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "flapping-cache", r.Table)
 	grpcRing, noHold, hold, maglev, rendezvous := 0, 1, 2, 3, 4
 	for _, base := range []int{grpcRing, noHold} {
 		for _, with := range []int{hold, rendezvous} {

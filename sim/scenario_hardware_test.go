@@ -7,11 +7,12 @@ import (
 )
 
 func TestHardwareGenerations(t *testing.T) {
+	scenarioTest(t, "hardware-generations")
 	r, err := HardwareGenerations(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "hardware-generations", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	rr, p2c, weighted := col("round_robin"), col("pickwise_p2c"), col("pickwise_p2c (weights)")
 	if len(r.Runs) != 2 || r.Runs[0].Clients != 1 || r.Runs[1].Clients != 20 {
@@ -74,6 +75,7 @@ func TestHardwareGenerations(t *testing.T) {
 }
 
 func TestHardwareGenerationsDeterministic(t *testing.T) {
+	t.Parallel()
 	// grpc-go's own columns draw from the global source; these do not.
 	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`), GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`)} {
 		for _, clients := range []int{1, 20} {

@@ -11,11 +11,12 @@ import (
 func bounded(p string) bool { return strings.Contains(p, "bounded") }
 
 func TestHotKey(t *testing.T) {
+	scenarioTest(t, "hot-key")
 	r, err := HotKey(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "hot-key", r.Table)
 	for i, p := range r.Policies {
 		if r.Failed[i] != 0 {
 			t.Errorf("%s: %d requests failed, want none", p, r.Failed[i])

@@ -6,11 +6,12 @@ import (
 )
 
 func TestNoisyReports(t *testing.T) {
+	scenarioTest(t, "noisy-reports")
 	r, err := NoisyReports(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "noisy-reports", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	raw, def, long, exact := col("pickwise_orca_wrr (raw)"), col("pickwise_orca_wrr"), col("pickwise_orca_wrr (10s)"), col("pickwise_orca_wrr, exact reports")
 

@@ -47,11 +47,12 @@ func num(t *testing.T, s string) float64 {
 }
 
 func TestTransientFailure(t *testing.T) {
+	scenarioTest(t, "transient-failure")
 	tb, err := TransientFailure(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + tb.String())
+	logTable(t, "transient-failure", tb)
 	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
 		for _, s := range []string{"1", "2", "3"} {
 			if v := pct(t, cell(t, tb, "backend-0's share, second "+s, p)); v < 0.15 {
@@ -62,11 +63,12 @@ func TestTransientFailure(t *testing.T) {
 }
 
 func TestFlappingBackend(t *testing.T) {
+	scenarioTest(t, "flapping-backend")
 	tb, err := FlappingBackend(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + tb.String())
+	logTable(t, "flapping-backend", tb)
 	rr := pct(t, cell(t, tb, "errors seen", "round_robin"))
 	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr"} {
 		if v := pct(t, cell(t, tb, "errors seen", p)); v > rr/5 {
@@ -79,11 +81,12 @@ func TestFlappingBackend(t *testing.T) {
 }
 
 func TestHashBlackHole(t *testing.T) {
+	scenarioTest(t, "hash-black-hole")
 	tb, err := HashBlackHole(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + tb.String())
+	logTable(t, "hash-black-hole", tb)
 	for _, p := range []string{"pickwise_ring_hash (ring)", "pickwise_ring_hash (maglev)"} {
 		if v := pct(t, cell(t, tb, "errors seen", p)); v > 0.02 {
 			t.Errorf("%s: client errors while backend-3 fails %.2f%%, want <= 2%%", p, 100*v)
@@ -102,11 +105,12 @@ func TestHashBlackHole(t *testing.T) {
 }
 
 func TestRetryStorm(t *testing.T) {
+	scenarioTest(t, "retry-storm")
 	tb, err := RetryStorm(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + tb.String())
+	logTable(t, "retry-storm", tb)
 	for _, p := range []string{"pickwise_p2c + attempts", "pickwise_ring_hash + attempts"} {
 		if v := pct(t, cell(t, tb, "errors seen", p)); v != 0 {
 			t.Errorf("%s: %.2f%% of calls failed, want none", p, 100*v)
@@ -122,11 +126,12 @@ func TestRetryStorm(t *testing.T) {
 // not starve it: at idle candidates, its share in each of the three
 // seconds after stays near its fair 25%.
 func TestOneStall(t *testing.T) {
+	scenarioTest(t, "one-stall")
 	tb, err := OneStall(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + tb.String())
+	logTable(t, "one-stall", tb)
 	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr"} {
 		for _, s := range []string{"1", "2", "3"} {
 			if v := pct(t, cell(t, tb, "backend-0's share, second "+s, p)); v < 0.18 {

@@ -6,11 +6,12 @@ import (
 )
 
 func TestWarmRejoin(t *testing.T) {
+	scenarioTest(t, "warm-rejoin")
 	r, err := WarmRejoin(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "warm-rejoin", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	rr := col("round_robin")
 	// round_robin gives the returning four their share at once; so
@@ -68,11 +69,12 @@ func TestWarmRejoin(t *testing.T) {
 }
 
 func TestColdJoinUnary(t *testing.T) {
+	scenarioTest(t, "cold-join-unary")
 	r, err := ColdJoinUnary(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "cold-join-unary", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	rr, p2c, timeOnly := col("round_robin"), col("pickwise_p2c"), col("pickwise_p2c (timeOnly)")
 	// The newcomer's answers show it slower than its peers, so its ramp

@@ -3,11 +3,12 @@ package sim
 import "testing"
 
 func TestRemapStorm(t *testing.T) {
+	scenarioTest(t, "remap-storm")
 	r, err := RemapStorm(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "remap-storm", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	mod, ring := col("modulo hash"), col("ring_hash")
 	// hash mod 10 = hash mod 11 for 10 residues in 110: 91% of keys move,

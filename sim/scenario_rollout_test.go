@@ -11,11 +11,12 @@ import (
 // through p2c, which, seeing live's load beside its own, places them no
 // worse than live places its own and predicts under that load.
 func TestRollout(t *testing.T) {
+	scenarioTest(t, "rollout")
 	r, err := Rollout(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "rollout", r.Table)
 	if len(r.Stages) != 5 {
 		t.Fatalf("%d stages, want 5", len(r.Stages))
 	}

@@ -7,11 +7,12 @@ import (
 )
 
 func TestSlowBackend(t *testing.T) {
+	scenarioTest(t, "slow-backend")
 	r, err := SlowBackend(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "slow-backend", r.Table)
 	rr, p2c := slices.Index(r.Policies, "round_robin"), slices.Index(r.Policies, "pickwise_p2c")
 	if rr < 0 || p2c < 0 {
 		t.Fatalf("columns %q lack round_robin or pickwise_p2c", r.Policies)
@@ -106,6 +107,7 @@ func TestSlowBackend(t *testing.T) {
 // raw averaged 6.6% and smoothed 5.1%, where one seed's two can come
 // out either way (seeds 5 and 8 give smoothed the more).
 func TestSlowBackendRecoverySmoothing(t *testing.T) {
+	t.Parallel()
 	var raw, smoothed float64
 	const seeds = 12
 	for seed := range uint64(seeds) {
@@ -128,6 +130,7 @@ func TestSlowBackendRecoverySmoothing(t *testing.T) {
 }
 
 func TestSlowBackendDeterministic(t *testing.T) {
+	t.Parallel()
 	run, from, to := slowRun(Reduced)
 	run.Duration = from + 3*time.Second // into the slowdown, to keep it short
 	// grpc-go's own columns draw from the global source; these do not.

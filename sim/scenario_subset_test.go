@@ -6,11 +6,12 @@ import (
 )
 
 func TestSubsetting(t *testing.T) {
+	scenarioTest(t, "subsetting")
 	r, err := Subsetting(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "subsetting", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	all, rnd, det := col("all-to-all"), col("random_subsetting"), col("deterministic subsetting")
 

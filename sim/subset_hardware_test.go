@@ -3,11 +3,12 @@ package sim
 import "testing"
 
 func TestSubsetHardware(t *testing.T) {
+	scenarioTest(t, "hardware-generations-subsetting")
 	r, err := SubsetHardware(testScale())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + r.Table.String())
+	logTable(t, "hardware-generations-subsetting", r.Table)
 	col := func(name string) int { return column(t, r.Policies, name) }
 	all, bal, rnd := col("pickwise_p2c (all-to-all)"), col("pickwise_subset (balanced)"), col("pickwise_subset (no index)")
 	n := r.NewCount + r.OldCount
@@ -59,6 +60,7 @@ func TestSubsetHardware(t *testing.T) {
 // through the run's source, the subsets by index or clientId), so two runs
 // agree exactly.
 func TestSubsetHardwareDeterministic(t *testing.T) {
+	t.Parallel()
 	a, err := SubsetHardware(Reduced)
 	if err != nil {
 		t.Fatal(err)

@@ -173,6 +173,7 @@ func checkTenOne(t *testing.T, ctx context.Context, c *fleet.Client, rounds int)
 // defaults, with ramps that run by time alone (so that answers cannot end
 // one early and hide it), and under grpc's weighted_round_robin.
 func TestEndToEndTenToOneFromChannelStart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, policy, extra string }{
 		{"defaults", orcawrr.Name, ""},
 		{"timeOnly", orcawrr.Name, `"slowStart": {"timeOnly": true}, `},
@@ -197,6 +198,7 @@ func TestEndToEndTenToOneFromChannelStart(t *testing.T) {
 // its answers do not end its ramp; with timeOnly it answers as fast as
 // they do and its ramp runs by time.
 func TestEndToEndTenToOneNewcomerRamps(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		extra   string

@@ -55,6 +55,20 @@ func e2eScale[T any](full, short T) T {
 	return full
 }
 
+// e2eShortParallel lets a test run beside the package's other such tests
+// under -short (two at a time on two cores, -parallel's default). Only
+// tests that count calls placed by the in-flight comparison call it: a
+// neighbour's load slows the client's calls to every backend alike, so
+// the counts it compares keep their order. Tests whose outcome hangs on when
+// something happens (a ramp ended by the newcomer's answers, a kill the
+// channel notices) keep the machine to themselves, as every test does in
+// the full run.
+func e2eShortParallel(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}
+
 // e2eSetLatency gives every backend of f the same latency.
 func e2eSetLatency(f *fleet.Fleet, d time.Duration) {
 	for _, b := range f.Backends {
@@ -119,6 +133,7 @@ func e2eShares(res fleet.LoadResult, f *fleet.Fleet) string {
 // evenly. The backends take 2ms per call so that calls overlap and the
 // in-flight counts the policy compares are not all zero.
 func TestEndToEndEqualBackends(t *testing.T) {
+	e2eShortParallel(t)
 	const (
 		backends = 10
 		total    = 5000
@@ -156,6 +171,7 @@ func TestEndToEndEqualBackends(t *testing.T) {
 // in-flight count stays higher and it loses most of the comparisons it is
 // drawn into.
 func TestEndToEndSlowBackend(t *testing.T) {
+	e2eShortParallel(t)
 	const (
 		backends = 10
 		total    = 2000
@@ -191,6 +207,7 @@ func TestEndToEndSlowBackend(t *testing.T) {
 // 1/N. The same scenario runs without the penalty and with grpc-go's
 // least_request_experimental, for comparison in the log.
 func TestEndToEndBlackHole(t *testing.T) {
+	e2eShortParallel(t)
 	const fair = 1.0 / e2eBlackHoleBackends
 	variants := []struct {
 		name, label, config string
@@ -260,6 +277,7 @@ func e2eBlackHole(t *testing.T, serviceConfig string) (hits, total int) {
 // failurePenalty.codes it is a black hole the penalty and ejection act
 // on. grpc-go's least_request_experimental runs beside, for the log.
 func TestEndToEndListedCode(t *testing.T) {
+	e2eShortParallel(t)
 	const backends = 4
 	variants := []struct {
 		name, config string
@@ -616,6 +634,7 @@ func (c *e2eWatchedConn) Close() error {
 // four times the in-flight calls of each weight-1 one; two choices out of
 // three exclude it from a third of the picks, which caps its share at 2/3.
 func TestEndToEndWeights(t *testing.T) {
+	e2eShortParallel(t)
 	const (
 		total   = 2400
 		workers = 24

@@ -61,6 +61,19 @@ func e2eScale[T any](full, short T) T {
 	return full
 }
 
+// e2eComparisonParallel lets a subtest that runs a policy for comparison
+// run beside its test's other comparison subtests under -short (two at a
+// time on two cores, -parallel's default). Such a subtest asserts only
+// that its calls do not fail, which a neighbour's load does not change;
+// the pickwise_peak_ewma subtest, whose shares follow latency, never calls
+// it and runs before them, alone. The full run keeps every subtest to
+// itself.
+func e2eComparisonParallel(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}
+
 // e2eSpread gives the backends of bs fixed latencies evenly spaced over
 // [median-2ms, median+2ms], in fleet order. fleet.Behavior has no jitter;
 // distinct latencies keep the healthy backends from being exact copies of
@@ -279,6 +292,9 @@ func TestEndToEndSlowPhase(t *testing.T) {
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
+			if v.name != peakewma.Name {
+				e2eComparisonParallel(t)
+			}
 			r := e2eSlowPhaseRun(t, v.config)
 			in := e2eTally(r.calls, r.from, r.to)
 			share := in.share(r.slow)

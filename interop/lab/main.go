@@ -208,23 +208,25 @@ type lab struct {
 	seed     uint64 // of open-loop arrivals (traffic.seed)
 	// only, when set for a scenario, names the policies of it to run; the
 	// others are left out. Tests use it to spend their time on the columns
-	// they check. Scenarios whose phases are timed per policy apply it.
+	// they check.
 	only map[string][]string
 }
 
 // keep returns the policies of ps that only lets scenario run, in order.
 func (l *lab) keep(scenario string, ps []labPolicy) []labPolicy {
-	names, ok := l.only[scenario]
-	if !ok {
-		return ps
-	}
 	var out []labPolicy
 	for _, p := range ps {
-		if slices.Contains(names, p.name) {
+		if l.runs(scenario, p.name) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// runs reports whether only lets scenario run the policy called name.
+func (l *lab) runs(scenario, name string) bool {
+	names, ok := l.only[scenario]
+	return !ok || slices.Contains(names, name)
 }
 
 // calls scales a scenario's call count.

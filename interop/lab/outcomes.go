@@ -259,6 +259,9 @@ func retryStorm(ctx context.Context, l *lab) (section, error) {
 	var perSuccess, errs []string
 	calls := l.calls(3000)
 	for _, c := range cols {
+		if !l.runs("retry-storm", c.p.name) {
+			continue
+		}
 		t.Columns = append(t.Columns, c.p.name)
 		var opts []grpc.DialOption
 		if c.record {

@@ -149,7 +149,7 @@ func (l *lab) set(ctx context.Context, i int, patch string) error {
 // the fleet configured by patches (backend index -> behavior JSON).
 func (l *lab) runPolicies(ctx context.Context, scenario string, n int, policies []labPolicy, base string, patches map[int]string, weights map[int]uint32, tr traffic) ([]result, error) {
 	var out []result
-	for _, p := range policies {
+	for _, p := range l.keep(scenario, policies) {
 		var w map[int]uint32
 		if p.weighted {
 			w = weights
@@ -451,7 +451,7 @@ func remapStorm(ctx context.Context, l *lab) (section, error) {
 	var moved, toNewcomer []string
 	movedShare := map[string]float64{}
 	newcomer := l.fleet.names[10]
-	policies := []labPolicy{ringHash, pwRingHash, pwRingHashBounded}
+	policies := l.keep("remap-storm", []labPolicy{ringHash, pwRingHash, pwRingHashBounded})
 	for _, p := range policies {
 		if err := l.fleet.configure(ctx, nil, `{"latency":"1ms"}`); err != nil {
 			return section{}, err
