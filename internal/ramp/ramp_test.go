@@ -64,15 +64,15 @@ func TestRampSharesHoldShare(t *testing.T) {
 	}
 	// The factor has grown to 0.5: the credit its share now gives it
 	// against every pick so far is forgotten but for burst picks.
-	burst := 0
+	run := 0
 	for !s.DrawnFull(c, 1, 0.5, true, false, 0) {
 		c.Take()
-		burst++
+		run++
 	}
 	// burst, the pick its share gives it anyway, and what that share
-	// (0.5/8.5 of 4.5 picks a draw) earns over the burst's own draws.
-	if burst < burst || burst > burst+2 {
-		t.Errorf("after its share grew, took %d picks in a row, want %d to %d", burst, burst, burst+2)
+	// (0.5/8.5 of 4.5 picks a draw) earns over the run's own draws.
+	if run < burst || run > burst+2 {
+		t.Errorf("after its share grew, took %d picks in a row, want %d to %d", run, burst, burst+2)
 	}
 
 	c.took.Add(100) // far over any share it earned
