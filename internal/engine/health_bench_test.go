@@ -35,6 +35,10 @@ func healthBalancer(n int) (*engineBalancer, *benchCC) {
 	cc := &benchCC{}
 	b := &engineBalancer{name: "bench", mode: eager{}, cc: cc, clock: SystemClock{}, rand: SystemRand{}, policy: nopPolicy{}}
 	b.shared.clock = b.clock
+	b.pub = publisher{b: b}
+	b.pub.coalesce.published = noStateYet
+	b.ejection = ejection{name: b.name, clock: b.clock, shared: &b.shared, locked: b.locked, order: &b.order,
+		changed: b.pub.ejectionChanged, publish: b.pub.publish}
 	pen := newPenalty(DefaultFailurePenalty())
 	b.shared.penalty.Store(pen)
 	b.shared.ejector.Store(newEjector(DefaultEjection(), pen))
