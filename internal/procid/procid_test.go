@@ -3,7 +3,9 @@ package procid
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestHintInRange: every goroutine gets an id below GOMAXPROCS.
@@ -34,32 +36,27 @@ func TestHintInRange(t *testing.T) {
 func TestHintTellsPsApart(t *testing.T) {
 	procs := max(runtime.GOMAXPROCS(0), 2) // Ps need not be CPUs: two on any machine
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-	seen := make([]bool, procs)
-	var mu sync.Mutex
+	// The goroutines run together until two ids are seen or 10 s pass:
+	// a fixed number of iterations can end on one P before the other
+	// goroutine is scheduled at all.
+	var seen [64]atomic.Bool
+	var distinct atomic.Int32
+	deadline := time.Now().Add(10 * time.Second)
 	var wg sync.WaitGroup
 	for range procs {
 		wg.Go(func() {
-			local := make([]bool, procs)
-			for i := range 1 << 20 {
-				local[Hint()] = true
+			for i := 0; distinct.Load() < 2 && (i%1024 != 0 || time.Now().Before(deadline)); i++ {
+				if id := Hint() % len(seen); !seen[id].Load() && seen[id].CompareAndSwap(false, true) {
+					distinct.Add(1)
+				}
 				if i%1024 == 0 {
 					runtime.Gosched()
 				}
 			}
-			mu.Lock()
-			for i, s := range local {
-				seen[i] = seen[i] || s
-			}
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	n := 0
-	for _, s := range seen {
-		if s {
-			n++
-		}
-	}
+	n := int(distinct.Load())
 	if n < 2 {
 		t.Errorf("goroutines on %d Ps saw %d distinct ids, want at least 2", procs, n)
 	}
