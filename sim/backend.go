@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/pickwise/pickwise/internal/loadest"
 	"google.golang.org/grpc/codes"
 )
 
@@ -104,8 +105,10 @@ type server struct {
 	// At the end of the warm-up (Run.Warmup): busyTime and served then.
 	warmBusy   time.Duration
 	warmServed int
-	// load is the backend's ORCA reporting.
+	// load is the backend's ORCA reporting; est its serverload figures
+	// (probes.go).
 	load *loadGauge
+	est  serverload
 }
 
 // call is one request in flight.
@@ -117,6 +120,10 @@ type call struct {
 	finished bool
 	queued   bool
 	done     finishFunc
+	// tok is the call's count in its backend's serverload figures, from
+	// when the backend admitted it, at admitted.
+	tok      loadest.Token
+	admitted time.Duration
 }
 
 // fails reports whether a request admitted now fails (FailRate, Failing,

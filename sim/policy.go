@@ -58,6 +58,7 @@ type env struct {
 	rand     *rand.Rand
 	seed     uint64
 	backends []Backend
+	prober   engine.LoadProber // the backends' answers to load probes
 }
 
 // HashHeader is the request metadata key that carries a request's hash key
@@ -128,8 +129,9 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		// pickwise children.
 		in.cc.Metrics = nil
 		in.bal = build(in.cc, bOpts, engine.Options{
-			Clock: e.loop.clock(),
-			Rand:  engine.NewSeededRand(e.rand.Uint64()),
+			Clock:      e.loop.clock(),
+			Rand:       engine.NewSeededRand(e.rand.Uint64()),
+			LoadProber: e.prober,
 		})
 	} else if spec, ours := engine.Lookup(name); ours {
 		in.lazy = spec.Lazy
@@ -137,8 +139,9 @@ func newGRPCInstance(e *env, name, config string) (*grpcInstance, error) {
 		// their flushes would add events to the loop.
 		in.cc.Metrics = nil
 		in.bal = spec.Build(in.cc, bOpts, engine.Options{
-			Clock: e.loop.clock(),
-			Rand:  engine.NewSeededRand(e.rand.Uint64()),
+			Clock:      e.loop.clock(),
+			Rand:       engine.NewSeededRand(e.rand.Uint64()),
+			LoadProber: e.prober,
 		})
 	} else {
 		in.bal = builder.Build(in.cc, bOpts)

@@ -83,6 +83,8 @@ type Run struct {
 	// that warms up off-peak leaves no policy a backlog from its start-up
 	// to carry into the measured window.
 	WarmupRate float64
+	// ProbeRTT is a load probe's round trip (probes.go); 0 means 1 ms.
+	ProbeRTT time.Duration
 	// Deadline fails a request that has not finished after it (0: none).
 	Deadline time.Duration
 	// Retry, if set, retries failed attempts.
@@ -177,7 +179,12 @@ func (run Run) Execute(p Policy) (*Result, error) {
 		res:   &Result{Policy: p.Name, Picks: make([]int, len(run.Backends))},
 		insts: make([]instance, clients),
 	}
-	e := &env{loop: s.loop, rand: rand.New(rand.NewPCG(run.Seed+1, run.Seed^0xba1)), seed: run.Seed, backends: run.Backends}
+	rtt := run.ProbeRTT
+	if rtt == 0 {
+		rtt = defaultProbeRTT
+	}
+	e := &env{loop: s.loop, rand: rand.New(rand.NewPCG(run.Seed+1, run.Seed^0xba1)), seed: run.Seed, backends: run.Backends,
+		prober: prober{state: s, rtt: rtt}}
 	initial := run.Initial
 	if initial == nil {
 		initial = make([]int, len(run.Backends))
@@ -343,6 +350,7 @@ func (s *state) admit(c *call) {
 	srv := c.srv
 	srv.served++
 	now := s.loop.Now()
+	c.tok, c.admitted = srv.est.Begin(), now
 	if c.req.Stream > 0 {
 		srv.streams++
 		srv.load.change(now, +1)
@@ -361,7 +369,8 @@ func (s *state) admit(c *call) {
 			srv.streams--
 			srv.load.change(now, -1)
 			srv.load.complete(now, false)
-			s.finish(c, srv.id, nil, srv.load.current(now))
+			srv.est.Drop(c.tok)
+			s.finish(c, srv.id, nil, srv.withLoad(now, srv.load.current(now)))
 		})
 		return
 	}
@@ -381,7 +390,8 @@ func (s *state) admit(c *call) {
 			now := s.loop.Now()
 			srv.load.change(now, -1)
 			srv.load.complete(now, true)
-			s.finish(c, srv.id, status.Error(code, "backend failed"), srv.load.current(now))
+			srv.est.Drop(c.tok)
+			s.finish(c, srv.id, status.Error(code, "backend failed"), srv.withLoad(now, srv.load.current(now)))
 		})
 		return
 	}
@@ -409,7 +419,8 @@ func (s *state) serve(c *call) {
 		// An answer after the client gave up ends, on the server, with
 		// DeadlineExceeded: its counters see a failure.
 		srv.load.complete(now, c.finished)
-		s.finish(c, srv.id, nil, srv.load.current(now))
+		srv.est.End(c.tok, now, now-c.admitted)
+		s.finish(c, srv.id, nil, srv.withLoad(now, srv.load.current(now)))
 		// The freed server takes the oldest call still waiting.
 		for len(srv.queue) > 0 {
 			next := srv.queue[0]
@@ -418,6 +429,7 @@ func (s *state) serve(c *call) {
 				// Its client gave up while it waited; the server ends it
 				// with DeadlineExceeded as it takes it up.
 				srv.load.complete(now, true)
+				srv.est.Drop(next.tok)
 				continue
 			}
 			next.queued = false

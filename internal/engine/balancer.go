@@ -66,6 +66,7 @@ type engineBalancer struct {
 	parking     parking
 	ejection    ejection
 	weights     reportedWeights
+	loadProbes  *loadProbes
 	rec         recorder
 	pub         publisher
 }
@@ -99,6 +100,7 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
 	b.weights = reportedWeights{clock: opts.Clock, locked: b.locked, order: &b.order, rec: &b.rec,
 		publish: publish, weightsChanged: b.pub.weightsChanged}
+	b.loadProbes = newLoadProbes(opts.Clock, opts.Rand, opts.LoadProber, logger.Infof)
 	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
 	// Last: the sink may call the reporter at once, from its own
 	// goroutine; and it marks doneWork as recording.
@@ -219,6 +221,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 func (b *engineBalancer) configureLocked(settings Settings, state resolver.State) {
 	b.slowStart.configure(settings.SlowStart)
 	b.latency = newLatency(settings.Latency)
+	b.loadProbes.configure(settings.LoadProbing)
 	b.shared.latency.Store(b.latency)
 	pen := newPenalty(settings.FailurePenalty)
 	b.shared.penalty.Store(pen)
@@ -407,6 +410,7 @@ func (b *engineBalancer) Close() {
 	b.shared.work.stop()
 	b.pub.coalesce.stop()
 	b.weights.stop()
+	b.loadProbes.stop()
 	b.rec.stop(b.order)
 	b.pub.picker = nil
 	// In resolver order, the order the children were made in, which is

@@ -135,6 +135,9 @@ type endpointCold struct {
 	// rampProof is the evidence, from its timed answers, that it is warm
 	// and its ramp can end (ramp.Proof); set to zero as a ramp starts.
 	rampProof ramp.Proof
+	// load is what its server last reported of its load, for
+	// pickwise_prequal (reportedload.go).
+	load reportedLoad
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order

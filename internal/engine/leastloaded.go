@@ -70,6 +70,7 @@ type LeastLoaded struct {
 	pair     bool         // Pick's written-out common case applies (see Pick)
 	unserved bool         // the snapshot's: picks mark the channel's first call
 	byWeight bool         // under ByWeight while the weights differ: drawn through alias
+	loadDone bool         // calls end with the endpoint's Prequal Done (reportedLoad.done)
 	alias    aliasTable
 }
 
@@ -449,6 +450,9 @@ func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, no
 		}
 	}
 	c.Stats.started(why)
+	if p.loadDone {
+		return withDone(res, c.Stats.load.done), nil
+	}
 	return withDone(res, c.Stats.done), nil
 }
 

@@ -38,6 +38,9 @@ type Settings struct {
 	// Weights, when not nil, makes the engine keep backend-reported
 	// weights (Snapshot.Weights). It must be validated.
 	Weights *WeightsConfig
+	// LoadProbing, when not nil, makes the engine probe its endpoints'
+	// load and keep the answers for Prequal pickers. It must be validated.
+	LoadProbing *LoadProbingConfig
 	// RemovalGrace is how long the READY connection of an endpoint the
 	// resolver removed is kept, in case the endpoint returns on it
 	// (parked.go); 0 closes it at once. Lazy policies never park.
@@ -76,6 +79,9 @@ type Spec struct {
 type Options struct {
 	Clock Clock
 	Rand  Rand
+	// LoadProber sends pickwise_prequal's load probes; nil: over each
+	// endpoint's connection, with grpc's producer API.
+	LoadProber LoadProber
 }
 
 // WeightsConfig makes the engine keep a backend-reported (ORCA) weight per

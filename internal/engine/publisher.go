@@ -85,16 +85,17 @@ func (p *publisher) publishNone() {
 func (p *publisher) snapshot(ready []Ready, now int64) *Snapshot {
 	b := p.b
 	return &Snapshot{
-		Endpoints: ready,
-		Clock:     b.clock,
-		Rand:      b.rand,
-		penalty:   b.shared.penalty.Load(),
-		ejector:   b.shared.ejector.Load(),
-		shared:    &b.shared,
-		latency:   b.latency,
-		turns:     b.turns,
-		Built:     now,
-		unserved:  !b.shared.work.served.Load(),
+		Endpoints:  ready,
+		Clock:      b.clock,
+		Rand:       b.rand,
+		penalty:    b.shared.penalty.Load(),
+		ejector:    b.shared.ejector.Load(),
+		shared:     &b.shared,
+		latency:    b.latency,
+		turns:      b.turns,
+		loadProbes: b.loadProbes,
+		Built:      now,
+		unserved:   !b.shared.work.served.Load(),
 	}
 }
 

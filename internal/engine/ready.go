@@ -84,6 +84,9 @@ type Snapshot struct {
 	shared  *doneShared // the fleet's failure rate, and every endpoint's own shared; nil outside a balancer
 	latency *latency
 	turns   *turns // the balancer's, for its d-choice pickers; nil outside a balancer
+	// loadProbes is the balancer's load probing, for Prequal pickers; nil
+	// outside a balancer.
+	loadProbes *loadProbes
 	// unserved says that the balancer had placed no call when the
 	// snapshot was taken: its pickers' picks mark the first (notePlaced).
 	unserved bool

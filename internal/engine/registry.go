@@ -89,6 +89,14 @@ func RegisterLeastLoaded[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[
 	})
 }
 
+// RegisterPrequal registers a policy whose picker is Prequal over the
+// answers of load probes (Settings.LoadProbing); Metric is unused.
+func RegisterPrequal[C serviceconfig.LoadBalancingConfig](s LeastLoadedSpec[C]) {
+	registerTyped(s.Name, s.ParseConfig, s.Metrics, true, s.Defaults, s.Settings, func(cfg C, snap *Snapshot, _ any) (balancer.Picker, any) {
+		return NewPrequal(snap, s.Choices(cfg)), nil
+	})
+}
+
 // registerTyped registers a policy whose config is a C: the engine's
 // policies differ only in their settings and in the picker they build.
 func registerTyped[C serviceconfig.LoadBalancingConfig](name string, parse func(json.RawMessage) (serviceconfig.LoadBalancingConfig, error),

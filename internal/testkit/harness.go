@@ -44,6 +44,13 @@ type Harness struct {
 // cfgJSON. The balancer is closed when the test ends.
 func NewHarness(t testing.TB, policy, cfgJSON string) *Harness {
 	t.Helper()
+	return NewProbingHarness(t, policy, cfgJSON, nil)
+}
+
+// NewProbingHarness is NewHarness with prober sending pickwise_prequal's
+// load probes (nil: grpc's, which the fake connections do not serve).
+func NewProbingHarness(t testing.TB, policy, cfgJSON string, prober engine.LoadProber) *Harness {
+	t.Helper()
 	spec, ok := engine.Lookup(policy)
 	if !ok {
 		t.Fatalf("%s is not registered with the engine", policy)
@@ -57,7 +64,7 @@ func NewHarness(t testing.TB, policy, cfgJSON string) *Harness {
 	h := &Harness{T: t, Ctx: ctx, CC: NewClientConn(), Clock: NewFakeClock(), Cfg: cfg, lazy: spec.Lazy}
 	h.Metrics = h.CC.Metrics
 	bOpts := balancer.BuildOptions{Target: resolver.Target{URL: url.URL{Scheme: "test", Path: "/harness"}}}
-	h.B = spec.Build(h.CC, bOpts, engine.Options{Clock: h.Clock, Rand: engine.NewSeededRand(1)})
+	h.B = spec.Build(h.CC, bOpts, engine.Options{Clock: h.Clock, Rand: engine.NewSeededRand(1), LoadProber: prober})
 	t.Cleanup(h.B.Close)
 	return h
 }

@@ -1,0 +1,156 @@
+package prequal_test
+
+import (
+	"testing"
+	"time"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"github.com/pickwise/pickwise/balancer/prequal"
+	"github.com/pickwise/pickwise/internal/engine"
+	"github.com/pickwise/pickwise/internal/testkit"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// load is an answer as serverload's per-call report carries it.
+type load struct {
+	rif     float64
+	latency float64 // seconds
+}
+
+func report(l load) balancer.DoneInfo {
+	return balancer.DoneInfo{BytesSent: true, BytesReceived: true, ServerLoad: &v3orcapb.OrcaLoadReport{
+		NamedMetrics: map[string]float64{"pickwise.rif": l.rif, "pickwise.latency": l.latency},
+	}}
+}
+
+// serveWithReports picks n times, a millisecond apart, and ends each call
+// at once with the report of the endpoint it went to, counting the picks.
+func serveWithReports(h *testkit.Harness, n int, loads map[string]load) map[string]int {
+	got := map[string]int{}
+	for range n {
+		a, done := h.Pick()
+		got[a]++
+		done(report(loads[a]))
+		h.Clock.Advance(time.Millisecond)
+	}
+	return got
+}
+
+// start is a harness over n endpoints whose servers answer probes with
+// loads.
+func start(t *testing.T, cfg string, loads []load) (*testkit.Harness, []string, map[string]load, *testkit.Prober) {
+	prober := testkit.NewProber()
+	h := testkit.NewProbingHarness(t, prequal.Name, cfg, prober)
+	as := testkit.Addrs(len(loads))
+	byAddr := map[string]load{}
+	for i, a := range as {
+		byAddr[a] = loads[i]
+		prober.Set(a, engine.LoadAnswer{RIF: uint32(loads[i].rif), Latency: loads[i].latency})
+	}
+	h.Start(as...)
+	return h, as, byAddr, prober
+}
+
+// TestColdLowestLatencyWins: once every endpoint's report is in the pool,
+// calls go to the cold endpoint with the lowest latency, not to the one
+// with the fewest calls in flight.
+func TestColdLowestLatencyWins(t *testing.T) {
+	h, as, loads, _ := start(t, `{"slowStart": {"enabled": false}}`, []load{
+		{rif: 2, latency: 0.020},
+		{rif: 6, latency: 0.005}, // busier, but faster
+		{rif: 1, latency: 0.030},
+		{rif: 3, latency: 0.012},
+	})
+	serveWithReports(h, 200, loads)
+	got := serveWithReports(h, 1000, loads)
+	if got[as[1]] != 1000 {
+		t.Errorf("picks %v: want all on %s, the cold endpoint with the lowest latency", got, as[1])
+	}
+}
+
+// TestHotAvoided: an endpoint whose requests in flight are above the
+// pool's hot line loses to every cold one, whatever its latency.
+func TestHotAvoided(t *testing.T) {
+	h, as, loads, _ := start(t, `{"slowStart": {"enabled": false}, "hotQuantile": 0.75}`, []load{
+		{rif: 2, latency: 0.020},
+		{rif: 40, latency: 0.001}, // fastest, but hot
+		{rif: 1, latency: 0.030},
+		{rif: 3, latency: 0.012},
+	})
+	serveWithReports(h, 200, loads)
+	got := serveWithReports(h, 1000, loads)
+	if got[as[3]] != 1000 {
+		t.Errorf("picks %v: want all on %s, the fastest cold endpoint", got, as[3])
+	}
+}
+
+// TestOwnCallsHeat: calls this client places count against an answer at
+// once, so held calls spread over the pool instead of all following the
+// fastest answer.
+func TestOwnCallsHeat(t *testing.T) {
+	h, as, loads, _ := start(t, `{"slowStart": {"enabled": false}, "reuseBudget": 1000}`, []load{
+		{rif: 0, latency: 0.001},
+		{rif: 0, latency: 0.010},
+		{rif: 0, latency: 0.010},
+		{rif: 0, latency: 0.010},
+	})
+	serveWithReports(h, 200, loads)
+	got, held := h.Count(400, true)
+	defer testkit.Finish(held, nil)
+	for _, a := range as {
+		if got[a] < 40 {
+			t.Errorf("held picks %v: %s got %d, want its share once the fastest turned hot", got, a, got[a])
+		}
+	}
+}
+
+// TestNoProbeServiceIsP2C: servers that serve no probes and report
+// nothing leave the pool empty, and the policy compares in-flight counts
+// as pickwise_p2c does. Each is asked once per connection.
+func TestNoProbeServiceIsP2C(t *testing.T) {
+	prober := testkit.NewProber()
+	h := testkit.NewProbingHarness(t, prequal.Name, `{"slowStart": {"enabled": false}}`, prober)
+	as := testkit.Addrs(4)
+	for _, a := range as {
+		prober.Set(a, engine.LoadAnswer{Err: status.Error(codes.Unimplemented, "unknown service")})
+	}
+	h.Start(as...)
+	got := map[string]int{}
+	var held []func(balancer.DoneInfo)
+	for range 400 {
+		a, done := h.Pick()
+		got[a]++
+		held = append(held, done)
+		h.Clock.Advance(5 * time.Millisecond)
+	}
+	defer testkit.Finish(held, nil)
+	for _, a := range as {
+		if got[a] != 100 {
+			t.Errorf("held picks %v: want 100 each, as least-request places them", got)
+			break
+		}
+		if n := prober.Sent(a); n != 1 {
+			t.Errorf("%s was probed %d times, want once", a, n)
+		}
+	}
+}
+
+// TestProbesPerCall: probes never outnumber calls, and while calls'
+// reports keep the pool fresh they are a small share of them.
+func TestProbesPerCall(t *testing.T) {
+	h, as, loads, prober := start(t, `{"slowStart": {"enabled": false}}`, []load{
+		{rif: 2, latency: 0.020}, {rif: 6, latency: 0.005}, {rif: 1, latency: 0.030}, {rif: 3, latency: 0.012},
+		{rif: 2, latency: 0.020}, {rif: 6, latency: 0.005}, {rif: 1, latency: 0.030}, {rif: 3, latency: 0.012},
+	})
+	const calls = 5000
+	serveWithReports(h, calls, loads)
+	sent := 0
+	for _, a := range as {
+		sent += prober.Sent(a)
+	}
+	if sent > calls/4 {
+		t.Errorf("%d probes for %d calls, want at most a quarter", sent, calls)
+	}
+}

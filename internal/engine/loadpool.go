@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"slices"
+	"sync/atomic"
+)
+
+// MaxLoadPool bounds pickwise_prequal's pool of recent answers.
+const MaxLoadPool = 32
+
+// loadPool is Prequal's pool: the endpoints whose servers answered
+// recently, whose answers a pick compares. It holds endpoints, not copies
+// of answers: an answer that arrives for a pooled endpoint refreshes it in
+// place. Picks read it without a lock; answers, picks that use up an
+// answer and the expiry tick change it with atomic swaps. A race between
+// two of them can leave an endpoint in two slots, or out of the pool a
+// little early: a pick then sees one candidate twice, or one fewer.
+type loadPool struct {
+	slots [MaxLoadPool]atomic.Pointer[Endpoint]
+	size  int32         // slots in use; immutable
+	next  atomic.Uint32 // where the next newcomer goes when no slot is free
+	// hot is the RIF above which an answer is hot: the pool's answers'
+	// hotQuantile, recomputed as answers arrive and expire.
+	hot atomic.Uint32
+}
+
+func newLoadPool(size int) *loadPool {
+	return &loadPool{size: int32(min(max(size, 2), MaxLoadPool))}
+}
+
+// holds reports whether e is in the pool.
+func (p *loadPool) holds(e *Endpoint) bool {
+	s := e.load.slot.Load()
+	return s > 0 && s <= p.size && p.slots[s-1].Load() == e
+}
+
+// offer puts e, whose answer has just been set, in the pool: into a free
+// slot if there is one, else in place of the oldest newcomer when evict,
+// else not at all. A call's report does not evict: it would fill the pool
+// with the endpoints this client already picks, and the probes' random
+// draws would never get in.
+func (p *loadPool) offer(e *Endpoint, evict bool) bool {
+	if p.holds(e) {
+		return true
+	}
+	for k := range p.size {
+		if p.slots[k].Load() == nil && p.slots[k].CompareAndSwap(nil, e) {
+			e.load.slot.Store(k + 1)
+			return true
+		}
+	}
+	if !evict {
+		return false
+	}
+	k := int32(p.next.Add(1) % uint32(p.size))
+	if old := p.slots[k].Swap(e); old != nil && old != e {
+		old.load.slot.CompareAndSwap(k+1, 0)
+	}
+	e.load.slot.Store(k + 1)
+	return true
+}
+
+// remove takes e out of the pool, if it is there.
+func (p *loadPool) remove(e *Endpoint) {
+	l := &e.load
+	if s := l.slot.Load(); s > 0 && s <= p.size && p.slots[s-1].CompareAndSwap(e, nil) {
+		l.slot.CompareAndSwap(s, 0)
+	}
+}
+
+// expire removes the answers older than oldest, then sets the hot line at
+// quantile q of the RIFs left, and returns how many are left.
+func (p *loadPool) expire(oldest int64, q float64) int {
+	var rifs [MaxLoadPool]uint32
+	n := 0
+	for k := range p.size {
+		e := p.slots[k].Load()
+		if e == nil {
+			continue
+		}
+		l := &e.load
+		if l.at.Load() < oldest {
+			p.remove(e)
+			continue
+		}
+		rifs[n] = uint32(l.word.Load() >> 32)
+		n++
+	}
+	p.hot.Store(quantileOf(rifs[:n], q))
+	return n
+}
+
+// quantileOf is the nearest-rank q-quantile of v, which it sorts; the
+// largest uint32 when v is empty, so that nothing is hot.
+func quantileOf(v []uint32, q float64) uint32 {
+	if len(v) == 0 {
+		return ^uint32(0)
+	}
+	slices.Sort(v)
+	i := int(q*float64(len(v))+0.999999) - 1
+	return v[min(max(i, 0), len(v)-1)]
+}

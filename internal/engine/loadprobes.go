@@ -1,0 +1,308 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// LoadProber sends pickwise_prequal's load probes: a question to one
+// endpoint's server about its requests in flight and latency.
+type LoadProber interface {
+	// Probe asks the server at the other end of sc, the endpoint addr's
+	// READY connection, for its load, and calls answer exactly once, later,
+	// from any goroutine. ctx ends the probe early: when the balancer
+	// closes or the probe times out.
+	Probe(ctx context.Context, sc balancer.SubConn, addr string, answer func(LoadAnswer))
+}
+
+// LoadAnswer is a server's answer to a load probe.
+type LoadAnswer struct {
+	// RIF is the server's requests in flight.
+	RIF uint32
+	// Latency is its estimate, in seconds, of a new call's latency; 0 if it
+	// has none.
+	Latency float64
+	// Err is why there is no answer; an Unimplemented status says that the
+	// server serves no probes.
+	Err error
+}
+
+// LoadProbingConfig configures load probing and the pool of answers
+// (pickwise_prequal). It must be validated by the policy's ParseConfig.
+type LoadProbingConfig struct {
+	// PoolSize is how many answers the pool holds, at most MaxLoadPool.
+	PoolSize int
+	// MaxAge is how old an answer may be and still place a call.
+	MaxAge time.Duration
+	// ReuseBudget is how many calls one answer may place.
+	ReuseBudget int
+	// HotQuantile sets the hot line: an answer whose RIF is above this
+	// quantile of the pool's is hot.
+	HotQuantile float64
+	// MinProbeRate is the probes a pick asks for while the pool is full:
+	// at most 1. An empty pool asks for one per pick.
+	MinProbeRate float64
+	// Timeout bounds a probe.
+	Timeout time.Duration
+}
+
+// loadSettings are a config and the pool it made, as picks read them.
+type loadSettings struct {
+	cfg  LoadProbingConfig
+	pool *loadPool
+}
+
+// loadProbes owns pickwise_prequal's probing: the pool of answers, the
+// probes that fill it and the calls' reports that refresh it, and the
+// tick that expires old answers. Picks ask for probes (want); Dones,
+// answers and the tick send them (kick). Nothing here takes the
+// balancer's lock.
+type loadProbes struct {
+	// Immutable after the balancer is built.
+	clock  Clock
+	rand   Rand
+	prober LoadProber
+	ctx    context.Context
+	cancel context.CancelFunc
+	logf   func(format string, args ...any)
+
+	settings atomic.Pointer[loadSettings] // nil while the policy does not probe
+	// targets are the endpoints of the newest Prequal picker, from which
+	// probes draw theirs.
+	targets atomic.Pointer[[]Ready]
+	// chance is the share of picks that ask for a probe, scaled to 2^64:
+	// picks compare a random draw with it.
+	chance atomic.Uint64
+	// demand is the probes picks asked for that are not sent yet; wanted
+	// says a Done or an answer should kick the prober.
+	demand atomic.Int64
+	wanted atomic.Bool
+	run    task // the prober's run, once however many kicks
+	tick   task // expiry, every MaxAge/2 while the pool holds answers
+
+	sent, answers, failures, unimplemented, fallbacks atomic.Uint64
+}
+
+func newLoadProbes(clock Clock, rand Rand, prober LoadProber, logf func(string, ...any)) *loadProbes {
+	if prober == nil {
+		prober = grpcLoadProber{}
+	}
+	lp := &loadProbes{clock: clock, rand: rand, prober: prober, logf: logf}
+	lp.ctx, lp.cancel = context.WithCancel(context.Background())
+	lp.chance.Store(math.MaxUint64)
+	return lp
+}
+
+// configure applies cfg (nil: no probing), keeping the pool if its size
+// is unchanged.
+func (lp *loadProbes) configure(cfg *LoadProbingConfig) {
+	if cfg == nil {
+		lp.settings.Store(nil)
+		return
+	}
+	s := &loadSettings{cfg: *cfg}
+	if old := lp.settings.Load(); old != nil && int(old.pool.size) == min(max(cfg.PoolSize, 2), MaxLoadPool) {
+		s.pool = old.pool
+	} else {
+		s.pool = newLoadPool(cfg.PoolSize)
+	}
+	lp.settings.Store(s)
+}
+
+// stop ends probing: the tick, the pending run and the probes out.
+func (lp *loadProbes) stop() {
+	lp.run.stop()
+	lp.tick.stop()
+	lp.cancel()
+}
+
+// use makes ready the endpoints probes go to, and readies each for
+// Prequal's picks: its index, and the Done that folds in its calls'
+// reports. Called while a Prequal picker is built, before it is
+// published.
+func (lp *loadProbes) use(ready []Ready) {
+	for i := range ready {
+		e := ready[i].Stats
+		e.load.index.Store(int32(i))
+		if e.load.done == nil {
+			e.load.done = lp.newDone(e)
+		}
+	}
+	lp.targets.Store(&ready)
+	if s := lp.settings.Load(); s != nil && len(ready) > 0 {
+		lp.ensureTick(s)
+	}
+}
+
+// newDone builds e's Prequal Done: the engine's Done, then the call's
+// report, which refreshes e's answer in the pool, and a kick of the
+// prober if picks asked for probes.
+func (lp *loadProbes) newDone(e *Endpoint) func(balancer.DoneInfo) {
+	return func(info balancer.DoneInfo) {
+		e.done(info)
+		if info.ServerLoad != nil {
+			lp.report(e, info.ServerLoad)
+		}
+		if lp.wanted.Load() {
+			lp.kick()
+		}
+	}
+}
+
+// report folds a call's report into e's answer. It refreshes e in the pool
+// or takes a free slot, but evicts no one.
+func (lp *loadProbes) report(e *Endpoint, load any) {
+	s := lp.settings.Load()
+	rif, latency, ok := reportOf(load)
+	if s == nil || !ok {
+		return
+	}
+	e.load.set(rif, latency, lp.clock.Nanotime(), e.inflight.Load())
+	if s.pool.offer(e, false) {
+		lp.ensureTick(s)
+	}
+}
+
+// want is a pick's request for a probe, at chance; draw is its random
+// bits. It writes a shared word only when it asks.
+func (lp *loadProbes) want(draw uint64) {
+	if draw <= lp.chance.Load() {
+		lp.demand.Add(1)
+		if !lp.wanted.Load() {
+			lp.wanted.Store(true)
+		}
+	}
+}
+
+// fallback counts a pick the pool could not place, which always asks for
+// a probe.
+func (lp *loadProbes) fallback() {
+	lp.fallbacks.Add(1)
+	lp.want(0)
+}
+
+// kick runs the prober soon, once however many ask.
+func (lp *loadProbes) kick() {
+	lp.wanted.Store(false)
+	if lp.run.claim() {
+		lp.run.arm(lp.clock, 0, lp.probe)
+	}
+}
+
+// probe sends the probes picks asked for, each to an endpoint drawn at
+// random among those not pooled, not being probed and serving probes.
+func (lp *loadProbes) probe() {
+	s, targets := lp.settings.Load(), lp.targets.Load()
+	n := lp.demand.Swap(0)
+	if s == nil || targets == nil || n <= 0 || lp.ctx.Err() != nil {
+		return
+	}
+	ready := *targets
+	n = min(n, int64(s.pool.size), int64(len(ready)))
+	for ; n > 0; n-- {
+		e := lp.draw(s.pool, ready)
+		if e == nil {
+			return
+		}
+		lp.send(s, e)
+	}
+}
+
+// drawTries bounds the draws for one probe's endpoint.
+const drawTries = 4
+
+// draw is an endpoint to probe, or nil if a few draws found none.
+func (lp *loadProbes) draw(pool *loadPool, ready []Ready) *Endpoint {
+	for range drawTries {
+		e := ready[reduce(uint32(lp.rand.Uint64()), len(ready))].Stats
+		c := e.conn.Load()
+		if c == nil || c.sc == nil || e.load.probing.Load() || e.load.unserved.Load() == c || pool.holds(e) {
+			continue
+		}
+		return e
+	}
+	return nil
+}
+
+// send probes e.
+func (lp *loadProbes) send(s *loadSettings, e *Endpoint) {
+	c := e.conn.Load()
+	e.load.probing.Store(true)
+	lp.sent.Add(1)
+	ctx, cancel := context.WithTimeout(lp.ctx, s.cfg.Timeout)
+	lp.prober.Probe(ctx, c.sc, e.addr, func(a LoadAnswer) {
+		cancel()
+		lp.answered(e, c, a)
+	})
+}
+
+// answered takes a probe's answer: into the pool, evicting the oldest
+// newcomer if it is full.
+func (lp *loadProbes) answered(e *Endpoint, c *readyConn, a LoadAnswer) {
+	defer e.load.probing.Store(false)
+	s := lp.settings.Load()
+	switch {
+	case status.Code(a.Err) == codes.Unimplemented:
+		if e.load.unserved.Swap(c) != c {
+			lp.unimplemented.Add(1)
+			lp.logf("endpoint %s serves no load probes (%v): it is compared by this client's own count of calls in flight", e.addr, a.Err)
+		}
+		return
+	case a.Err != nil:
+		lp.failures.Add(1)
+		return
+	case s == nil || lp.ctx.Err() != nil:
+		return
+	}
+	lp.answers.Add(1)
+	now := lp.clock.Nanotime()
+	e.load.set(a.RIF, a.Latency, now, e.inflight.Load())
+	s.pool.offer(e, true)
+	lp.settle(s, now)
+	lp.ensureTick(s)
+}
+
+// settle expires old answers, sets the hot line, and sets the chance
+// that a pick asks for a probe from how full the pool is.
+func (lp *loadProbes) settle(s *loadSettings, now int64) {
+	left := s.pool.expire(now-int64(s.cfg.MaxAge), s.cfg.HotQuantile)
+	free := float64(int(s.pool.size)-left) / float64(s.pool.size)
+	lp.chance.Store(chanceOf(max(free, s.cfg.MinProbeRate)))
+}
+
+// chanceOf is a probability as the threshold of a 64-bit draw.
+func chanceOf(p float64) uint64 {
+	if p >= 1 {
+		return math.MaxUint64
+	}
+	return uint64(max(p, 0) * 0x1p64)
+}
+
+// ensureTick makes sure the tick runs: it expires answers, and sends the
+// probes picks asked for when no Done has.
+func (lp *loadProbes) ensureTick(s *loadSettings) {
+	if lp.tick.claim() {
+		lp.tick.arm(lp.clock, s.cfg.MaxAge/2, lp.onTick)
+	}
+}
+
+// onTick expires old answers and sends the probes picks asked for. It
+// runs every MaxAge/2 while the balancer probes: a channel whose calls
+// are all long still gets its probes.
+func (lp *loadProbes) onTick() {
+	s := lp.settings.Load()
+	if s == nil || lp.ctx.Err() != nil {
+		return
+	}
+	lp.settle(s, lp.clock.Nanotime())
+	if lp.demand.Load() > 0 {
+		lp.probe()
+	}
+	lp.ensureTick(s)
+}
