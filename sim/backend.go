@@ -80,6 +80,12 @@ func (d Dist) Sample(r *rand.Rand) time.Duration {
 	return time.Duration(float64(d.Median) * math.Exp(d.Sigma*r.NormFloat64()))
 }
 
+// Mean is the distribution's mean: a lognormal's is its median times
+// e^(sigma^2/2).
+func (d Dist) Mean() time.Duration {
+	return time.Duration(float64(d.Median) * math.Exp(d.Sigma*d.Sigma/2))
+}
+
 // Const is a fixed service time.
 func Const(d time.Duration) Dist { return Dist{Median: d} }
 
@@ -94,6 +100,9 @@ type server struct {
 	busy     int
 	streams  int
 	queue    []*call
+	// waiting counts the calls in queue whose client still waits for
+	// them: the server skips the others when it reaches them.
+	waiting int
 	// Accounting.
 	served    int           // requests that reached the backend
 	failed    int           // of which failed
@@ -175,6 +184,24 @@ func (s *server) serviceTime(now time.Duration, r *rand.Rand) time.Duration {
 		s.pauses++
 	}
 	return time.Duration(d)
+}
+
+// slowdown is the factor by which a request starting now takes longer
+// than its Service draw: the Slow windows and the cold start in force,
+// before any one-off pause. serviceTime applies the same factors.
+func (s *server) slowdown(now time.Duration) float64 {
+	f := 1.0
+	for _, w := range s.spec.Slow {
+		if now >= w.From && now < w.To {
+			f *= w.Factor
+		}
+	}
+	if s.spec.ColdFor > 0 && s.spec.ColdFactor > 1 {
+		if age := now - s.joinedAt; age < s.spec.ColdFor {
+			f *= 1 + (s.spec.ColdFactor-1)*(1-float64(age)/float64(s.spec.ColdFor))
+		}
+	}
+	return f
 }
 
 // utilization is the busy share of the backend's servers from from (the

@@ -21,8 +21,11 @@
 // known for: balls into bins, the black hole, a transient failure and a
 // lone late answer, cold-start herding, a cold and a warm backend joining
 // (slow start's two sides), two hardware generations, one slow backend,
-// noisy load reports, a hot key, a remap storm and subsetting.
-// Each prints one table with policies as columns.
+// noisy load reports, noisy neighbours (backends slowed at random times),
+// a hot key, a remap storm and subsetting. Each prints one table with
+// policies as columns. Beside the policies, some tables carry baselines:
+// textbook algorithms, and an oracle that reads the backends' true state,
+// the reference for what placement can do.
 //
 // Where a policy cannot run in virtual time or with a fixed seed (grpc-go's
 // built-ins draw from the global random source; weighted_round_robin's

@@ -25,6 +25,7 @@ func Example() {
 	// hardware-generations
 	// slow-backend
 	// noisy-reports
+	// noisy-neighbours
 	// hot-key
 	// hash-black-hole
 	// remap-storm

@@ -59,6 +59,10 @@ type env struct {
 	seed     uint64
 	backends []Backend
 	prober   engine.LoadProber // the backends' answers to load probes
+	// servers is the backends' true state, indexed like backends. Only
+	// the oracle baseline reads it: a real policy knows what its own calls
+	// told it.
+	servers []*server
 }
 
 // HashHeader is the request metadata key that carries a request's hash key

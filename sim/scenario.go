@@ -63,6 +63,7 @@ func Lookup(name string) (Scenario, error) {
 var scenarioOrder = []string{
 	"balls-into-bins", "black-hole", "transient-failure", "one-stall", "flapping-backend", "retry-storm",
 	"cold-start", "cold-join-unary", "warm-rejoin", "hardware-generations", "slow-backend", "noisy-reports",
+	"noisy-neighbours",
 	"hot-key", "hash-black-hole", "remap-storm", "flapping-cache", "subsetting", "rollout",
 }
 

@@ -113,7 +113,8 @@ func HardwareGenerations(scale Scale) (*HardwareResult, error) {
 	for _, p := range loadAwarePolicies() {
 		cols = append(cols, column{policy: p})
 	}
-	cols = append(cols, column{policy: GRPC("pickwise_p2c (weights)", "pickwise_p2c", `{}`), weighted: true})
+	cols = append(cols, column{policy: GRPC("pickwise_p2c (weights)", "pickwise_p2c", `{}`), weighted: true},
+		column{policy: Oracle()})
 	policies := make([]Policy, len(cols))
 	for i, c := range cols {
 		policies[i] = c.policy
@@ -174,6 +175,7 @@ func HardwareGenerations(scale Scale) (*HardwareResult, error) {
 	t.AddNote("pickwise_orca_wrr reads each call's ORCA report: the backend's completions per second and busy share of its workers over its last 1 s window, so qps / utilization is the backend's capacity, 1,000 or 600, and the weights put every backend near 83%. The reports are the backends' own counts, the same for every balancer, so the split holds with 20 balancers, where in-flight counts thin out")
 	t.AddNote("pickwise_peak_ewma, unweighted, moves load off the old generation about as far with 20 balancers as with 1: it reads each request's latency, which every balancer sees in full, where in-flight counts thin out; old-generation requests take 17 ms against 10 ms even when nothing queues. With 1 balancer it overshoots as the weighted column does, since (in flight + 1) counts the slower service a second time")
 	notes(t, policies)
+	t.AddNote("oracle: with constant service times it fills the new generation first: a call waits for a new-generation worker while that is expected sooner than an old-generation backend's 17 ms service, so the old generation takes only the overflow. It minimizes each call's expected completion, not the tail: a call queued behind a few others on a new-generation backend can end a little after 17 ms, so its p99 can be a millisecond above the best policies'")
 	addWallClockColumn(t)
 	out.Table = t
 	return out, nil

@@ -77,7 +77,7 @@ func TestHardwareGenerations(t *testing.T) {
 func TestHardwareGenerationsDeterministic(t *testing.T) {
 	t.Parallel()
 	// grpc-go's own columns draw from the global source; these do not.
-	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`), GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`)} {
+	for _, p := range []Policy{Random(), LeastConnections(), GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`), GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`), Oracle()} {
 		for _, clients := range []int{1, 20} {
 			// The warm-up is kept, so that pickwise_orca_wrr's weights are
 			// in use when the run is measured, at a lower rate to keep the

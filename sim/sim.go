@@ -196,6 +196,7 @@ func (run Run) Execute(p Policy) (*Result, error) {
 	for i, b := range run.Backends {
 		s.servers[i] = &server{spec: b, id: i, load: newLoadGauge(b, run.Seed, i)}
 	}
+	e.servers = s.servers
 	for c := range s.insts {
 		in, err := p.newInstance(e)
 		if err != nil {
@@ -398,6 +399,7 @@ func (s *state) admit(c *call) {
 	if srv.spec.Servers > 0 && srv.busy >= srv.spec.Servers {
 		c.queued = true
 		srv.queue = append(srv.queue, c)
+		srv.waiting++
 		srv.maxQueued = max(srv.maxQueued, len(srv.queue))
 		return
 	}
@@ -433,6 +435,7 @@ func (s *state) serve(c *call) {
 				continue
 			}
 			next.queued = false
+			srv.waiting--
 			s.serve(next)
 			break
 		}
@@ -444,6 +447,11 @@ func (s *state) serve(c *call) {
 func (s *state) expire(c *call) {
 	if c.finished {
 		return
+	}
+	if c.queued {
+		// It stays in the queue until the server reaches it and skips it.
+		c.queued = false
+		c.srv.waiting--
 	}
 	// The client's deadline fires before any answer, so no load report
 	// reaches it.

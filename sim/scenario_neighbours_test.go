@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestNoisyNeighbours(t *testing.T) {
+	scenarioTest(t, "noisy-neighbours")
+	r, err := NoisyNeighbours(testScale())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logTable(t, "noisy-neighbours", r.Table)
+	col := func(name string) int { return column(t, r.Policies, name) }
+	rr, ewma, oracle := col("round_robin"), col("pickwise_peak_ewma"), col("oracle")
+	if len(r.Runs) != 3 || r.Runs[0].Clients != 1 || r.Runs[1].Clients != 50 || r.Runs[2].Clients != 200 {
+		t.Fatalf("runs for %d balancer counts, want 1, 50 and 200", len(r.Runs))
+	}
+	for _, run := range r.Runs {
+		// The oracle reads every backend's true queue and speed: no policy
+		// working from what its own calls tell it does better at the tail,
+		// nor sends fewer calls to a slowed backend.
+		for j, p := range r.Policies {
+			if j == oracle {
+				continue
+			}
+			if run.P99[j] <= run.P99[oracle] {
+				t.Errorf("%d balancers: p99 %s %v, oracle %v; want the oracle lowest", run.Clients, p, run.P99[j], run.P99[oracle])
+			}
+			if run.OnSlowed[j] <= run.OnSlowed[oracle] {
+				t.Errorf("%d balancers: share of calls on a slowed backend %s %.3f, oracle %.3f; want the oracle lowest", run.Clients, p, run.OnSlowed[j], run.OnSlowed[oracle])
+			}
+		}
+		if run.Failed[oracle] > 0.001 {
+			t.Errorf("%d balancers: oracle failed %.4f of calls, want almost none", run.Clients, run.Failed[oracle])
+		}
+		// Round robin is blind to speed: it sends slowed backends their
+		// share of backend-time, far more than they serve, and their
+		// queues grow until calls reach the deadline.
+		if d := run.OnSlowed[rr] - run.SlowedTime; math.Abs(d) > 0.02 {
+			t.Errorf("%d balancers: round_robin placed %.3f of calls on slowed backends, want their share of time %.3f", run.Clients, run.OnSlowed[rr], run.SlowedTime)
+		}
+		if run.Failed[rr] < 0.05 {
+			t.Errorf("%d balancers: round_robin failed %.4f of calls, want at least 0.05", run.Clients, run.Failed[rr])
+		}
+		// Load-aware placement keeps calls off slowed backends well enough
+		// that almost none reach the deadline.
+		for _, p := range []string{"least_request", "pickwise_p2c", "pickwise_peak_ewma"} {
+			if f := run.Failed[col(p)]; f > 0.01 {
+				t.Errorf("%d balancers: %s failed %.4f of calls, want at most 0.01", run.Clients, p, f)
+			}
+			if s := run.OnSlowed[col(p)]; s > 0.75*run.SlowedTime {
+				t.Errorf("%d balancers: %s placed %.3f of calls on slowed backends, want well below their share of time %.3f", run.Clients, p, s, run.SlowedTime)
+			}
+		}
+	}
+	// The oracle's view is global: the number of balancers changes
+	// nothing it does.
+	for _, run := range r.Runs[1:] {
+		if run.P99[oracle] != r.Runs[0].P99[oracle] || run.OnSlowed[oracle] != r.Runs[0].OnSlowed[oracle] {
+			t.Errorf("oracle: %d balancers gave p99 %v, slowed share %.4f; 1 balancer %v, %.4f; want the same", run.Clients,
+				run.P99[oracle], run.OnSlowed[oracle], r.Runs[0].P99[oracle], r.Runs[0].OnSlowed[oracle])
+		}
+	}
+	// Thin local signal: with 50 balancers each sees a fiftieth of every
+	// backend's calls, and learns of a slowdown later.
+	if one, many := r.Runs[0].P99[ewma], r.Runs[1].P99[ewma]; many <= one {
+		t.Errorf("pickwise_peak_ewma: p99 %v with 50 balancers, %v with 1; want the thin signal to show", many, one)
+	}
+}
+
+func TestNoisyNeighboursSlowdowns(t *testing.T) {
+	run := nbRun(1, nbMeasured(Full))
+	// About a quarter of the time, over the whole run and beyond: the
+	// windows are drawn independently of the scale.
+	var slowed, total time.Duration
+	for id := range nbBackends {
+		ws := nbSlowdowns(id, 10*time.Minute)
+		for i, w := range ws {
+			if w.From < 0 || w.To <= w.From || (i > 0 && w.From < ws[i-1].To) {
+				t.Fatalf("backend %d: window %d %+v overlaps or is empty", id, i, w)
+			}
+			if w.Factor < 2 || w.Factor > 4 {
+				t.Errorf("backend %d: factor %.2f, want 2-4", id, w.Factor)
+			}
+			if l := w.To - w.From; l > nbSlowMax || (l < nbSlowMin && w.From > 0) {
+				t.Errorf("backend %d: window of %v, want 2-8 s", id, l)
+			}
+			slowed += min(w.To, 10*time.Minute) - w.From
+		}
+		total += 10 * time.Minute
+	}
+	if share := slowed.Seconds() / total.Seconds(); share < 0.2 || share > 0.3 {
+		t.Errorf("slowed a share %.3f of backend-time over 10 minutes, want about 0.25", share)
+	}
+	if s := nbSlowedTime(run); s < 0.15 || s > 0.35 {
+		t.Errorf("slowed a share %.3f of backend-time in the measured window, want about 0.25", s)
+	}
+	// The same windows at both scales, cut at the full run's end.
+	for id, b := range run.Backends {
+		reduced := nbRun(50, nbMeasured(Reduced)).Backends[id]
+		if len(reduced.Slow) != len(b.Slow) {
+			t.Fatalf("backend %d: %d windows at the reduced scale, %d at full", id, len(reduced.Slow), len(b.Slow))
+		}
+	}
+}
+
+func TestNoisyNeighboursDeterministic(t *testing.T) {
+	t.Parallel()
+	// grpc-go's own columns draw from the global source; these do not.
+	for _, p := range []Policy{GRPC("pickwise_p2c", "pickwise_p2c", `{}`), GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`), GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`), Oracle()} {
+		// A short measured window after a lighter warm-up that still
+		// takes pickwise_orca_wrr out of blackout.
+		run := nbRun(50, time.Second)
+		run.WarmupRate = nbRate / 20
+		a, err := nbMeasure(run, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := nbMeasure(run, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a != b {
+			t.Errorf("%s: two runs with the same seed differ:\n%+v\n%+v", p.Name, a, b)
+		}
+	}
+}
