@@ -6,6 +6,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"  // registers pickwise_orca_wrr
 	_ "github.com/pickwise/pickwise/balancer/p2c"      // registers pickwise_p2c
 	_ "github.com/pickwise/pickwise/balancer/peakewma" // registers pickwise_peak_ewma
+	_ "github.com/pickwise/pickwise/balancer/prequal"  // registers pickwise_prequal
 	_ "github.com/pickwise/pickwise/balancer/ringhash" // registers pickwise_ring_hash
 	_ "google.golang.org/grpc/balancer/leastrequest"
 	_ "google.golang.org/grpc/balancer/ringhash"

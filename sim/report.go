@@ -44,9 +44,10 @@ import (
 // first window closes carries none. A call that fails at the client
 // (deadline, no backend) carries none either: no trailer reached it.
 //
-// One report object is allocated per backend per window and never changed
-// after it is published, so a policy may keep it; calls share it. Backends
-// with no Cores and no Servers (no notion of busy) report nothing.
+// One report is published per backend per window and never changed after;
+// each response carries a copy of it with the backend's serverload figures
+// added (probes.go), so a policy may keep what it is given. Backends with
+// no Cores and no Servers (no notion of busy) report nothing.
 
 // reportWindow is the backends' measuring period, that of a typical
 // server-side rate counter.

@@ -114,6 +114,7 @@ func HardwareGenerations(scale Scale) (*HardwareResult, error) {
 		cols = append(cols, column{policy: p})
 	}
 	cols = append(cols, column{policy: GRPC("pickwise_p2c (weights)", "pickwise_p2c", `{}`), weighted: true},
+		column{policy: GRPC("pickwise_prequal", "pickwise_prequal", `{}`)},
 		column{policy: Oracle()})
 	policies := make([]Policy, len(cols))
 	for i, c := range cols {

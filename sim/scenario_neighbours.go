@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -61,10 +62,18 @@ const (
 	nbRate = 7400
 	// Slowdowns: windows of U(nbSlowMin, nbSlowMax), each multiplying
 	// service times by U(2, 4), separated by exponential gaps of mean
-	// nbSlowGap, so that a backend is slowed a quarter of the time.
+	// nbSlowGap, so that a backend is slowed about a quarter of the time
+	// once nbMaxSlowed has dropped some.
 	nbSlowMin = 2 * time.Second
 	nbSlowMax = 8 * time.Second
-	nbSlowGap = 15 * time.Second
+	nbSlowGap = 10 * time.Second
+	// nbMaxSlowed is the most backends slowed at once: a window that would
+	// start while as many are slowed is dropped. Independent slowdowns
+	// would now and then slow half the fleet, and the fleet, offered more
+	// than it can serve, would queue whatever the placement: the table
+	// would measure that spell rather than placement. Four slowed 4x
+	// leave 93% of the fleet's capacity offered.
+	nbMaxSlowed = 4
 	// nbSlowSeed seeds each backend's slowdowns, with the backend's index:
 	// every column and every balancer count meets the same ones.
 	nbSlowSeed = 0x6e6f697379
@@ -107,14 +116,46 @@ func nbSlowdowns(id int, horizon time.Duration) []Window {
 	return out
 }
 
+// nbFleetSlowdowns returns every backend's slowdown windows up to
+// horizon: each backend's drawn on its own (nbSlowdowns), less those that
+// would start while nbMaxSlowed others are slowed.
+func nbFleetSlowdowns(horizon time.Duration) [][]Window {
+	type drawn struct {
+		id int
+		w  Window
+	}
+	var all []drawn
+	for id := range nbBackends {
+		for _, w := range nbSlowdowns(id, horizon) {
+			all = append(all, drawn{id, w})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b drawn) int { return cmp.Compare(a.w.From, b.w.From) })
+	out := make([][]Window, nbBackends)
+	var kept []Window
+	for _, d := range all {
+		active := 0
+		for _, k := range kept {
+			if k.From <= d.w.From && d.w.From < k.To {
+				active++
+			}
+		}
+		if active < nbMaxSlowed {
+			kept = append(kept, d.w)
+			out[d.id] = append(out[d.id], d.w)
+		}
+	}
+	return out
+}
+
 // nbRun is the scenario's run for clients balancers, measured for measured
 // after the warm-up. The slowdowns are drawn up to the full scale's end
 // whatever the scale, so a reduced run meets the same ones, fewer of them.
 func nbRun(clients int, measured time.Duration) Run {
-	horizon := nbWarmup + nbMeasured(Full)
+	slow := nbFleetSlowdowns(nbWarmup + nbMeasured(Full))
 	backends := make([]Backend, nbBackends)
 	for i := range backends {
-		backends[i] = Backend{Servers: nbWorkers, Service: LogNormal(nbMedian, nbSigma), Slow: nbSlowdowns(i, horizon)}
+		backends[i] = Backend{Servers: nbWorkers, Service: LogNormal(nbMedian, nbSigma), Slow: slow[i]}
 	}
 	return Run{
 		Seed:       19,
@@ -245,6 +286,7 @@ func NoisyNeighbours(scale Scale) (*NeighboursResult, error) {
 		GRPC("pickwise_p2c", "pickwise_p2c", `{}`),
 		GRPC("pickwise_peak_ewma", "pickwise_peak_ewma", `{}`),
 		GRPC("pickwise_orca_wrr", "pickwise_orca_wrr", `{}`),
+		GRPC("pickwise_prequal", "pickwise_prequal", `{}`),
 		Oracle(),
 	}
 	out := &NeighboursResult{Policies: columns(policies)}
@@ -297,7 +339,7 @@ func NoisyNeighbours(scale Scale) (*NeighboursResult, error) {
 		t.AddRow(fmt.Sprintf("%s: calls placed on a slowed backend (even: %s)", who, Pct(nr.SlowedTime)), pcts(nr.OnSlowed)...)
 		t.AddRow(who+": busiest backend's utilization", pcts(nr.Busiest)...)
 	}
-	t.AddNote("slowdowns: each backend's windows last U(2 s, 8 s) and multiply its service times by U(2, 4), with exponential gaps of mean 15 s between them, drawn from a fixed seed per backend: every column and every balancer count meets the same ones. \"even\" is the share of backend-time spent slowed in the measured window, what a placement blind to speed sends to slowed backends")
+	t.AddNote(fmt.Sprintf("slowdowns: each backend's windows last U(2 s, 8 s) and multiply its service times by U(2, 4), with exponential gaps of mean %.0f s between them, drawn from a fixed seed per backend, less any that would start while %d backends are slowed: every column and every balancer count meets the same ones. \"even\" is the share of backend-time spent slowed in the measured window, what a placement blind to speed sends to slowed backends", nbSlowGap.Seconds(), nbMaxSlowed))
 	t.AddNote("capacity: 10 workers over the lognormal's 11.3 ms mean serve 883 rps a backend, 10,590 rps the healthy fleet, of which 7,400 is 70%. A backend slowed 3x serves 294 rps, where an even split sends it 617, so its queue grows until its calls reach the deadline")
 	mean, peak, n, over := nbFleetLoad(nbRun(1, measured))
 	load := fmt.Sprintf("fleet load, the offered rate over what the backends serve at the speeds in force: %s on average over the measured window", Pct(mean))

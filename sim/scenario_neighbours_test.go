@@ -76,8 +76,9 @@ func TestNoisyNeighboursSlowdowns(t *testing.T) {
 	// About a quarter of the time, over the whole run and beyond: the
 	// windows are drawn independently of the scale.
 	var slowed, total time.Duration
+	fleet := nbFleetSlowdowns(10 * time.Minute)
 	for id := range nbBackends {
-		ws := nbSlowdowns(id, 10*time.Minute)
+		ws := fleet[id]
 		for i, w := range ws {
 			if w.From < 0 || w.To <= w.From || (i > 0 && w.From < ws[i-1].To) {
 				t.Fatalf("backend %d: window %d %+v overlaps or is empty", id, i, w)

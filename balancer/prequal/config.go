@@ -24,12 +24,12 @@ type Config struct {
 	// "1s"; must be in [10ms, 1m].
 	MaxAge lbconfig.Duration `json:"maxAge"`
 	// ReuseBudget is how many calls one answer may place before it is
-	// dropped from the pool; a call's own report renews it. Default 4;
+	// dropped from the pool; a call's own report renews it. Default 1;
 	// must be in [1, 1000].
 	ReuseBudget uint32 `json:"reuseBudget"`
 	// HotQuantile draws the line between hot and cold answers: an answer
 	// whose requests in flight are above this quantile of the pool's is
-	// hot. Default 0.8; must be in (0, 1].
+	// hot. Default 0.7; must be in (0, 1].
 	HotQuantile float64 `json:"hotQuantile"`
 	// MinProbeRate is the probes per call sent while the pool is full of
 	// fresh answers; an emptier pool asks for more, at most one per call.
@@ -54,8 +54,8 @@ type Config struct {
 const (
 	DefaultPoolSize     = 16
 	DefaultMaxAge       = time.Second
-	DefaultReuseBudget  = 4
-	DefaultHotQuantile  = 0.8
+	DefaultReuseBudget  = 1
+	DefaultHotQuantile  = 0.7
 	DefaultMinProbeRate = 0.1
 	DefaultProbeTimeout = time.Second
 	DefaultChoiceCount  = 2

@@ -21,7 +21,7 @@
 //	import _ "github.com/pickwise/pickwise/balancer/prequal"
 //
 //	{"loadBalancingConfig": [{"pickwise_prequal": {
-//	  "poolSize": 16, "maxAge": "1s", "reuseBudget": 4, "hotQuantile": 0.8,
+//	  "poolSize": 16, "maxAge": "1s", "reuseBudget": 1, "hotQuantile": 0.7,
 //	  "minProbeRate": 0.1, "probeTimeout": "1s"
 //	}}]}
 //

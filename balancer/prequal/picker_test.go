@@ -59,7 +59,7 @@ func start(t *testing.T, cfg string, loads []load) (*testkit.Harness, []string, 
 func TestColdLowestLatencyWins(t *testing.T) {
 	h, as, loads, _ := start(t, `{"slowStart": {"enabled": false}}`, []load{
 		{rif: 2, latency: 0.020},
-		{rif: 6, latency: 0.005}, // busier, but faster
+		{rif: 3, latency: 0.005}, // busier, but faster
 		{rif: 1, latency: 0.030},
 		{rif: 3, latency: 0.012},
 	})
