@@ -1,0 +1,83 @@
+package serverload_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pickwise/pickwise/serverload"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/orca"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// BenchmarkUnaryCall is a real unary call over loopback, one at a time,
+// to a server without interceptors and to servers with serverload's, the
+// second also with grpc's per-call ORCA recorder. Run it in rounds with
+// -test.count 1 (docs/design/prequal.md has the command), so that each
+// round measures every server back to back and the medians compare like
+// with like.
+func BenchmarkUnaryCall(b *testing.B) {
+	servers := []struct {
+		name string
+		opts func(*serverload.Server) []grpc.ServerOption
+	}{
+		{"none", func(*serverload.Server) []grpc.ServerOption { return nil }},
+		{"serverload", func(l *serverload.Server) []grpc.ServerOption {
+			return []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.UnaryInterceptor())}
+		}},
+		{"serverload+orca", func(l *serverload.Server) []grpc.ServerOption {
+			return []grpc.ServerOption{orca.CallMetricsServerOption(nil), grpc.ChainUnaryInterceptor(l.UnaryInterceptor())}
+		}},
+	}
+	ctx := context.Background()
+	req := &wrapperspb.StringValue{Value: "fast"}
+	for _, s := range servers {
+		_, cc := serve(b, s.opts(serverload.New()), nil)
+		b.Run("interceptor="+s.name, func(b *testing.B) {
+			var reply wrapperspb.StringValue
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := cc.Invoke(ctx, callMethod, req, &reply); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkInterceptor is the unary interceptor alone around a handler that
+// does nothing, beside the handler called directly. The transport stream
+// keeps the trailer as grpc's would, so the allocations counted are the
+// report's own.
+func BenchmarkInterceptor(b *testing.B) {
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	st := &transportStream{}
+	ctx := grpc.NewContextWithServerTransportStream(context.Background(), st)
+	intercept := serverload.New().UnaryInterceptor()
+	b.Run("interceptor=none", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			handler(ctx, nil)
+		}
+	})
+	for _, m := range []struct{ name, method string }{
+		{"serverload", callMethod},
+		{"serverload-not-counted", "/pickwise.serverload.v1.LoadProbe/Probe"},
+	} {
+		info := &grpc.UnaryServerInfo{FullMethod: m.method}
+		b.Run("interceptor="+m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				intercept(ctx, nil, info, handler)
+			}
+		})
+	}
+}
+
+type transportStream struct{ trailer metadata.MD }
+
+func (*transportStream) Method() string                    { return callMethod }
+func (*transportStream) SetHeader(metadata.MD) error       { return nil }
+func (*transportStream) SendHeader(metadata.MD) error      { return nil }
+func (s *transportStream) SetTrailer(md metadata.MD) error { s.trailer = md; return nil }
