@@ -2,6 +2,8 @@ package serverload
 
 import (
 	"math"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pickwise/pickwise/internal/loadpb"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 )
@@ -71,4 +74,85 @@ func TestNotCountedServices(t *testing.T) {
 			t.Errorf("calls to %q do not count in RIF", m)
 		}
 	}
+}
+
+func TestQuantize(t *testing.T) {
+	prev := time.Duration(0)
+	for d := time.Duration(1); d < time.Hour; d = d*21/20 + 1 {
+		q := quantize(d)
+		if rel := math.Abs(float64(q-d)) / float64(d); rel > 1.0/64 {
+			t.Errorf("quantize(%v) = %v, %.3g off, want within 1/64", d, q, rel)
+		}
+		if quantize(q) != q {
+			t.Errorf("quantize(%v) = %v, but quantize(%v) = %v", d, q, q, quantize(q))
+		}
+		if q < prev {
+			t.Errorf("quantize(%v) = %v, below a shorter latency's %v", d, q, prev)
+		}
+		prev = q
+	}
+	if quantize(0) != 0 || quantize(-1) != 0 {
+		t.Errorf("quantize(0), quantize(-1) = %v, %v; want 0 (unknown)", quantize(0), quantize(-1))
+	}
+}
+
+// TestTrailerCache: a report always gets a trailer that says it, shared
+// with the last call that made the same report, whatever collides.
+func TestTrailerCache(t *testing.T) {
+	var c trailerCache
+	same := func(a, b metadata.MD) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	check := func(rif int, lat time.Duration) metadata.MD {
+		t.Helper()
+		md := c.get(rif, lat)
+		if want := trailer(rif, lat); md.Get(trailerKey)[0] != want.Get(trailerKey)[0] {
+			t.Fatalf("get(%d, %v) = a trailer for another report", rif, lat)
+		}
+		return md
+	}
+	a := check(3, quantize(time.Millisecond))
+	if b := check(3, quantize(time.Millisecond)); !same(a, b) {
+		t.Errorf("the same report twice built two trailers")
+	}
+	for rif := range 100 {
+		for lat := time.Microsecond; lat < time.Second; lat *= 3 {
+			check(rif, quantize(lat))
+		}
+	}
+}
+
+func TestTrailerCacheConcurrent(t *testing.T) {
+	var c trailerCache
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 1000 {
+				rif, lat := (g+i)%20, quantize(time.Duration(1+i%50)*time.Millisecond)
+				if got, want := c.get(rif, lat).Get(trailerKey)[0], trailer(rif, lat).Get(trailerKey)[0]; got != want {
+					t.Errorf("get(%d, %v) = a trailer for another report", rif, lat)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sink keeps benchmarked trailers on the heap, as grpc's API makes them.
+var sink metadata.MD
+
+// BenchmarkTrailer: a trailer built, as on a cache miss, and found.
+func BenchmarkTrailer(b *testing.B) {
+	b.Run("built", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink = trailer(3, time.Millisecond)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		var c trailerCache
+		b.ReportAllocs()
+		for b.Loop() {
+			sink = c.get(3, time.Millisecond)
+		}
+	})
 }
