@@ -28,8 +28,8 @@ func TestTrailerEncoding(t *testing.T) {
 		{0, 0},
 		{1, time.Millisecond},
 		{3, 1234567 * time.Nanosecond},
-		{math.MaxUint32, time.Hour},
-		{1 << 40, 1},
+		{math.MaxInt32, time.Hour},
+		{1 << 30, 1},
 	}
 	for _, tc := range tests {
 		md := trailer(tc.rif, tc.lat)

@@ -161,7 +161,7 @@ type probeService struct {
 func (p probeService) Probe(context.Context, *loadpb.ProbeRequest) (*loadpb.ProbeResponse, error) {
 	rif, lat := p.s.Load()
 	return &loadpb.ProbeResponse{
-		RequestsInFlight: uint32(min(rif, math.MaxUint32)),
+		RequestsInFlight: uint32(min(uint64(rif), math.MaxUint32)),
 		LatencyNanos:     int64(lat),
 	}, nil
 }
