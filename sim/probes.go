@@ -57,6 +57,9 @@ func (p prober) Probe(_ context.Context, _ balancer.SubConn, addr string, answer
 		return
 	}
 	srv := p.state.servers[id]
+	if loop.Now() >= p.state.run.Warmup {
+		p.state.res.Probes++
+	}
 	loop.After(p.rtt/2, func() {
 		rif, lat := srv.est.Load(loop.Now())
 		a := engine.LoadAnswer{RIF: uint32(rif), Latency: lat.Seconds()}

@@ -40,6 +40,9 @@ type NeighboursRun struct {
 	OnSlowed []float64
 	// Busiest is the highest utilization of any backend.
 	Busiest []float64
+	// Probes is the load probes sent per call (pickwise_prequal's; 0 for
+	// the policies that send none).
+	Probes []float64
 	// SlowedTime is the share of backend-time spent slowed down in the
 	// measured window: the same for every policy.
 	SlowedTime float64
@@ -233,8 +236,8 @@ func nbFleetLoad(run Run) (mean, peak float64, slowedAtPeak int, over time.Durat
 
 // nbMeasurement is one policy's run reduced to the scenario's numbers.
 type nbMeasurement struct {
-	p50, p99, p999            time.Duration
-	failed, onSlowed, busiest float64
+	p50, p99, p999                    time.Duration
+	failed, onSlowed, busiest, probes float64
 }
 
 // nbMeasure executes run with p and counts the calls placed on a slowed
@@ -260,6 +263,9 @@ func nbMeasure(run Run, p Policy) (nbMeasurement, error) {
 		p999:    res.Quantile(0.999),
 		failed:  res.ErrorRate(),
 		busiest: slices.Max(res.Utilization),
+	}
+	if res.Total > 0 {
+		m.probes = float64(res.Probes) / float64(res.Total)
 	}
 	if placed > 0 {
 		m.onSlowed = float64(onSlowed) / float64(placed)
@@ -304,6 +310,7 @@ func NoisyNeighbours(scale Scale) (*NeighboursResult, error) {
 			nr.Failed = append(nr.Failed, m.failed)
 			nr.OnSlowed = append(nr.OnSlowed, m.onSlowed)
 			nr.Busiest = append(nr.Busiest, m.busiest)
+			nr.Probes = append(nr.Probes, m.probes)
 		}
 		out.Runs = append(out.Runs, nr)
 	}
@@ -338,6 +345,11 @@ func NoisyNeighbours(scale Scale) (*NeighboursResult, error) {
 		t.AddRow(who+": failed (deadline)", pcts(nr.Failed)...)
 		t.AddRow(fmt.Sprintf("%s: calls placed on a slowed backend (even: %s)", who, Pct(nr.SlowedTime)), pcts(nr.OnSlowed)...)
 		t.AddRow(who+": busiest backend's utilization", pcts(nr.Busiest)...)
+		probes := make([]string, len(nr.Probes))
+		for i, x := range nr.Probes {
+			probes[i] = fmt.Sprintf("%.2f", x)
+		}
+		t.AddRow(who+": load probes per call", probes...)
 	}
 	t.AddNote(fmt.Sprintf("slowdowns: each backend's windows last U(2 s, 8 s) and multiply its service times by U(2, 4), with exponential gaps of mean %.0f s between them, drawn from a fixed seed per backend, less any that would start while %d backends are slowed: every column and every balancer count meets the same ones. \"even\" is the share of backend-time spent slowed in the measured window, what a placement blind to speed sends to slowed backends", nbSlowGap.Seconds(), nbMaxSlowed))
 	t.AddNote("capacity: 10 workers over the lognormal's 11.3 ms mean serve 883 rps a backend, 10,590 rps the healthy fleet, of which 7,400 is 70%. A backend slowed 3x serves 294 rps, where an even split sends it 617, so its queue grows until its calls reach the deadline")

@@ -74,8 +74,14 @@ func TestNoisyNeighbours(t *testing.T) {
 			t.Errorf("%d balancers: pickwise_prequal p99 %v, oracle %v; want at most 1.5x the oracle's, and 100 ms with many balancers", run.Clients, p, o)
 		}
 	}
-	if p, e := r.Runs[0].P99[pq], r.Runs[0].P99[ewma]; float64(p) > 1.1*float64(e) {
-		t.Errorf("1 balancer: pickwise_prequal p99 %v, pickwise_peak_ewma %v; want at most 1.1x", p, e)
+	// The reduced scale's 5 s rest a p99 on a few hundred calls: its
+	// bound leaves room for that.
+	near := 1.1
+	if testScale() == Reduced {
+		near = 1.2
+	}
+	if p, e := r.Runs[0].P99[pq], r.Runs[0].P99[ewma]; float64(p) > near*float64(e) {
+		t.Errorf("1 balancer: pickwise_prequal p99 %v, pickwise_peak_ewma %v; want at most %.1fx", p, e, near)
 	}
 	// Thin local signal: with 50 balancers each sees a fiftieth of every
 	// backend's calls, and learns of a slowdown later.

@@ -126,6 +126,8 @@ type Result struct {
 	Offered []float64
 	// End is the virtual time the run ended.
 	End time.Duration
+	// Probes counts the load probes the balancers sent (probes.go).
+	Probes int
 }
 
 // Quantile returns the q-quantile of successful latencies (0 when none).

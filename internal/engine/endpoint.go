@@ -34,15 +34,16 @@ type Endpoint struct {
 	// The second line: the way to the child's connection, which every
 	// pick reads (conn, or live under a lazy policy while the child is not
 	// READY), what the rarer paths of a pick or a Done read (a probe, a
-	// retry), and the rest, behind a pointer. The rest is most of an
+	// retry), the server's last answer that pickwise_prequal's picks
+	// read, and the rest, behind a pointer. The rest is most of an
 	// endpoint's state, used mostly with the balancer's lock held (its
 	// atomics, the probe state, are the exceptions, on rare paths); kept
-	// out of line, it leaves
-	// endpoints two lines apart in memory, not five, so that a fleet's hot
-	// lines span fewer pages and a pick's two random ones less often miss
-	// the TLB.
+	// out of line, it leaves endpoints two lines apart in memory, not
+	// five, so that a fleet's hot lines span fewer pages and a pick's two
+	// random ones less often miss the TLB. It fills its line exactly
+	// (TestEndpointLayout): no padding follows it, as a trailing empty one
+	// would make the object a word longer.
 	endpointWarm
-	_ [cacheLine - unsafe.Sizeof(endpointWarm{})]byte
 }
 
 // endpointWarm is an Endpoint's second line.
@@ -76,6 +77,12 @@ type endpointWarm struct {
 	// weights are off or come out of band. Atomic: the keeper sets it
 	// under the balancer's lock while Dones read it.
 	reportTo atomic.Pointer[orcaweight.Tracker]
+
+	// answer and spent are what its server last reported of its load, as
+	// pickwise_prequal's picks read it (reportedload.go): beside the hot
+	// line, which a pick of the pool reads too, not a pointer away.
+	answer atomic.Uint64
+	spent  atomic.Uint64
 }
 
 // farPeaks are an endpoint's recent far peaks: samples over farPeak times

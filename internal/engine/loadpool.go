@@ -35,11 +35,12 @@ func (p *loadPool) holds(e *Endpoint) bool {
 }
 
 // offer puts e, whose answer has just been set, in the pool: into a free
-// slot if there is one, else in place of the oldest newcomer when evict,
-// else not at all. A call's report does not evict: it would fill the pool
-// with the endpoints this client already picks, and the probes' random
-// draws would never get in.
-func (p *loadPool) offer(e *Endpoint, evict bool) bool {
+// slot if there is one; else, when evict, in place of an answer spent
+// (its reuse budget used up) or the oldest newcomer; else not at all. A
+// call's report does not evict: it would fill the pool with the endpoints
+// this client already picks, and the probes' random draws would never get
+// in.
+func (p *loadPool) offer(e *Endpoint, evict bool, budget int) bool {
 	if p.holds(e) {
 		return true
 	}
@@ -53,6 +54,12 @@ func (p *loadPool) offer(e *Endpoint, evict bool) bool {
 		return false
 	}
 	k := int32(p.next.Add(1) % uint32(p.size))
+	for j := range p.size {
+		if o := p.slots[j].Load(); o != nil && usesOf(o.spent.Load()) >= budget {
+			k = j
+			break
+		}
+	}
 	if old := p.slots[k].Swap(e); old != nil && old != e {
 		old.load.slot.CompareAndSwap(k+1, 0)
 	}
@@ -68,9 +75,10 @@ func (p *loadPool) remove(e *Endpoint) {
 	}
 }
 
-// expire removes the answers older than oldest, then sets the hot line at
-// quantile q of the RIFs left, and returns how many are left.
-func (p *loadPool) expire(oldest int64, q float64) int {
+// expire removes the answers older than maxAge at now, then sets the hot
+// line at quantile q of the RIFs left, and returns how many of them are
+// not spent.
+func (p *loadPool) expire(now, maxAge int64, q float64, budget int) (usable int) {
 	var rifs [MaxLoadPool]uint32
 	n := 0
 	for k := range p.size {
@@ -78,16 +86,19 @@ func (p *loadPool) expire(oldest int64, q float64) int {
 		if e == nil {
 			continue
 		}
-		l := &e.load
-		if l.at.Load() < oldest {
+		spent := e.spent.Load()
+		if answerAge(spent, now) > maxAge {
 			p.remove(e)
 			continue
 		}
-		rifs[n] = uint32(l.word.Load() >> 32)
+		if usesOf(spent) < budget {
+			usable++
+		}
+		rifs[n] = e.reportedRIF()
 		n++
 	}
 	p.hot.Store(quantileOf(rifs[:n], q))
-	return n
+	return usable
 }
 
 // quantileOf is the nearest-rank q-quantile of v, which it sorts; the

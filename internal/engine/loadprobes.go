@@ -79,14 +79,22 @@ type loadProbes struct {
 	// chance is the share of picks that ask for a probe, scaled to 2^64:
 	// picks compare a random draw with it.
 	chance atomic.Uint64
+	// unprobed is set when a probe run found no endpoint that serves
+	// probes: picks stop asking until the next picker (use).
+	unprobed atomic.Bool
 	// demand is the probes picks asked for that are not sent yet; wanted
-	// says a Done or an answer should kick the prober.
+	// says a Done should kick the prober.
 	demand atomic.Int64
 	wanted atomic.Bool
-	run    task // the prober's run, once however many kicks
-	tick   task // expiry, every MaxAge/2 while the pool holds answers
+	// now is a recent Clock reading, for the calls' reports: taken by the
+	// tick, every MaxAge/4, and by answers. A report's answer then looks
+	// up to that much older than it is, and leaves the pool that much
+	// sooner.
+	now  atomic.Int64
+	run  task // the prober's run, once however many kicks
+	tick task // expiry, every MaxAge/2 while the pool holds answers
 
-	sent, answers, failures, unimplemented, fallbacks atomic.Uint64
+	sent, answers, failures, unimplemented atomic.Uint64
 }
 
 func newLoadProbes(clock Clock, rand Rand, prober LoadProber, logf func(string, ...any)) *loadProbes {
@@ -129,13 +137,16 @@ func (lp *loadProbes) stop() {
 func (lp *loadProbes) use(ready []Ready) {
 	for i := range ready {
 		e := ready[i].Stats
-		e.load.index.Store(int32(i))
+		e.setIndex(i)
 		if e.load.done == nil {
 			e.load.done = lp.newDone(e)
 		}
 	}
 	lp.targets.Store(&ready)
+	lp.unprobed.Store(false)
+	lp.chance.Store(math.MaxUint64)
 	if s := lp.settings.Load(); s != nil && len(ready) > 0 {
+		lp.now.Store(lp.clock.Nanotime())
 		lp.ensureTick(s)
 	}
 }
@@ -163,14 +174,16 @@ func (lp *loadProbes) report(e *Endpoint, load any) {
 	if s == nil || !ok {
 		return
 	}
-	e.load.set(rif, latency, lp.clock.Nanotime(), e.inflight.Load())
-	if s.pool.offer(e, false) {
+	e.setAnswer(rif, latency, lp.now.Load(), e.inflight.Load())
+	if s.pool.offer(e, false, s.cfg.ReuseBudget) {
 		lp.ensureTick(s)
 	}
 }
 
 // want is a pick's request for a probe, at chance; draw is its random
-// bits. It writes a shared word only when it asks.
+// bits. It writes a word every core shares only when it asks. The probes
+// go out at once, with the next Done: batched, they came later, and each
+// balancer's view of a fleet shared by many was older.
 func (lp *loadProbes) want(draw uint64) {
 	if draw <= lp.chance.Load() {
 		lp.demand.Add(1)
@@ -178,13 +191,6 @@ func (lp *loadProbes) want(draw uint64) {
 			lp.wanted.Store(true)
 		}
 	}
-}
-
-// fallback counts a pick the pool could not place, which always asks for
-// a probe.
-func (lp *loadProbes) fallback() {
-	lp.fallbacks.Add(1)
-	lp.want(0)
 }
 
 // kick runs the prober soon, once however many ask.
@@ -205,24 +211,46 @@ func (lp *loadProbes) probe() {
 	}
 	ready := *targets
 	n = min(n, int64(s.pool.size), int64(len(ready)))
-	for ; n > 0; n-- {
-		e := lp.draw(s.pool, ready)
+	for sent := 0; n > 0; n-- {
+		e := lp.draw(s, ready)
 		if e == nil {
+			if sent == 0 && !anyServes(ready) {
+				lp.unprobed.Store(true)
+				lp.chance.Store(0)
+			}
 			return
 		}
 		lp.send(s, e)
+		sent++
 	}
+}
+
+// anyServes reports whether some connected endpoint of ready may serve
+// probes: none has answered one with Unimplemented on its connection.
+func anyServes(ready []Ready) bool {
+	for i := range ready {
+		e := ready[i].Stats
+		if c := e.conn.Load(); c != nil && c.sc != nil && e.load.unserved.Load() != c {
+			return true
+		}
+	}
+	return false
 }
 
 // drawTries bounds the draws for one probe's endpoint.
 const drawTries = 4
 
-// draw is an endpoint to probe, or nil if a few draws found none.
-func (lp *loadProbes) draw(pool *loadPool, ready []Ready) *Endpoint {
+// draw is an endpoint to probe, or nil if a few draws found none:
+// connected, serving probes, not being probed, and with no answer in the
+// pool that picks can still use.
+func (lp *loadProbes) draw(s *loadSettings, ready []Ready) *Endpoint {
 	for range drawTries {
 		e := ready[reduce(uint32(lp.rand.Uint64()), len(ready))].Stats
 		c := e.conn.Load()
-		if c == nil || c.sc == nil || e.load.probing.Load() || e.load.unserved.Load() == c || pool.holds(e) {
+		if c == nil || c.sc == nil || e.load.probing.Load() || e.load.unserved.Load() == c {
+			continue
+		}
+		if s.pool.holds(e) && usesOf(e.spent.Load()) < s.cfg.ReuseBudget {
 			continue
 		}
 		return e
@@ -262,18 +290,23 @@ func (lp *loadProbes) answered(e *Endpoint, c *readyConn, a LoadAnswer) {
 	}
 	lp.answers.Add(1)
 	now := lp.clock.Nanotime()
-	e.load.set(a.RIF, a.Latency, now, e.inflight.Load())
-	s.pool.offer(e, true)
+	lp.now.Store(now)
+	e.setAnswer(a.RIF, a.Latency, now, e.inflight.Load())
+	s.pool.offer(e, true, s.cfg.ReuseBudget)
 	lp.settle(s, now)
 	lp.ensureTick(s)
 }
 
 // settle expires old answers, sets the hot line, and sets the chance
-// that a pick asks for a probe from how full the pool is.
+// that a pick asks for a probe from the share of the pool picks cannot
+// use: empty, or spent.
 func (lp *loadProbes) settle(s *loadSettings, now int64) {
-	left := s.pool.expire(now-int64(s.cfg.MaxAge), s.cfg.HotQuantile)
-	free := float64(int(s.pool.size)-left) / float64(s.pool.size)
-	lp.chance.Store(chanceOf(max(free, s.cfg.MinProbeRate)))
+	usable := s.pool.expire(now, int64(s.cfg.MaxAge), s.cfg.HotQuantile, s.cfg.ReuseBudget)
+	if lp.unprobed.Load() {
+		return
+	}
+	unusable := float64(int(s.pool.size)-usable) / float64(s.pool.size)
+	lp.chance.Store(chanceOf(max(unusable, s.cfg.MinProbeRate)))
 }
 
 // chanceOf is a probability as the threshold of a 64-bit draw.
@@ -288,19 +321,21 @@ func chanceOf(p float64) uint64 {
 // probes picks asked for when no Done has.
 func (lp *loadProbes) ensureTick(s *loadSettings) {
 	if lp.tick.claim() {
-		lp.tick.arm(lp.clock, s.cfg.MaxAge/2, lp.onTick)
+		lp.tick.arm(lp.clock, s.cfg.MaxAge/4, lp.onTick)
 	}
 }
 
 // onTick expires old answers and sends the probes picks asked for. It
-// runs every MaxAge/2 while the balancer probes: a channel whose calls
+// runs every MaxAge/4 while the balancer probes: a channel whose calls
 // are all long still gets its probes.
 func (lp *loadProbes) onTick() {
 	s := lp.settings.Load()
 	if s == nil || lp.ctx.Err() != nil {
 		return
 	}
-	lp.settle(s, lp.clock.Nanotime())
+	now := lp.clock.Nanotime()
+	lp.now.Store(now)
+	lp.settle(s, now)
 	if lp.demand.Load() > 0 {
 		lp.probe()
 	}

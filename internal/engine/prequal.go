@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+
 	"google.golang.org/grpc/balancer"
 )
 
@@ -45,32 +47,26 @@ func NewPrequal(snap *Snapshot, choices int) balancer.Picker {
 	return p
 }
 
-// ranked is a pool answer as the hot-cold rule ranks it: hot after cold;
-// among cold, by latency; among hot, by RIF.
+// ranked is a pool answer as the hot-cold rule ranks it, lowest first:
+// key orders hot after cold, cold ones by latency then RIF, hot ones by
+// RIF. Non-negative float32s order as their bits do, so the key is one
+// integer.
 type ranked struct {
 	i   int // index in cands; -1 for none
-	hot bool
-	key float64
+	key uint64
 }
 
-// before reports whether r ranks before o.
-func (r ranked) before(o ranked) bool {
-	if o.i < 0 {
-		return true
-	}
-	if r.hot != o.hot {
-		return !r.hot
-	}
-	return r.key < o.key
-}
+var unranked = ranked{i: -1, key: math.MaxUint64}
 
 // rank is e's answer ranked against the hot line.
-func (p *Prequal) rank(i int, e *Endpoint, hot uint32) ranked {
-	rif, lat, _ := e.load.estimate(e.inflight.Load())
+func rank(i int, e *Endpoint, hot uint32) ranked {
+	w := e.answer.Load()
+	rif := int64(w>>48) + int64(int16(uint16(e.inflight.Load())-uint16(w>>32)))
+	rif = min(max(rif, 0), math.MaxUint16)
 	if rif > int64(hot) {
-		return ranked{i: i, hot: true, key: float64(rif)}
+		return ranked{i: i, key: 1<<63 | uint64(rif)}
 	}
-	return ranked{i: i, key: lat}
+	return ranked{i: i, key: uint64(uint32(w)&^1)<<16 | uint64(rif)}
 }
 
 // Pick implements balancer.Picker.
@@ -80,28 +76,29 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		s.notePlaced()
 	}
 	a := AttemptsOf(info)
-	pool := p.set.pool
+	pool, budget := p.set.pool, p.set.cfg.ReuseBudget
 	hot := pool.hot.Load()
-	best, second := ranked{i: -1}, ranked{i: -1}
+	best, second := unranked, unranked
 	for k := range pool.size {
 		e := pool.slots[k].Load()
 		if e == nil {
 			continue
 		}
-		i := int(e.load.index.Load())
-		if uint(i) >= uint(len(p.cands)) || p.cands[i].Stats != e || a != nil && a.Used(e) || i == best.i {
+		spent := e.spent.Load()
+		i := e.indexOf(spent)
+		if uint(i) >= uint(len(p.cands)) || p.cands[i].Stats != e || usesOf(spent) >= budget || a != nil && a.Used(e) || i == best.i {
 			continue
 		}
-		switch r := p.rank(i, e, hot); {
-		case r.before(best):
+		switch r := rank(i, e, hot); {
+		case r.key < best.key:
 			best, second = r, best
-		case r.before(second):
+		case r.key < second.key:
 			second = r
 		}
 	}
-	draw := s.Rand.Uint64()
+	draw := p.ll.draw()
 	if second.i < 0 {
-		p.probes.fallback()
+		p.probes.want(draw)
 		return p.fallback.pickAny(info, a)
 	}
 	p.probes.want(draw)
@@ -110,19 +107,31 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			return res, err
 		}
 	}
+	b, c := p.cands[best.i].Stats, p.cands[second.i].Stats
+	if !p.ll.rampingPair(best.i, second.i) && (!p.ll.penalty || (b.outcomeBits.Load()|c.outcomeBits.Load())>>32 == 0) {
+		// Neither ramps nor failed of late: the rule's choice stands.
+		p.spend(b)
+		res, err := p.ll.place(&p.cands[best.i], info, ReasonLeastLoaded, 0)
+		if a != nil {
+			return a.Record(b, res, err)
+		}
+		return res, err
+	}
 	cands := [2]int{best.i, second.i}
 	chosen, _, why, now := p.ll.choose(cands[:], 0, 0)
 	e := p.cands[chosen].Stats
-	if e.load.uses.Add(1) >= int32(p.set.cfg.ReuseBudget) {
-		// Its answer is spent: the next pick asks for a fresh one.
-		pool.remove(e)
-	}
+	p.spend(e)
 	res, err := p.ll.placeChosen(cands[:], chosen, info, why, now)
 	if a != nil {
 		return a.Record(e, res, err)
 	}
 	return res, err
 }
+
+// spend counts a pick against e's answer. One that has placed its reuse
+// budget stays in its slot, passed over by picks, until a report renews
+// it, a probe's answer takes its place, or it expires.
+func (p *Prequal) spend(e *Endpoint) { e.use() }
 
 // hotCold is the cost the engine's checks compare for Prequal's final
 // pair: the hot-cold rank as a number, latency for a cold answer and, far
@@ -135,7 +144,7 @@ const hotBase = 1e9
 
 func (h hotCold) Load(r *Ready) float64 {
 	e := r.Stats
-	rif, lat, known := e.load.estimate(e.inflight.Load())
+	rif, lat, known := e.estimate()
 	if !known {
 		return hotBase
 	}

@@ -15,17 +15,33 @@ const (
 	latencyMetric = "pickwise.latency"
 )
 
-// reportedLoad is what an endpoint's server last said of its own load, in
-// a load probe's answer or a call's report: its requests in flight (RIF)
-// and its estimate of a new call's latency. Answers write it; Prequal's
-// picks read it. Every field is atomic.
+// What an endpoint's server last said of its own load, in a load probe's
+// answer or a call's report: its requests in flight (RIF) and its estimate
+// of a new call's latency, in two words of the endpoint's second line,
+// which answers write and Prequal's picks read:
+//
+//   - answer: RIF (16 bits, saturated), the endpoint's in-flight count when
+//     the answer arrived (its low 16 bits), and the latency in seconds as
+//     float32 bits (the lowest forced to 1, so that 0 means no answer);
+//   - spent: when the answer arrived (Clock.Nanotime in units of 2^16 ns,
+//     32 bits, compared with wrapping arithmetic), the endpoint's index in
+//     the newest Prequal picker's Endpoints (16 bits; noIndex when it does
+//     not fit), and the picks the answer placed (16 bits).
+const (
+	usesBits  = 16
+	indexBits = 16
+	timeShift = usesBits + indexBits
+	usesMask  = 1<<usesBits - 1
+	indexMask = (1<<indexBits - 1) << usesBits
+	// noIndex in spent sends a pick to reportedLoad.index.
+	noIndex = 1<<indexBits - 1
+	// timeUnit is the resolution of an answer's time.
+	timeUnit = 1 << 16
+)
+
+// reportedLoad is the rest of an endpoint's state for pickwise_prequal,
+// read off the pick's common path. Every field is atomic but done.
 type reportedLoad struct {
-	// word packs the answer: RIF in the high half, the latency in seconds
-	// as float32 bits in the low; 0 before the first answer.
-	word atomic.Uint64
-	at   atomic.Int64  // Clock.Nanotime of the answer
-	base atomic.Uint32 // the endpoint's in-flight count when the answer arrived
-	uses atomic.Int32  // picks placed on the answer
 	// slot is 1 + the pool slot that holds the endpoint, 0 if none; a hint
 	// that the pool confirms (loadPool.holds).
 	slot atomic.Int32
@@ -43,26 +59,55 @@ type reportedLoad struct {
 	done func(balancer.DoneInfo)
 }
 
-// set records an answer that arrived at now, when the endpoint had
-// inflight calls in flight.
-func (l *reportedLoad) set(rif uint32, latency float64, now int64, inflight uint32) {
-	l.base.Store(inflight)
-	l.at.Store(now)
-	l.uses.Store(0)
-	l.word.Store(uint64(rif)<<32 | uint64(math.Float32bits(float32(latency))))
+// setAnswer records an answer that arrived at now, when e had inflight
+// calls in flight.
+func (e *Endpoint) setAnswer(rif uint32, latency float64, now int64, inflight uint32) {
+	e.spent.Store(uint64(uint32(now/timeUnit))<<timeShift | packIndex(e.load.index.Load()))
+	e.answer.Store(uint64(min(rif, math.MaxUint16))<<48 | uint64(uint16(inflight))<<32 | uint64(math.Float32bits(float32(latency))) | 1)
 }
 
-// estimate is the RIF and latency (seconds) of the last answer, the RIF
+// setIndex records e's index in a new Prequal picker's Endpoints.
+func (e *Endpoint) setIndex(i int) {
+	e.load.index.Store(int32(i))
+	e.spent.And(^uint64(indexMask))
+	e.spent.Or(packIndex(int32(i)))
+}
+
+func packIndex(i int32) uint64 { return uint64(min(uint32(i), noIndex)) << usesBits }
+
+// indexOf is e's index in the newest Prequal picker, read from spent.
+func (e *Endpoint) indexOf(spent uint64) int {
+	if i := int(spent&indexMask) >> usesBits; i != noIndex {
+		return i
+	}
+	return int(e.load.index.Load())
+}
+
+// answerAge is how long before now, in Clock.Nanotime, the answer arrived.
+func answerAge(spent uint64, now int64) int64 {
+	return int64(int32(uint32(now/timeUnit)-uint32(spent>>timeShift))) * timeUnit
+}
+
+// usesOf is how many picks the answer placed.
+func usesOf(spent uint64) int { return int(spent & usesMask) }
+
+// use counts a pick placed on e's answer.
+func (e *Endpoint) use() { e.spent.Add(1) }
+
+// reportedRIF is the RIF e's last answer reported.
+func (e *Endpoint) reportedRIF() uint32 { return uint32(e.answer.Load() >> 48) }
+
+// estimate is the RIF and latency (seconds) of e's last answer, the RIF
 // moved by the calls this client started and finished since: those it
 // placed count at once, as the answer could not have counted them.
 // known is false before the first answer.
-func (l *reportedLoad) estimate(inflight uint32) (rif int64, latency float64, known bool) {
-	w := l.word.Load()
+func (e *Endpoint) estimate() (rif int64, latency float64, known bool) {
+	w := e.answer.Load()
 	if w == 0 {
 		return 0, 0, false
 	}
-	rif = int64(w>>32) + int64(int32(inflight-l.base.Load()))
-	return max(rif, 0), float64(math.Float32frombits(uint32(w))), true
+	rif = int64(w>>48) + int64(int16(uint16(e.inflight.Load())-uint16(w>>32)))
+	return max(rif, 0), float64(math.Float32frombits(uint32(w) &^ 1)), true
 }
 
 // reportOf reads the serverload figures from a call's ORCA report, if it
