@@ -37,6 +37,8 @@ const (
 	noIndex = 1<<indexBits - 1
 	// timeUnit is the resolution of an answer's time.
 	timeUnit = 1 << 16
+	// maxLatency bounds a latency estimate, in seconds.
+	maxLatency = 3600
 )
 
 // reportedLoad is the rest of an endpoint's state for pickwise_prequal,
@@ -62,6 +64,9 @@ type reportedLoad struct {
 // setAnswer records an answer that arrived at now, when e had inflight
 // calls in flight.
 func (e *Endpoint) setAnswer(rif uint32, latency float64, now int64, inflight uint32) {
+	if !(latency >= 0) || latency > maxLatency {
+		latency = 0 // unknown: no server's answer is negative, NaN or days long
+	}
 	e.spent.Store(uint64(uint32(now/timeUnit))<<timeShift | packIndex(e.load.index.Load()))
 	e.answer.Store(uint64(min(rif, math.MaxUint16))<<48 | uint64(uint16(inflight))<<32 | uint64(math.Float32bits(float32(latency))) | 1)
 }
@@ -121,9 +126,5 @@ func reportOf(load any) (rif uint32, latency float64, ok bool) {
 	if !ok || !(v >= 0) {
 		return 0, 0, false
 	}
-	latency = r.NamedMetrics[latencyMetric]
-	if !(latency >= 0) || math.IsInf(latency, 1) {
-		latency = 0
-	}
-	return uint32(min(v, math.MaxUint32>>1)), latency, true
+	return uint32(min(v, math.MaxUint32>>1)), r.NamedMetrics[latencyMetric], true
 }
