@@ -62,6 +62,17 @@ func ExampleNames() {
 	// pickwise.peak_ewma.picks
 	// pickwise.peak_ewma.probe_picks
 	// pickwise.peak_ewma.readmissions
+	// pickwise.prequal.answer_age
+	// pickwise.prequal.attempts_elsewhere
+	// pickwise.prequal.ejections
+	// pickwise.prequal.endpoints_ejected
+	// pickwise.prequal.endpoints_in_slow_start
+	// pickwise.prequal.endpoints_ready
+	// pickwise.prequal.load_probes
+	// pickwise.prequal.picks
+	// pickwise.prequal.pool_answers
+	// pickwise.prequal.probe_picks
+	// pickwise.prequal.readmissions
 	// pickwise.ring_hash.attempts_elsewhere
 	// pickwise.ring_hash.ejections
 	// pickwise.ring_hash.endpoint_cost

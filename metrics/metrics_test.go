@@ -26,12 +26,13 @@ func TestNames(t *testing.T) {
 	want := []string{"pickwise.subset.size", "pickwise.subset.endpoints", "pickwise.subset.churn",
 		"pickwise.shadow.predictions", "pickwise.shadow.endpoint_picks", "pickwise.shadow.calls", "pickwise.shadow.call_duration",
 		"pickwise.orca_wrr.bad_reports", "pickwise.orca_wrr.endpoint_weight", "pickwise.orca_wrr.endpoint_weight_stale",
-		"pickwise.orca_wrr.endpoint_weight_not_yet_usable", "pickwise.orca_wrr.rr_fallback"}
-	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash"} {
+		"pickwise.orca_wrr.endpoint_weight_not_yet_usable", "pickwise.orca_wrr.rr_fallback",
+		"pickwise.prequal.load_probes", "pickwise.prequal.pool_answers", "pickwise.prequal.answer_age"}
+	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash", "prequal"} {
 		want = append(want, "pickwise."+p+".picks", "pickwise."+p+".endpoints_ready", "pickwise."+p+".endpoints_in_slow_start",
 			"pickwise."+p+".endpoints_ejected", "pickwise."+p+".ejections", "pickwise."+p+".readmissions",
 			"pickwise."+p+".probe_picks", "pickwise."+p+".attempts_elsewhere")
-		if p != "orca_wrr" {
+		if p != "orca_wrr" && p != "prequal" {
 			want = append(want, "pickwise."+p+".endpoint_cost")
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	"github.com/pickwise/pickwise/balancer/ringhash"
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
@@ -43,7 +44,7 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 		}
 	}
 
-	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma"} {
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_prequal"} {
 		h := testkit.NewHarness(t, p, `{"slowStart": {"window": "10s"}}`)
 		as := testkit.Addrs(4)
 		h.Start(as[:3]...)
@@ -99,6 +100,25 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 	}
 	note(h.Metrics)
 
+	// pickwise_prequal: servers that answer probes and report on every
+	// call, one that never answers (a failed probe), and one whose
+	// requests in flight stand above the rest (hot).
+	prober := testkit.NewProber()
+	h = testkit.NewProbingHarness(t, "pickwise_prequal", `{"hotQuantile": 0.5}`, prober)
+	as = testkit.Addrs(4)
+	for i, a := range as[:3] {
+		prober.Set(a, engine.LoadAnswer{RIF: uint32(1 + 20*i), Latency: 0.01})
+	}
+	h.Start(as...)
+	for i := 0; i < 300; i++ {
+		a, done := h.Pick()
+		done(balancer.DoneInfo{BytesSent: true, BytesReceived: true, ServerLoad: &v3orcapb.OrcaLoadReport{
+			NamedMetrics: map[string]float64{"pickwise.rif": float64(len(a) % 7), "pickwise.latency": 0.01},
+		}})
+		h.Clock.Advance(time.Millisecond)
+	}
+	note(h.Metrics)
+
 	// pickwise_ring_hash: lazy, so keyless picks wake the endpoints one at
 	// a time; then keyed calls held past bounded load's cap.
 	h = testkit.NewHarness(t, "pickwise_ring_hash", `{"balanceFactor": 1.25}`)
@@ -115,7 +135,7 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 
 	// Every engine policy: a black hole ejected, probed and readmitted
 	// once it heals, and a retry placed away from its first attempt.
-	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "pickwise_ring_hash"} {
+	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "pickwise_ring_hash", "pickwise_prequal"} {
 		h := testkit.NewHarness(t, p, `{}`)
 		as := testkit.Addrs(4)
 		h.Start(as...)

@@ -11,9 +11,9 @@ const Name = "pickwise_prequal"
 
 // metrics are pickwise.prequal.*; see the metrics package.
 var metrics = engine.RegisterMetrics(engine.MetricsSpec{
-	Policy:  "prequal",
-	Reasons: engine.LeastLoadedReasons,
-	Cost:    "The cost pickwise_prequal compares between the two best answers of its pool: a cold answer's latency estimate in seconds, or 1e9 plus a hot answer's requests in flight, divided by the endpoint's weight, times its failure penalty; with fewer than two answers, in-flight calls plus one, as pickwise_p2c's.",
+	Policy:     "prequal",
+	Reasons:    engine.PrequalReasons,
+	LoadProbes: true,
 })
 
 func init() {

@@ -97,10 +97,10 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	b.ejection = ejection{name: s.Name, clock: opts.Clock, shared: &b.shared, locked: b.locked, order: &b.order,
 		changed: b.pub.ejectionChanged, publish: publish}
 	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: b.mode.reconnects()}
+	b.loadProbes = newLoadProbes(opts.Clock, opts.Rand, opts.LoadProber, logger.Infof)
 	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
 	b.weights = reportedWeights{clock: opts.Clock, locked: b.locked, order: &b.order, rec: &b.rec,
 		publish: publish, weightsChanged: b.pub.weightsChanged}
-	b.loadProbes = newLoadProbes(opts.Clock, opts.Rand, opts.LoadProber, logger.Infof)
 	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
 	// Last: the sink may call the reporter at once, from its own
 	// goroutine; and it marks doneWork as recording.

@@ -71,6 +71,10 @@ type LeastLoaded struct {
 	unserved bool         // the snapshot's: picks mark the channel's first call
 	byWeight bool         // under ByWeight while the weights differ: drawn through alias
 	loadDone bool         // calls end with the endpoint's Prequal Done (reportedLoad.done)
+	// fixedWhy counts every pick for why, whatever decided it: Prequal's
+	// fallback counts its picks as ReasonNoAnswers.
+	fixedWhy bool
+	why      PickReason
 	alias    aliasTable
 }
 
@@ -421,6 +425,9 @@ func (p *LeastLoaded) unusedEndpoint(cands []int, a *Attempts) (int, bool) {
 // read), counting it in its ramp's share and timing it if slow start's
 // evidence wants its answer (proofFor).
 func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
+	if p.fixedWhy {
+		why = p.why
+	}
 	p.countRamping(best)
 	if p.proving {
 		var proof ramp.Kind
@@ -439,6 +446,9 @@ func (p *LeastLoaded) placeChosen(cands []int, best int, info balancer.PickInfo,
 // place asks c's child for a connection with the reason why, timing the
 // call if the policy is latency-aware and the endpoint wants a sample.
 func (p *LeastLoaded) place(c *Ready, info balancer.PickInfo, why PickReason, now int64) (balancer.PickResult, error) {
+	if p.fixedWhy {
+		why = p.why
+	}
 	if p.timed && c.Stats.wantsSample(now, p.gap) {
 		return pickTimed(c.Stats, p.snap.sharedOf(c.Stats), info, why, now, p.snap.Clock, p.snap.latency, ramp.None)
 	}

@@ -94,7 +94,8 @@ type loadProbes struct {
 	run  task // the prober's run, once however many kicks
 	tick task // expiry, every MaxAge/2 while the pool holds answers
 
-	sent, answers, failures, unimplemented atomic.Uint64
+	// Probes' results since the recorder's last flush.
+	answers, failures, unimplemented atomic.Uint64
 }
 
 func newLoadProbes(clock Clock, rand Rand, prober LoadProber, logf func(string, ...any)) *loadProbes {
@@ -262,7 +263,6 @@ func (lp *loadProbes) draw(s *loadSettings, ready []Ready) *Endpoint {
 func (lp *loadProbes) send(s *loadSettings, e *Endpoint) {
 	c := e.conn.Load()
 	e.load.probing.Store(true)
-	lp.sent.Add(1)
 	ctx, cancel := context.WithTimeout(lp.ctx, s.cfg.Timeout)
 	lp.prober.Probe(ctx, c.sc, e.addr, func(a LoadAnswer) {
 		cancel()
@@ -307,6 +307,28 @@ func (lp *loadProbes) settle(s *loadSettings, now int64) {
 	}
 	unusable := float64(int(s.pool.size)-usable) / float64(s.pool.size)
 	lp.chance.Store(chanceOf(max(unusable, s.cfg.MinProbeRate)))
+}
+
+// poolAnswers records the age in seconds of each answer in the pool at
+// now, and returns how many picks can still use.
+func (lp *loadProbes) poolAnswers(now int64, age func(float64)) (usable int) {
+	s := lp.settings.Load()
+	if s == nil {
+		return 0
+	}
+	for k := range s.pool.size {
+		e := s.pool.slots[k].Load()
+		if e == nil {
+			continue
+		}
+		spent := e.spent.Load()
+		a := answerAge(spent, now)
+		age(float64(max(a, 0)) / 1e9)
+		if a <= int64(s.cfg.MaxAge) && usesOf(spent) < s.cfg.ReuseBudget {
+			usable++
+		}
+	}
+	return usable
 }
 
 // chanceOf is a probability as the threshold of a 64-bit draw.

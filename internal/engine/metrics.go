@@ -21,6 +21,7 @@ const (
 	targetLabel   = "grpc.target"
 	localityLabel = "grpc.lb.locality"
 	reasonLabel   = "pickwise.reason"
+	resultLabel   = "pickwise.probe_result"
 )
 
 // MetricsSpec describes the metrics of one policy.
@@ -37,6 +38,9 @@ type MetricsSpec struct {
 	// Weights registers the metrics of backend-reported weights, for a
 	// policy with Settings.Weights.
 	Weights bool
+	// LoadProbes registers the metrics of load probing, for a policy with
+	// Settings.LoadProbing.
+	LoadProbes bool
 }
 
 // Metrics are the registered metrics of one policy (RegisterMetrics).
@@ -47,6 +51,7 @@ type Metrics struct {
 	ramping *estats.Int64AsyncGaugeHandle
 	cost    *estats.Float64HistoHandle // nil without MetricsSpec.Cost
 	weights *weightMetrics             // nil without MetricsSpec.Weights
+	load    *loadMetrics               // nil without MetricsSpec.LoadProbes
 
 	// Outcomes: local ejection, probes and retries placed elsewhere.
 	ejected      *estats.Int64AsyncGaugeHandle
@@ -66,6 +71,20 @@ type weightMetrics struct {
 	weight       *estats.Float64HistoHandle
 	badReports   *estats.Int64CountHandle
 }
+
+// loadMetrics follow load probing (loadprobes.go).
+type loadMetrics struct {
+	probes *estats.Int64CountHandle // by result
+	pool   *estats.Int64AsyncGaugeHandle
+	age    *estats.Float64HistoHandle
+}
+
+// Load probes' results, the values of resultLabel.
+const (
+	probeAnswered      = "answered"
+	probeFailed        = "failed"
+	probeUnimplemented = "unimplemented"
+)
 
 // RegisterMetrics registers a policy's metrics. Call it once, from the
 // policy package's initialization (grpc's registry panics on a name
@@ -144,6 +163,31 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 			Labels:         plain,
 			OptionalLabels: optional,
 		}))
+	}
+	if s.LoadProbes {
+		m.load = &loadMetrics{
+			probes: estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
+				Name:           p + "load_probes",
+				Description:    "Load probes sent to endpoints' servers, by result (pickwise.probe_result): answered, failed (an error or a timeout), or unimplemented (the server runs no probe service; it is asked once per connection).",
+				Unit:           "{probe}",
+				Labels:         []string{targetLabel, resultLabel},
+				OptionalLabels: optional,
+			})),
+			pool: estats.RegisterInt64AsyncGauge(RegisterMetricName(estats.MetricDescriptor{
+				Name:           p + "pool_answers",
+				Description:    "Servers' answers in the pool that picks can still use: younger than maxAge and within their reuse budget.",
+				Unit:           "{answer}",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+			age: estats.RegisterFloat64Histo(RegisterMetricName(estats.MetricDescriptor{
+				Name:           p + "answer_age",
+				Description:    "The age of each answer in the pool, each time metrics are collected.",
+				Unit:           "s",
+				Labels:         plain,
+				OptionalLabels: optional,
+			})),
+		}
 	}
 	if s.Weights {
 		m.weights = &weightMetrics{

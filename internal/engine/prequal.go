@@ -44,6 +44,7 @@ func NewPrequal(snap *Snapshot, choices int) balancer.Picker {
 		// Every call's Done folds in its report (loadProbes.newDone).
 		ll.pair, ll.loadDone = false, true
 	}
+	p.fallback.fixedWhy, p.fallback.why = true, ReasonNoAnswers
 	return p
 }
 
@@ -58,13 +59,24 @@ type ranked struct {
 
 var unranked = ranked{i: -1, key: math.MaxUint64}
 
+// hotKey marks a hot answer's key.
+const hotKey = 1 << 63
+
+// reason is why a pick of r was made.
+func (r ranked) reason() PickReason {
+	if r.key&hotKey != 0 {
+		return ReasonHot
+	}
+	return ReasonCold
+}
+
 // rank is e's answer ranked against the hot line.
 func rank(i int, e *Endpoint, hot uint32) ranked {
 	w := e.answer.Load()
 	rif := int64(w>>48) + int64(int16(uint16(e.inflight.Load())-uint16(w>>32)))
 	rif = min(max(rif, 0), math.MaxUint16)
 	if rif > int64(hot) {
-		return ranked{i: i, key: 1<<63 | uint64(rif)}
+		return ranked{i: i, key: hotKey | uint64(rif)}
 	}
 	return ranked{i: i, key: uint64(uint32(w)&^1)<<16 | uint64(rif)}
 }
@@ -111,7 +123,7 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if !p.ll.rampingPair(best.i, second.i) && (!p.ll.penalty || (b.outcomeBits.Load()|c.outcomeBits.Load())>>32 == 0) {
 		// Neither ramps nor failed of late: the rule's choice stands.
 		p.spend(b)
-		res, err := p.ll.place(&p.cands[best.i], info, ReasonLeastLoaded, 0)
+		res, err := p.ll.place(&p.cands[best.i], info, best.reason(), 0)
 		if a != nil {
 			return a.Record(b, res, err)
 		}
@@ -119,6 +131,12 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	cands := [2]int{best.i, second.i}
 	chosen, _, why, now := p.ll.choose(cands[:], 0, 0)
+	if why != ReasonAvoidedFailing {
+		why = best.reason()
+		if chosen == second.i {
+			why = second.reason()
+		}
+	}
 	e := p.cands[chosen].Stats
 	p.spend(e)
 	res, err := p.ll.placeChosen(cands[:], chosen, info, why, now)

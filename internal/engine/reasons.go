@@ -39,6 +39,22 @@ const (
 // LeastLoadedReasons names LeastLoaded's PickReasons, for MetricsSpec.
 var LeastLoadedReasons = []string{"tie", "least_loaded", "only_ready", "avoided_failing"}
 
+// Why a Prequal picker chose an endpoint; the names are PrequalReasons.
+// The fourth is ReasonAvoidedFailing, as LeastLoaded's.
+const (
+	// ReasonCold: the rule's choice, the cold answer with the lowest
+	// latency.
+	ReasonCold PickReason = iota
+	// ReasonHot: every usable answer was hot; the lowest RIF won.
+	ReasonHot
+	// ReasonNoAnswers: fewer than two usable answers; the call was placed
+	// by in-flight counts, as pickwise_p2c places it.
+	ReasonNoAnswers
+)
+
+// PrequalReasons names Prequal's PickReasons, for MetricsSpec.
+var PrequalReasons = []string{"cold", "hot", "no_answers", "avoided_failing"}
+
 // Why the engine's WeightedRR picker chose an endpoint; the names are
 // WeightedReasons.
 const (

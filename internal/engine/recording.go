@@ -23,6 +23,7 @@ type recorder struct {
 	labels   []string
 	shared   *doneShared
 	ej       *ejection
+	probes   *loadProbes
 	locked   runLocked
 	order    *[]*Endpoint // the balancer's endpoints, in resolver order
 	// pickers reads the pick counts of the WeightedRR pickers published,
@@ -33,7 +34,7 @@ type recorder struct {
 
 func newRecorder(cc balancer.ClientConn, target string, m *Metrics, b *engineBalancer) recorder {
 	r := recorder{sink: cc.MetricsRecorder(), policy: m, target: target, shared: &b.shared, ej: &b.ejection,
-		locked: b.locked, order: &b.order, unregister: func() {}}
+		probes: b.loadProbes, locked: b.locked, order: &b.order, unregister: func() {}}
 	r.labels = []string{target, ""}
 	if r.sink == nil {
 		r.sink = noMetrics{}
@@ -44,7 +45,11 @@ func newRecorder(cc balancer.ClientConn, target string, m *Metrics, b *engineBal
 // register makes report the balancer's async reporter.
 func (r *recorder) register(cc balancer.ClientConn, report func(estats.AsyncMetricsRecorder) error) {
 	if m := r.policy; m != nil && cc.MetricsRecorder() != nil {
-		r.unregister = r.sink.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(report), m.ready, m.ramping, m.ejected)
+		gauges := []estats.AsyncMetric{m.ready, m.ramping, m.ejected}
+		if m.load != nil {
+			gauges = append(gauges, m.load.pool)
+		}
+		r.unregister = r.sink.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(report), gauges...)
 		r.shared.work.recordsMetrics = true
 	}
 }
@@ -84,6 +89,10 @@ func (r *recorder) report(ar estats.AsyncMetricsRecorder, order []*Endpoint, pic
 	if cr, ok := picker.(CostReporter); ok && m.cost != nil {
 		cr.ReportCosts(now, func(c float64) { m.cost.Record(r.sink, c, r.labels...) })
 	}
+	if l := m.load; l != nil {
+		usable := r.probes.poolAnswers(now, func(age float64) { l.age.Record(r.sink, age, r.labels...) })
+		l.pool.Record(ar, int64(usable), r.labels...)
+	}
 }
 
 // flushTick is the flush a Done asks for while calls flow, for sinks that
@@ -122,6 +131,20 @@ func (r *recorder) flushOutcomes() {
 		m.picks.Record(r.sink, int64(n), r.target, "probe", r.locality)
 	}
 	record(m.elsewhere, r.shared.avoidedRetry.Swap(0))
+	if l := m.load; l != nil {
+		for _, c := range []struct {
+			result string
+			n      uint64
+		}{
+			{probeAnswered, r.probes.answers.Swap(0)},
+			{probeFailed, r.probes.failures.Swap(0)},
+			{probeUnimplemented, r.probes.unimplemented.Swap(0)},
+		} {
+			if c.n != 0 {
+				l.probes.Record(r.sink, int64(c.n), r.target, c.result, r.locality)
+			}
+		}
+	}
 }
 
 // pickCounts is the picks of some endpoints since their last flush, by
