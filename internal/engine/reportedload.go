@@ -71,8 +71,12 @@ func (e *Endpoint) setAnswer(rif uint32, latency float64, now int64, inflight ui
 	e.answer.Store(uint64(min(rif, math.MaxUint16))<<48 | uint64(uint16(inflight))<<32 | uint64(math.Float32bits(float32(latency))) | 1)
 }
 
-// setIndex records e's index in a new Prequal picker's Endpoints.
+// setIndex records e's index in a new Prequal picker's Endpoints. Most
+// publishes move few endpoints: the others cost a load.
 func (e *Endpoint) setIndex(i int) {
+	if e.load.index.Load() == int32(i) && e.indexOf(e.spent.Load()) == i {
+		return
+	}
 	e.load.index.Store(int32(i))
 	e.spent.And(^uint64(indexMask))
 	e.spent.Or(packIndex(int32(i)))

@@ -14,6 +14,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	"github.com/pickwise/pickwise/internal/engine"
 	"github.com/pickwise/pickwise/internal/testkit"
@@ -57,6 +58,7 @@ var eagerPolicies = []policy{
 	{"least_request_experimental", `{}`},
 	{"round_robin", `{}`},
 	{"pickwise_peak_ewma", `{}`},
+	{"pickwise_prequal", `{}`},
 	{"pickwise_orca_wrr", `{}`},
 	{"weighted_round_robin", `{}`},
 }
