@@ -13,6 +13,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
@@ -36,8 +37,9 @@ var (
 )
 
 // notMetricPrefixes are the <x> of pickwise.<x>.<y> names that are not
-// metrics: the test server's gRPC services (pickwise.interop.Backend).
-var notMetricPrefixes = map[string]bool{"interop": true}
+// metrics: the test server's gRPC services (pickwise.interop.Backend) and
+// the load probe's (pickwise.serverload.v1.LoadProbe).
+var notMetricPrefixes = map[string]bool{"interop": true, "serverload": true}
 
 // TestDocumentedNamesExist fails when a Markdown page, a package doc or a
 // comment names a metric that no policy registers: a renamed metric whose

@@ -6,6 +6,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
@@ -62,6 +63,15 @@ func ExampleNames() {
 	// pickwise.peak_ewma.picks
 	// pickwise.peak_ewma.probe_picks
 	// pickwise.peak_ewma.readmissions
+	// pickwise.prequal.attempts_elsewhere
+	// pickwise.prequal.ejections
+	// pickwise.prequal.endpoint_cost
+	// pickwise.prequal.endpoints_ejected
+	// pickwise.prequal.endpoints_in_slow_start
+	// pickwise.prequal.endpoints_ready
+	// pickwise.prequal.picks
+	// pickwise.prequal.probe_picks
+	// pickwise.prequal.readmissions
 	// pickwise.ring_hash.attempts_elsewhere
 	// pickwise.ring_hash.ejections
 	// pickwise.ring_hash.endpoint_cost

@@ -8,6 +8,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
@@ -27,7 +28,7 @@ func TestNames(t *testing.T) {
 		"pickwise.shadow.predictions", "pickwise.shadow.endpoint_picks", "pickwise.shadow.calls", "pickwise.shadow.call_duration",
 		"pickwise.orca_wrr.bad_reports", "pickwise.orca_wrr.endpoint_weight", "pickwise.orca_wrr.endpoint_weight_stale",
 		"pickwise.orca_wrr.endpoint_weight_not_yet_usable", "pickwise.orca_wrr.rr_fallback"}
-	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash"} {
+	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash", "prequal"} {
 		want = append(want, "pickwise."+p+".picks", "pickwise."+p+".endpoints_ready", "pickwise."+p+".endpoints_in_slow_start",
 			"pickwise."+p+".endpoints_ejected", "pickwise."+p+".ejections", "pickwise."+p+".readmissions",
 			"pickwise."+p+".probe_picks", "pickwise."+p+".attempts_elsewhere")
