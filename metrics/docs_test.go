@@ -37,8 +37,8 @@ var (
 )
 
 // notMetricPrefixes are the <x> of pickwise.<x>.<y> names that are not
-// metrics: gRPC services, the test server's (pickwise.interop.Backend) and
-// the load probe (pickwise.serverload.v1.LoadProbe).
+// metrics: the test server's gRPC services (pickwise.interop.Backend) and
+// the load probe's (pickwise.serverload.v1.LoadProbe).
 var notMetricPrefixes = map[string]bool{"interop": true, "serverload": true}
 
 // TestDocumentedNamesExist fails when a Markdown page, a package doc or a

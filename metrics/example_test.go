@@ -6,6 +6,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
@@ -65,6 +66,7 @@ func ExampleNames() {
 	// pickwise.prequal.answer_age
 	// pickwise.prequal.attempts_elsewhere
 	// pickwise.prequal.ejections
+	// pickwise.prequal.endpoint_cost
 	// pickwise.prequal.endpoints_ejected
 	// pickwise.prequal.endpoints_in_slow_start
 	// pickwise.prequal.endpoints_ready

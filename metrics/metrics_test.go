@@ -8,6 +8,7 @@ import (
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	_ "github.com/pickwise/pickwise/balancer/shadow"
 	_ "github.com/pickwise/pickwise/balancer/subset"
@@ -32,7 +33,7 @@ func TestNames(t *testing.T) {
 		want = append(want, "pickwise."+p+".picks", "pickwise."+p+".endpoints_ready", "pickwise."+p+".endpoints_in_slow_start",
 			"pickwise."+p+".endpoints_ejected", "pickwise."+p+".ejections", "pickwise."+p+".readmissions",
 			"pickwise."+p+".probe_picks", "pickwise."+p+".attempts_elsewhere")
-		if p != "orca_wrr" && p != "prequal" {
+		if p != "orca_wrr" {
 			want = append(want, "pickwise."+p+".endpoint_cost")
 		}
 	}

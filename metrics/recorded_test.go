@@ -136,8 +136,13 @@ func TestEveryMetricIsRecorded(t *testing.T) {
 	// Every engine policy: a black hole ejected, probed and readmitted
 	// once it heals, and a retry placed away from its first attempt.
 	for _, p := range []string{"pickwise_p2c", "pickwise_peak_ewma", "pickwise_orca_wrr", "pickwise_ring_hash", "pickwise_prequal"} {
-		h := testkit.NewHarness(t, p, `{}`)
+		// pickwise_prequal's servers answer its load probes alike.
+		prober := testkit.NewProber()
 		as := testkit.Addrs(4)
+		for _, a := range as {
+			prober.Set(a, engine.LoadAnswer{RIF: 1, Latency: 0.002})
+		}
+		h := testkit.NewProbingHarness(t, p, `{}`, prober)
 		h.Start(as...)
 		c := &testkit.Caller{H: h, Every: 2 * time.Millisecond, Backend: func(a string, at time.Duration) error {
 			if a == as[0] && at < 3*time.Second {

@@ -14,6 +14,7 @@ var metrics = engine.RegisterMetrics(engine.MetricsSpec{
 	Policy:     "prequal",
 	Reasons:    engine.PrequalReasons,
 	LoadProbes: true,
+	Cost:       "The cost pickwise_prequal compares between the two best answers of its pool: the server's reported latency in seconds for a cold answer, 1e9 plus its requests in flight for a hot one or none, divided by the endpoint's weight, times its failure penalty; while the pool holds fewer than two answers, in-flight calls plus one, as pickwise_p2c's.",
 })
 
 func init() {

@@ -1,6 +1,8 @@
 package prequal_test
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,5 +154,36 @@ func TestProbesPerCall(t *testing.T) {
 	}
 	if sent > calls/4 {
 		t.Errorf("%d probes for %d calls, want at most a quarter", sent, calls)
+	}
+}
+
+// TestEndpointCost: the endpoint_cost samples are the costs the final
+// pair compares: a cold answer's latency, and 1e9 plus its RIF for a hot
+// one; with no answer in the pool, in-flight calls plus one.
+func TestEndpointCost(t *testing.T) {
+	h, _, loads, _ := start(t, `{"slowStart": {"enabled": false}, "hotQuantile": 0.75}`, []load{
+		{rif: 2, latency: 0.020},
+		{rif: 40, latency: 0.001},
+		{rif: 1, latency: 0.030},
+		{rif: 3, latency: 0.012},
+	})
+	costs := func() []float64 {
+		if err := h.Metrics.Collect(); err != nil {
+			t.Fatal(err)
+		}
+		vs := h.Metrics.Values("pickwise.prequal.endpoint_cost")
+		vs = vs[max(0, len(vs)-4):]
+		slices.Sort(vs)
+		return vs
+	}
+	if got, want := costs(), []float64{1, 1, 1, 1}; !slices.Equal(got, want) {
+		t.Errorf("costs before any answer %v, want %v", got, want)
+	}
+	serveWithReports(h, 200, loads)
+	got, want := costs(), []float64{0.012, 0.020, 0.030, 1e9 + 40}
+	for i := range want {
+		if len(got) != len(want) || math.Abs(got[i]-want[i]) > 1e-6*want[i] {
+			t.Fatalf("costs %v, want %v", got, want)
+		}
 	}
 }

@@ -174,3 +174,23 @@ func (h hotCold) Load(r *Ready) float64 {
 
 // Snapshot is what the picker was built from, for tests and tools.
 func (p *Prequal) Snapshot() *Snapshot { return p.ll.snap }
+
+// ReportCosts implements CostReporter: each endpoint's cost as Prequal's
+// final pair compares it (hotCold), or, while the pool holds fewer than
+// two answers for this picker's endpoints and picks compare in-flight
+// counts, that cost.
+func (p *Prequal) ReportCosts(now int64, record func(float64)) {
+	pool, answers := p.set.pool, 0
+	for k := range pool.size {
+		if e := pool.slots[k].Load(); e != nil {
+			if i := e.indexOf(e.spent.Load()); uint(i) < uint(len(p.cands)) && p.cands[i].Stats == e {
+				answers++
+			}
+		}
+	}
+	if answers < 2 {
+		p.fallback.ReportCosts(now, record)
+		return
+	}
+	p.ll.ReportCosts(now, record)
+}

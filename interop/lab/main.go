@@ -11,7 +11,7 @@
 // two-core machine, much of it in scenarios that run for a fixed time;
 // -scale 0.5 takes a little over two. -sim runs the simulated scenarios instead
 // (these and those that need more scale than a loopback fleet gives), at
-// full scale, in about a minute.
+// full scale, in about two and a half minutes.
 //
 //	go run ./interop/lab                       # the real-gRPC lab
 //	go run ./interop/lab -report report.html   # plus an HTML page with tables and charts
