@@ -187,3 +187,58 @@ func TestEndpointCost(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedFleet: while only some servers run serverload, those that do
+// not still take calls: this client answers for them from what it sees
+// of its own calls and what the others report.
+func TestMixedFleet(t *testing.T) {
+	prober := testkit.NewProber()
+	h := testkit.NewProbingHarness(t, prequal.Name, `{"slowStart": {"enabled": false}}`, prober)
+	as := testkit.Addrs(8)
+	others := map[string]int{} // other clients' calls on each serverload server
+	for i, a := range as {
+		if i%2 == 0 {
+			prober.Set(a, engine.LoadAnswer{Err: status.Error(codes.Unimplemented, "unknown service")})
+			continue
+		}
+		others[a] = 1 + i%3
+		prober.Set(a, engine.LoadAnswer{RIF: uint32(others[a]), Latency: 0.010})
+	}
+	h.Start(as...)
+	inflight := map[string]int{}
+	serve := func(n int) map[string]int {
+		got := map[string]int{}
+		var held []func()
+		for range n {
+			a, done := h.Pick()
+			got[a]++
+			inflight[a]++
+			held = append(held, func() {
+				inflight[a]--
+				info := testkit.Outcome(nil)
+				if o, ok := others[a]; ok {
+					// A server's RIF counts this client's calls too.
+					info = report(load{rif: float64(o + inflight[a]), latency: 0.010})
+				}
+				done(info)
+			})
+			if len(held) > 8 { // a few calls stay in flight
+				held[0]()
+				held = held[1:]
+			}
+			h.Clock.Advance(time.Millisecond)
+		}
+		for _, f := range held {
+			f()
+		}
+		return got
+	}
+	serve(1000)
+	got := serve(4000)
+	t.Logf("picks %v", got)
+	for i, a := range as {
+		if i%2 == 0 && got[a] < 4000/8/4 {
+			t.Errorf("picks %v: %s, which serves no probes, took %d, want at least a quarter of its even share", got, a, got[a])
+		}
+	}
+}

@@ -75,11 +75,24 @@ func (p *loadPool) remove(e *Endpoint) {
 	}
 }
 
+// poolState is what expire found in the pool.
+type poolState struct {
+	// usable counts the answers picks can still use.
+	usable int
+	// served counts the servers' own answers (not local ones); rif and
+	// base sum their RIFs and the in-flight counts they were taken at,
+	// and latency is their median latency.
+	served    int
+	rif, base float64
+	latency   float32
+}
+
 // expire removes the answers older than maxAge at now, then sets the hot
-// line at quantile q of the RIFs left, and returns how many of them are
-// not spent.
-func (p *loadPool) expire(now, maxAge int64, q float64, budget int) (usable int) {
+// line at quantile q of the RIFs left, and says what is left.
+func (p *loadPool) expire(now, maxAge int64, q float64, budget int) poolState {
 	var rifs [MaxLoadPool]uint32
+	var lats [MaxLoadPool]float32
+	var st poolState
 	n := 0
 	for k := range p.size {
 		e := p.slots[k].Load()
@@ -92,13 +105,25 @@ func (p *loadPool) expire(now, maxAge int64, q float64, budget int) (usable int)
 			continue
 		}
 		if usesOf(spent) < budget {
-			usable++
+			st.usable++
 		}
-		rifs[n] = e.reportedRIF()
+		rif, base, lat, local := answerOf(e.answer.Load())
+		rifs[n] = rif
 		n++
+		if !local {
+			lats[st.served] = lat
+			st.served++
+			st.rif += float64(rif)
+			st.base += float64(base)
+		}
 	}
 	p.hot.Store(quantileOf(rifs[:n], q))
-	return usable
+	if st.served > 0 {
+		l := lats[:st.served]
+		slices.Sort(l)
+		st.latency = l[len(l)/2]
+	}
+	return st
 }
 
 // quantileOf is the nearest-rank q-quantile of v, which it sorts; the

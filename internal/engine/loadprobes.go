@@ -82,6 +82,10 @@ type loadProbes struct {
 	// unprobed is set when a probe run found no endpoint that serves
 	// probes: picks stop asking until the next picker (use).
 	unprobed atomic.Bool
+	// local is how this client estimates the load of a server that serves
+	// no probes, from the servers that do, as of the last settle: nil
+	// while the pool holds no server's answer (localEstimate).
+	local atomic.Pointer[localEstimate]
 	// demand is the probes picks asked for that are not sent yet; wanted
 	// says a Done should kick the prober.
 	demand atomic.Int64
@@ -153,13 +157,16 @@ func (lp *loadProbes) use(ready []Ready) {
 }
 
 // newDone builds e's Prequal Done: the engine's Done, then the call's
-// report, which refreshes e's answer in the pool, and a kick of the
+// report, which refreshes e's answer in the pool (or, for a server that
+// serves no probes, this client's answer for it), and a kick of the
 // prober if picks asked for probes.
 func (lp *loadProbes) newDone(e *Endpoint) func(balancer.DoneInfo) {
 	return func(info balancer.DoneInfo) {
 		e.done(info)
 		if info.ServerLoad != nil {
 			lp.report(e, info.ServerLoad)
+		} else if l := lp.local.Load(); l != nil && e.answer.Load()&answerLocal != 0 {
+			l.answer(e, lp.now.Load())
 		}
 		if lp.wanted.Load() {
 			lp.kick()
@@ -212,18 +219,44 @@ func (lp *loadProbes) probe() {
 	}
 	ready := *targets
 	n = min(n, int64(s.pool.size), int64(len(ready)))
+	local := lp.local.Load()
 	for sent := 0; n > 0; n-- {
-		e := lp.draw(s, ready)
-		if e == nil {
+		e, c := lp.draw(s, ready, local != nil)
+		switch {
+		case e == nil:
 			if sent == 0 && !anyServes(ready) {
 				lp.unprobed.Store(true)
 				lp.chance.Store(0)
 			}
 			return
+		case e.load.unserved.Load() == c:
+			// Its server serves no probes: this client answers for it.
+			local.answer(e, lp.clock.Nanotime())
+			s.pool.offer(e, true, s.cfg.ReuseBudget)
+		default:
+			lp.send(s, e)
+			sent++
 		}
-		lp.send(s, e)
-		sent++
 	}
+}
+
+// localEstimate is this client's answer for a server that serves no
+// probes, so that a fleet where only some servers run serverload still
+// spreads calls over all of them: its RIF is this client's calls in flight
+// to it plus the calls other clients keep on an answering server, on
+// average, and its latency is the answering servers' median. Without it,
+// such servers never entered the pool, and took no calls while two
+// answers were in it.
+type localEstimate struct {
+	others  float64 // calls other clients keep on a server
+	latency float64 // seconds
+}
+
+// answer gives e, whose server serves no probes, this client's answer.
+func (l *localEstimate) answer(e *Endpoint, now int64) {
+	inflight := e.inflight.Load()
+	rif := min(l.others+float64(inflight), math.MaxUint16)
+	e.setAnswerFlags(uint32(rif), l.latency, now, inflight, answerPresent|answerLocal)
 }
 
 // anyServes reports whether some connected endpoint of ready may serve
@@ -241,22 +274,23 @@ func anyServes(ready []Ready) bool {
 // drawTries bounds the draws for one probe's endpoint.
 const drawTries = 4
 
-// draw is an endpoint to probe, or nil if a few draws found none:
-// connected, serving probes, not being probed, and with no answer in the
-// pool that picks can still use.
-func (lp *loadProbes) draw(s *loadSettings, ready []Ready) *Endpoint {
+// draw is an endpoint to probe and its connection, or nil if a few draws
+// found none: connected, not being probed, with no answer in the pool that
+// picks can still use, and serving probes unless local, when this client
+// can answer for those that do not.
+func (lp *loadProbes) draw(s *loadSettings, ready []Ready, local bool) (*Endpoint, *readyConn) {
 	for range drawTries {
 		e := ready[reduce(uint32(lp.rand.Uint64()), len(ready))].Stats
 		c := e.conn.Load()
-		if c == nil || c.sc == nil || e.load.probing.Load() || e.load.unserved.Load() == c {
+		if c == nil || c.sc == nil || e.load.probing.Load() || (!local && e.load.unserved.Load() == c) {
 			continue
 		}
 		if s.pool.holds(e) && usesOf(e.spent.Load()) < s.cfg.ReuseBudget {
 			continue
 		}
-		return e
+		return e, c
 	}
-	return nil
+	return nil, nil
 }
 
 // send probes e.
@@ -301,11 +335,14 @@ func (lp *loadProbes) answered(e *Endpoint, c *readyConn, a LoadAnswer) {
 // that a pick asks for a probe from the share of the pool picks cannot
 // use: empty, or spent.
 func (lp *loadProbes) settle(s *loadSettings, now int64) {
-	usable := s.pool.expire(now, int64(s.cfg.MaxAge), s.cfg.HotQuantile, s.cfg.ReuseBudget)
+	st := s.pool.expire(now, int64(s.cfg.MaxAge), s.cfg.HotQuantile, s.cfg.ReuseBudget)
+	if st.served > 0 {
+		lp.local.Store(&localEstimate{others: max(st.rif-st.base, 0) / float64(st.served), latency: float64(st.latency)})
+	}
 	if lp.unprobed.Load() {
 		return
 	}
-	unusable := float64(int(s.pool.size)-usable) / float64(s.pool.size)
+	unusable := float64(int(s.pool.size)-st.usable) / float64(s.pool.size)
 	lp.chance.Store(chanceOf(max(unusable, s.cfg.MinProbeRate)))
 }
 

@@ -78,7 +78,7 @@ func rank(i int, e *Endpoint, hot uint32) ranked {
 	if rif > int64(hot) {
 		return ranked{i: i, key: hotKey | uint64(rif)}
 	}
-	return ranked{i: i, key: uint64(uint32(w)&^1)<<16 | uint64(rif)}
+	return ranked{i: i, key: uint64(uint32(w)&^answerFlags)<<16 | uint64(rif)}
 }
 
 // Pick implements balancer.Picker.

@@ -22,7 +22,9 @@ const (
 //
 //   - answer: RIF (16 bits, saturated), the endpoint's in-flight count when
 //     the answer arrived (its low 16 bits), and the latency in seconds as
-//     float32 bits (the lowest forced to 1, so that 0 means no answer);
+//     float32 bits, whose lowest two say that there is an answer (so that
+//     0 means none) and that it is this client's own estimate for a server
+//     that serves no probes (answerLocal);
 //   - spent: when the answer arrived (Clock.Nanotime in units of 2^16 ns,
 //     32 bits, compared with wrapping arithmetic), the endpoint's index in
 //     the newest Prequal picker's Endpoints (16 bits; noIndex when it does
@@ -39,6 +41,10 @@ const (
 	timeUnit = 1 << 16
 	// maxLatency bounds a latency estimate, in seconds.
 	maxLatency = 3600
+	// The low bits of answer's latency: there is an answer; it is local.
+	answerPresent = 1
+	answerLocal   = 2
+	answerFlags   = answerPresent | answerLocal
 )
 
 // reportedLoad is the rest of an endpoint's state for pickwise_prequal,
@@ -64,11 +70,16 @@ type reportedLoad struct {
 // setAnswer records an answer that arrived at now, when e had inflight
 // calls in flight.
 func (e *Endpoint) setAnswer(rif uint32, latency float64, now int64, inflight uint32) {
+	e.setAnswerFlags(rif, latency, now, inflight, answerPresent)
+}
+
+// setAnswerFlags is setAnswer with the answer's flags.
+func (e *Endpoint) setAnswerFlags(rif uint32, latency float64, now int64, inflight uint32, flags uint32) {
 	if !(latency >= 0) || latency > maxLatency {
 		latency = 0 // unknown: no server's answer is negative, NaN or days long
 	}
 	e.spent.Store(uint64(uint32(now/timeUnit))<<timeShift | packIndex(e.load.index.Load()))
-	e.answer.Store(uint64(min(rif, math.MaxUint16))<<48 | uint64(uint16(inflight))<<32 | uint64(math.Float32bits(float32(latency))) | 1)
+	e.answer.Store(uint64(min(rif, math.MaxUint16))<<48 | uint64(uint16(inflight))<<32 | uint64(math.Float32bits(float32(latency))&^answerFlags|flags))
 }
 
 // setIndex records e's index in a new Prequal picker's Endpoints. Most
@@ -106,6 +117,12 @@ func (e *Endpoint) use() { e.spent.Add(1) }
 // reportedRIF is the RIF e's last answer reported.
 func (e *Endpoint) reportedRIF() uint32 { return uint32(e.answer.Load() >> 48) }
 
+// answerOf unpacks an answer word: RIF, the in-flight count it was taken
+// at, the latency, and whether it is local.
+func answerOf(w uint64) (rif, base uint32, latency float32, local bool) {
+	return uint32(w >> 48), uint32(uint16(w >> 32)), math.Float32frombits(uint32(w) &^ answerFlags), uint32(w)&answerLocal != 0
+}
+
 // estimate is the RIF and latency (seconds) of e's last answer, the RIF
 // moved by the calls this client started and finished since: those it
 // placed count at once, as the answer could not have counted them.
@@ -116,7 +133,7 @@ func (e *Endpoint) estimate() (rif int64, latency float64, known bool) {
 		return 0, 0, false
 	}
 	rif = int64(w>>48) + int64(int16(uint16(e.inflight.Load())-uint16(w>>32)))
-	return max(rif, 0), float64(math.Float32frombits(uint32(w) &^ 1)), true
+	return max(rif, 0), float64(math.Float32frombits(uint32(w) &^ answerFlags)), true
 }
 
 // reportOf reads the serverload figures from a call's ORCA report, if it

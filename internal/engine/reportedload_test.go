@@ -131,8 +131,8 @@ func TestLoadPool(t *testing.T) {
 	eps[2].setAnswer(20, 0.01, int64(2*time.Second), 0)
 	eps[3].setAnswer(30, 0.01, int64(2*time.Second), 0)
 	p.offer(eps[4], false, 1) // answered at 0
-	if usable := p.expire(int64(2*time.Second), int64(time.Second), 0.5, 1); usable != 2 || p.holds(eps[4]) {
-		t.Errorf("after expiry: %d usable, old answer held %v; want 2, false", usable, p.holds(eps[4]))
+	if st := p.expire(int64(2*time.Second), int64(time.Second), 0.5, 1); st.usable != 2 || st.served != 2 || p.holds(eps[4]) {
+		t.Errorf("after expiry: %d usable, %d served, old answer held %v; want 2, 2, false", st.usable, st.served, p.holds(eps[4]))
 	}
 	if hot := p.hot.Load(); hot != 20 {
 		t.Errorf("hot line %d, want the median of 20 and 30: 20", hot)
