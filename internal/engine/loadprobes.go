@@ -277,12 +277,17 @@ const drawTries = 4
 // draw is an endpoint to probe and its connection, or nil if a few draws
 // found none: connected, not being probed, with no answer in the pool that
 // picks can still use, and serving probes unless local, when this client
-// can answer for those that do not.
+// can answer for those that do not (and whose calls bring no reports).
 func (lp *loadProbes) draw(s *loadSettings, ready []Ready, local bool) (*Endpoint, *readyConn) {
 	for range drawTries {
 		e := ready[reduce(uint32(lp.rand.Uint64()), len(ready))].Stats
 		c := e.conn.Load()
-		if c == nil || c.sc == nil || e.load.probing.Load() || (!local && e.load.unserved.Load() == c) {
+		if c == nil || c.sc == nil || e.load.probing.Load() {
+			continue
+		}
+		if e.load.unserved.Load() == c && (!local || e.answer.Load()&answerFlags == answerPresent) {
+			// No probe service; and this client cannot answer for it, or
+			// its calls' reports do.
 			continue
 		}
 		if s.pool.holds(e) && usesOf(e.spent.Load()) < s.cfg.ReuseBudget {
