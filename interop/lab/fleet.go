@@ -102,7 +102,7 @@ func (f *labFleet) configure(ctx context.Context, patches map[int]string, base s
 	for i, cc := range f.admin {
 		// Every field a scenario may set, ORCA reporting included, so that
 		// no scenario inherits another's.
-		full := `{"latency":"0s","latencySpread":0,"capacity":0,"errorRate":0,"errorLatency":"0s","coldStart":"0s","coldFactor":0,` +
+		full := `{"latency":"0s","latencySpread":0,"capacity":0,"errorRate":0,"errorLatency":"0s","coldStart":"0s","coldFactor":0,"slowdown":0,` +
 			`"orca":{"perCall":false,"outOfBand":false,"utilization":"computed","fixedUtilization":0,"ratedQps":0}}`
 		if _, err := server.SetBehavior(ctx, cc, full); err != nil {
 			return fmt.Errorf("%s: %w", f.names[i], err)

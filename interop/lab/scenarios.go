@@ -14,6 +14,7 @@ import (
 	// The ORCA columns' policies, registered here rather than relied on
 	// through another package's imports.
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	_ "github.com/pickwise/pickwise/balancer/ringhash"
 	_ "google.golang.org/grpc/balancer/weightedroundrobin"
 )
@@ -94,6 +95,7 @@ var labScenarios = []labScenario{
 	{name: "warm-rejoin", backends: 12, run: warmRejoin},
 	{name: "slow-backend", backends: 10, run: slowBackend},
 	{name: "hardware-generations", backends: 12, run: hardwareGenerations},
+	{name: "noisy-neighbours", backends: nnBackends, run: noisyNeighbours},
 	{name: "hot-key", backends: 10, run: hotKey},
 	{name: "hash-black-hole", backends: 10, run: hashBlackHole},
 	{name: "remap-storm", backends: 11, run: remapStorm},

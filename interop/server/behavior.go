@@ -74,7 +74,7 @@ type Duration = lbconfig.Duration
 //	{
 //	  "latency": "20ms", "latencySpread": 0.3, "capacity": 4,
 //	  "errorRate": 0, "errorCode": "UNAVAILABLE", "errorLatency": "0s",
-//	  "coldStart": "0s", "coldFactor": 0,
+//	  "coldStart": "0s", "coldFactor": 0, "slowdown": 0,
 //	  "orca": {"perCall": false, "outOfBand": false, "interval": "1s",
 //	           "utilization": "computed", "fixedUtilization": 0, "ratedQps": 0}
 //	}
@@ -121,6 +121,12 @@ type Behavior struct {
 	// >= 1 when ColdStart is set (a cold server is not faster); 0 means
 	// unset and is only allowed when ColdStart is 0.
 	ColdFactor float64 `json:"coldFactor"`
+	// Slowdown multiplies the service time of calls that enter service
+	// while it is set, as a neighbour taking the machine's CPU or cache
+	// would: the capacity stays, so a slowed server queues. It is read
+	// when a call gets its slot, not on arrival, so calls already queued
+	// are slowed too. 0 and 1 mean none; otherwise it must be >= 1.
+	Slowdown float64 `json:"slowdown"`
 	// ORCA controls load reporting to clients.
 	ORCA ORCAConfig `json:"orca"`
 }
@@ -130,9 +136,11 @@ type Behavior struct {
 // CPU utilization, QPS (calls completed per second over the last second)
 // and EPS (injected failures per second over the last second).
 type ORCAConfig struct {
-	// PerCall attaches a load report to every call's trailer
-	// ("endpoint-load-metrics-bin"), which is what grpc's
+	// PerCall adds the three numbers to every call's load report, in its
+	// trailer ("endpoint-load-metrics-bin"), which is what grpc's
 	// weighted_round_robin reads when its OOB reporting is disabled.
+	// Without it the report carries serverload's figures only, which
+	// weighted_round_robin ignores.
 	PerCall bool `json:"perCall"`
 	// OutOfBand publishes the numbers on the ORCA OpenRcaService stream,
 	// refreshed every Interval. When off, streams stay open but carry
@@ -282,6 +290,9 @@ func (b *Behavior) normalize() error {
 		return bad("coldFactor", b.ColdFactor, "must be >= 1 when coldStart is set")
 	case b.ColdFactor != 0 && b.ColdFactor < 1:
 		return bad("coldFactor", b.ColdFactor, "must be >= 1 (or 0 when coldStart is 0)")
+	}
+	if math.IsNaN(b.Slowdown) || math.IsInf(b.Slowdown, 0) || b.Slowdown != 0 && b.Slowdown < 1 {
+		return bad("slowdown", b.Slowdown, "must be >= 1 (0 or 1: none)")
 	}
 	o := &b.ORCA
 	if o.Interval == 0 {

@@ -31,12 +31,12 @@ func TestPatch(t *testing.T) {
 		{name: "empty object", patch: " {} ", want: func(*Behavior) {}},
 		{
 			name:  "every field",
-			patch: `{"latency":"20ms","latencySpread":0.3,"capacity":4,"errorRate":0.1,"errorCode":"deadline_exceeded","errorLatency":"1ms","coldStart":"5s","coldFactor":3,"orca":{"perCall":true,"outOfBand":true,"interval":"100ms","utilization":"fixed","fixedUtilization":1.5}}`,
+			patch: `{"latency":"20ms","latencySpread":0.3,"capacity":4,"errorRate":0.1,"errorCode":"deadline_exceeded","errorLatency":"1ms","coldStart":"5s","coldFactor":3,"slowdown":2.5,"orca":{"perCall":true,"outOfBand":true,"interval":"100ms","utilization":"fixed","fixedUtilization":1.5}}`,
 			want: func(b *Behavior) {
 				*b = Behavior{
 					Latency: Duration(20 * time.Millisecond), LatencySpread: 0.3, Capacity: 4,
 					ErrorRate: 0.1, ErrorCode: "DEADLINE_EXCEEDED", ErrorLatency: Duration(time.Millisecond),
-					ColdStart: Duration(5 * time.Second), ColdFactor: 3,
+					ColdStart: Duration(5 * time.Second), ColdFactor: 3, Slowdown: 2.5,
 					ORCA: ORCAConfig{PerCall: true, OutOfBand: true, Interval: Duration(100 * time.Millisecond),
 						Utilization: UtilizationFixed, FixedUtilization: 1.5},
 				}
@@ -90,7 +90,7 @@ func TestBehaviorJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"latency":"1.5s","latencySpread":0,"capacity":0,"errorRate":0,"errorCode":"UNAVAILABLE","errorLatency":"250µs","failNext":0,"coldStart":"0s","coldFactor":0,"orca":{"perCall":false,"outOfBand":false,"interval":"2s","utilization":"computed","fixedUtilization":0,"ratedQps":0}}`
+	const want = `{"latency":"1.5s","latencySpread":0,"capacity":0,"errorRate":0,"errorCode":"UNAVAILABLE","errorLatency":"250µs","failNext":0,"coldStart":"0s","coldFactor":0,"slowdown":0,"orca":{"perCall":false,"outOfBand":false,"interval":"2s","utilization":"computed","fixedUtilization":0,"ratedQps":0}}`
 	if string(js) != want {
 		t.Errorf("Marshal =\n%s\nwant\n%s", js, want)
 	}

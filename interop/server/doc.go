@@ -5,7 +5,7 @@
 // hardware generations reporting different utilization) can be staged
 // against the real client stack without restarting anything.
 //
-// One Server serves three services on one listener:
+// One Server serves four services on one listener:
 //
 //   - pickwise.interop.Backend/Call, the traffic (CallMethod). The reply
 //     and the x-backend trailer carry the server's name.
@@ -15,6 +15,9 @@
 //     functions SetBehavior, FetchStats and Reset are their Go clients.
 //   - xds.service.orca.v3.OpenRcaService, grpc's own out-of-band ORCA
 //     service (gRFC A51), fed by a recorder this server refreshes.
+//   - pickwise.serverload.v1.LoadProbe, the serverload package's probe
+//     service, which pickwise_prequal asks for the server's requests in
+//     flight and latency; Stats.Probes counts its calls.
 //
 // Stop kills a Server as a crash would, and Restart serves it again on the
 // same address with the same behavior and counters, as a rebooted server
@@ -27,13 +30,15 @@
 //	 "orca": {"perCall": true, "outOfBand": true, "interval": "200ms"}}
 //	{"errorRate": 1, "errorCode": "UNAVAILABLE", "errorLatency": "0s"}   // black hole
 //	{"coldStart": "10s", "coldFactor": 5}   // then Reset with {"coldRestart": true}
+//	{"slowdown": 3}   // a noisy neighbour: service times x3 until {"slowdown": 0}
 //
 // # Load model
 //
 // A call that is going to fail (ErrorRate) fails on arrival after
 // ErrorLatency, without queueing. Any other call waits for one of Capacity
 // slots in FIFO order, then holds it for a lognormal service time around
-// Latency, slowed while cold. Queueing is why an overloaded server is slow.
+// Latency, slowed while cold and by the slowdown in force when it gets its
+// slot. Queueing is why an overloaded server is slow.
 // All waits end when the client cancels or the server stops.
 //
 // # ORCA
@@ -49,4 +54,9 @@
 // gets one report as soon as it opens and then one every 30s or more;
 // ORCAConfig.Interval sets how fresh the numbers in those reports are, not
 // how often they are sent.
+//
+// Every Call's report also carries the serverload package's named
+// metrics, the server's requests in flight and latency estimate, whether
+// or not ORCAConfig.PerCall adds the three numbers: serverload's
+// interceptors run on the traffic, after grpc's per-call ORCA one.
 package server

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/internal/pause"
+	"github.com/pickwise/pickwise/serverload"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -77,6 +78,10 @@ type Stats struct {
 	// UptimeSeconds is the time since the server began serving, or since
 	// its last Restart; 0 before.
 	UptimeSeconds float64 `json:"uptimeSeconds"`
+	// Probes counts the load probes answered (pickwise_prequal's, served
+	// by the serverload package): they are questions about the load, not
+	// calls, so Received leaves them out.
+	Probes int64 `json:"probes"`
 	// Connections counts the TCP connections the server has accepted since
 	// New, across restarts: the server's view of which clients connect to
 	// it, for policies that choose which backends to connect to. Reset
@@ -95,17 +100,19 @@ func WithLogger(l *log.Logger) Option { return func(s *Server) { s.logger = l } 
 
 // Server is a backend for load-balancing experiments: one gRPC server that
 // serves BackendService (the traffic), AdminService (run-time control) and
-// grpc's ORCA OpenRcaService (out-of-band load reports) on one listener.
+// grpc's ORCA OpenRcaService (out-of-band load reports) on one listener,
+// with serverload's probe service and per-call reports for pickwise_prequal.
 //
 // Start it with Start or Serve and end it with Stop. Restart then serves
 // again on the same address, with the same behavior and counters, which is
 // how a crashed and rebooted server looks to its clients.
 type Server struct {
 	// Immutable after New.
-	name   string
-	oob    orca.ServerMetricsRecorder // read by grpc's ORCA service
-	logger *log.Logger                // nil: no logging
-	kick   chan struct{}              // cap 1: wakes the ORCA refresher
+	name    string
+	oob     orca.ServerMetricsRecorder // read by grpc's ORCA service
+	reports *serverload.Server         // RIF and latency, for pickwise_prequal
+	logger  *log.Logger                // nil: no logging
+	kick    chan struct{}              // cap 1: wakes the ORCA refresher
 
 	// behavior is read once per call without a lock. Writers hold setMu,
 	// so that a patch (read, modify, write) is atomic and so that the
@@ -119,6 +126,7 @@ type Server struct {
 
 	// Atomic: touched by every call.
 	received, served, failed, canceled atomic.Int64
+	probes                             atomic.Int64 // load probes answered
 	failing                            atomic.Int64 // injected failures in ErrorLatency
 	failNext                           atomic.Int64 // calls still to fail (Behavior.FailNext)
 	coldSince                          atomic.Int64 // UnixNano of the cold-start origin
@@ -155,11 +163,12 @@ func New(name string, b Behavior, opts ...Option) (*Server, error) {
 	}
 	now := time.Now()
 	s := &Server{
-		name:  name,
-		oob:   orca.NewServerMetricsRecorder(),
-		kick:  make(chan struct{}, 1),
-		gate:  newGate(b.Capacity),
-		rates: newRates(now),
+		name:    name,
+		oob:     orca.NewServerMetricsRecorder(),
+		reports: serverload.New(),
+		kick:    make(chan struct{}, 1),
+		gate:    newGate(b.Capacity),
+		rates:   newRates(now),
 	}
 	for _, o := range opts {
 		o(s)
@@ -176,17 +185,31 @@ func New(name string, b Behavior, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// newGRPCServer builds the grpc.Server of one run, serving all three
+// newGRPCServer builds the grpc.Server of one run, serving all four
 // services.
 func (s *Server) newGRPCServer() (*grpc.Server, error) {
-	// The per-call ORCA option must come first (its documentation asks
-	// for that) so its interceptor wraps every handler. nil: per-call
-	// reports carry only what the handler records, not the OOB numbers.
+	// The per-call ORCA option must come first (its documentation and
+	// serverload's ask for that) so its interceptor wraps every handler,
+	// and serverload's figures join its report. nil: per-call reports
+	// carry only what the handlers record, not the OOB numbers.
 	// WaitForHandlers makes Stop return only after every handler has, so
 	// no handler goroutine outlives Stop.
-	srv := grpc.NewServer(orca.CallMetricsServerOption(nil), grpc.WaitForHandlers(true))
+	reportLoad := s.reports.UnaryInterceptor()
+	// Admin calls are the lab's control, not work: counted, they would
+	// add to RIF and teach the latency estimate their microseconds.
+	trafficOnly := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == CallMethod {
+			return reportLoad(ctx, req, info, handler)
+		}
+		return handler(ctx, req)
+	}
+	srv := grpc.NewServer(orca.CallMetricsServerOption(nil),
+		grpc.ChainUnaryInterceptor(s.countProbes, trafficOnly),
+		grpc.ChainStreamInterceptor(s.reports.StreamInterceptor()),
+		grpc.WaitForHandlers(true))
 	srv.RegisterService(&backendDesc, s)
 	srv.RegisterService(&adminDesc, s)
+	s.reports.Register(srv)
 	if err := orca.Register(srv, orca.ServiceOptions{
 		ServerMetricsProvider: s.oob,
 		MinReportingInterval:  orcaMinReportingInterval,
@@ -194,6 +217,18 @@ func (s *Server) newGRPCServer() (*grpc.Server, error) {
 		return nil, fmt.Errorf("%sregister ORCA service: %w", errPrefix, err)
 	}
 	return srv, nil
+}
+
+// probeMethod is serverload's probe RPC, which Stats.Probes counts.
+const probeMethod = "/pickwise.serverload.v1.LoadProbe/Probe"
+
+// countProbes counts the probes this server answers: serverload leaves
+// them out of its figures, and the lab needs their cost to servers.
+func (s *Server) countProbes(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == probeMethod {
+		s.probes.Add(1)
+	}
+	return handler(ctx, req)
 }
 
 // Name returns the server's name.
@@ -414,6 +449,7 @@ func (s *Server) Reset(coldRestart bool) {
 	s.served.Store(0)
 	s.failed.Store(0)
 	s.canceled.Store(0)
+	s.probes.Store(0)
 	s.rates.reset(now)
 	if coldRestart {
 		s.coldSince.Store(now.UnixNano())
@@ -434,6 +470,7 @@ func (s *Server) Stats() Stats {
 		Served:      s.served.Load(),
 		Failed:      s.failed.Load(),
 		Canceled:    s.canceled.Load(),
+		Probes:      s.probes.Load(),
 		InFlight:    active + int(s.failing.Load()),
 		Queued:      queued,
 		Utilization: computedUtilization(active, capacity),
@@ -548,7 +585,8 @@ func (s *Server) rpcCall(ctx context.Context, req *wrapperspb.StringValue) (prot
 }
 
 // handle plays one call under behavior b, read once on arrival so that a
-// concurrent change cannot give a call half of each.
+// concurrent change cannot give a call half of each; only the slowdown is
+// read as the call enters service (see Behavior.Slowdown).
 func (s *Server) handle(ctx context.Context, b *Behavior) error {
 	if s.failNext.Load() > 0 && s.failNext.Add(-1) >= 0 {
 		s.finish(ctx, b, failed)
@@ -574,7 +612,7 @@ func (s *Server) handle(ctx context.Context, b *Behavior) error {
 	// Released after finish, so the per-call utilization counts this call:
 	// a report that says "idle" while answering would mislead a balancer.
 	defer s.gate.release()
-	if err := pause.For(ctx, s.serviceTime(b)); err != nil {
+	if err := pause.For(ctx, s.serviceTime(b, s.behavior.Load().Slowdown)); err != nil {
 		s.finish(ctx, b, canceled)
 		return err
 	}
@@ -610,8 +648,9 @@ func (s *Server) finish(ctx context.Context, b *Behavior, o outcome) {
 }
 
 // serviceTime samples how long a successful call takes: lognormal around
-// Latency, slowed by the cold-start factor.
-func (s *Server) serviceTime(b *Behavior) time.Duration {
+// Latency, slowed by the cold-start factor and by slowdown, the
+// Behavior.Slowdown in force as the call enters service.
+func (s *Server) serviceTime(b *Behavior, slowdown float64) time.Duration {
 	d := float64(b.Latency)
 	if d == 0 {
 		return 0
@@ -621,6 +660,7 @@ func (s *Server) serviceTime(b *Behavior) time.Duration {
 		d *= math.Exp(b.LatencySpread * rand.NormFloat64())
 	}
 	d *= coldFactor(b, time.Since(time.Unix(0, s.coldSince.Load())))
+	d *= max(slowdown, 1)
 	return time.Duration(min(d, float64(maxPause)))
 }
 

@@ -13,6 +13,8 @@ import (
 
 	v3orcaservicepb "github.com/cncf/xds/go/xds/service/orca/v3"
 	"github.com/google/go-cmp/cmp"
+	"github.com/pickwise/pickwise/internal/loadpb"
+	"github.com/pickwise/pickwise/serverload"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -161,6 +164,8 @@ func TestSetBehaviorRejectsInvalid(t *testing.T) {
 		{`{"coldStart":"-1s"}`, `coldStart "-1s"`},
 		{`{"coldStart":"1s"}`, `coldFactor 0: must be >= 1 when coldStart is set`},
 		{`{"coldFactor":0.5}`, `coldFactor 0.5: must be >= 1`},
+		{`{"slowdown":0.5}`, `slowdown 0.5: must be >= 1`},
+		{`{"slowdown":-2}`, `slowdown -2: must be >= 1`},
 		{`{"orca":{"interval":"1ms"}}`, `orca.interval "1ms": must be >= 10ms`},
 		{`{"orca":{"utilization":"guess"}}`, `orca.utilization "guess"`},
 		{`{"orca":{"fixedUtilization":-0.1}}`, `orca.fixedUtilization -0.1`},
@@ -341,13 +346,13 @@ func TestPerCallORCA(t *testing.T) {
 	_, conn := start(t, Behavior{Capacity: 4})
 	ctx := testCtx(t)
 
-	// Off by default: no report in the trailer.
+	// Off by default: the report carries serverload's figures only.
 	var trailer metadata.MD
 	if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); err != nil {
 		t.Fatalf("Call: %v", err)
 	}
-	if r, err := ParseLoadReport(trailer); r != nil || err != nil {
-		t.Fatalf("report with perCall off = %v, %v; want none", r, err)
+	if r, err := ParseLoadReport(trailer); err != nil || r == nil || r.GetCpuUtilization() != 0 || r.GetRpsFractional() != 0 || len(r.GetNamedMetrics()) != 2 {
+		t.Fatalf("report with perCall off = %v, %v; want serverload's two named metrics only", r, err)
 	}
 
 	if _, err := SetBehavior(ctx, conn, `{"orca":{"perCall":true}}`); err != nil {
@@ -629,5 +634,97 @@ func TestNewRejects(t *testing.T) {
 		if _, err := New(tc.name, tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%q, %+v) = %v, want error containing %q", tc.name, tc.b, err, tc.want)
 		}
+	}
+}
+
+// TestSlowdown: a slowdown multiplies the service time of calls that enter
+// service while it is set, those queued before it too, and ends when it is
+// cleared.
+func TestSlowdown(t *testing.T) {
+	s, conn := start(t, Behavior{Latency: Duration(60 * time.Millisecond), Capacity: 1})
+	ctx := testCtx(t)
+	// The first call holds the only slot; the second queues behind it and
+	// enters service after the slowdown is set.
+	var wg sync.WaitGroup
+	wg.Go(func() { timedCall(t, ctx, conn) })
+	waitFor(t, ctx, "the first call in service", func() bool { active, _, _ := s.gate.load(); return active == 1 })
+	queued := make(chan time.Duration, 1)
+	wg.Go(func() { queued <- timedCall(t, ctx, conn) })
+	waitFor(t, ctx, "the second call queued", func() bool { _, q, _ := s.gate.load(); return q == 1 })
+	if _, err := SetBehavior(ctx, conn, `{"slowdown":4}`); err != nil {
+		t.Fatalf("SetBehavior: %v", err)
+	}
+	wg.Wait()
+	// A timer never fires early: its own 240ms after a wait in the queue.
+	if d := <-queued; d < 240*time.Millisecond {
+		t.Errorf("call queued before the slowdown took %v, want >= 240ms", d)
+	}
+	if d := timedCall(t, ctx, conn); d < 240*time.Millisecond {
+		t.Errorf("call during the slowdown took %v, want >= 240ms", d)
+	}
+	if _, err := SetBehavior(ctx, conn, `{"slowdown":0}`); err != nil {
+		t.Fatalf("SetBehavior: %v", err)
+	}
+	// Only the order is asserted: a loaded machine may stretch a call.
+	if slow, d := 4*60*time.Millisecond, timedCall(t, ctx, conn); d >= slow {
+		t.Errorf("call after the slowdown took %v, want under the slowed %v", d, slow)
+	}
+	if got := s.Behavior().Capacity; got != 1 {
+		t.Errorf("capacity %d after a slowdown, want 1: a slowed server keeps its workers", got)
+	}
+}
+
+// TestServerLoad: every Call's report carries serverload's figures, the
+// admin calls' do not count, and probes are answered and counted apart
+// from calls, on the connection the calls use.
+func TestServerLoad(t *testing.T) {
+	s, conn := start(t, Behavior{Latency: Duration(5 * time.Millisecond), Capacity: 2})
+	ctx := testCtx(t)
+	var trailer metadata.MD
+	for range 3 {
+		trailer = nil
+		if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+	}
+	r, err := ParseLoadReport(trailer)
+	if err != nil || r == nil {
+		t.Fatalf("ParseLoadReport = %v, %v; want a report", r, err)
+	}
+	rif, ok := r.GetNamedMetrics()[serverload.RIFMetric]
+	if !ok || rif != 0 {
+		t.Errorf("%s = %v (present: %v), want 0 with no other call in flight", serverload.RIFMetric, rif, ok)
+	}
+	if lat := r.GetNamedMetrics()[serverload.LatencyMetric]; !(lat >= 0.005) {
+		t.Errorf("%s = %v, want >= 0.005 s after calls of 5ms", serverload.LatencyMetric, lat)
+	}
+	// An admin call is no work: no report.
+	trailer = nil
+	if err := conn.Invoke(ctx, StatsMethod, new(emptypb.Empty), new(wrapperspb.StringValue), grpc.Trailer(&trailer)); err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	if r, err := ParseLoadReport(trailer); r != nil || err != nil {
+		t.Errorf("admin call's report = %v, %v; want none", r, err)
+	}
+
+	probe := loadpb.NewLoadProbeClient(conn)
+	for range 2 {
+		a, err := probe.Probe(ctx, &loadpb.ProbeRequest{})
+		if err != nil {
+			t.Fatalf("Probe: %v", err)
+		}
+		if a.GetRequestsInFlight() != 0 || a.GetLatencyNanos() < int64(5*time.Millisecond) {
+			t.Errorf("Probe = %v, want no call in flight and a latency >= 5ms", a)
+		}
+	}
+	st := s.Stats()
+	if st.Probes != 2 || st.Received != 3 || st.Connections != 1 {
+		t.Errorf("Stats: %d probes, %d calls received, %d connections; want 2, 3 and 1", st.Probes, st.Received, st.Connections)
+	}
+	if _, err := Reset(ctx, conn, false); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	if st := s.Stats(); st.Probes != 0 {
+		t.Errorf("Probes = %d after Reset, want 0", st.Probes)
 	}
 }

@@ -1,7 +1,9 @@
 // Command pickwise-backend runs one interop/server backend for the
 // load-balancing lab: a gRPC server whose latency, capacity, failures and
 // ORCA load reports can be changed while it runs, through the
-// pickwise.interop.Admin service on the same port.
+// pickwise.interop.Admin service on the same port. It also answers
+// pickwise_prequal's load probes and reports its load on every call, with
+// the serverload package.
 //
 // Usage:
 //
