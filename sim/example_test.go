@@ -78,3 +78,25 @@ func ExampleRun_Execute() {
 	// random: 2000 requests, 25% on the broken backend, 25% failed
 	// pickwise_p2c: 2000 requests, 1% on the broken backend, 1% failed
 }
+
+// Noisy neighbours for a scenario of one's own: twelve backends, each
+// slowed 2-4x now and then, never more than four at once.
+func ExampleNeighbours() {
+	nb := sim.Neighbours{Min: 2 * time.Second, Max: 8 * time.Second, MinFactor: 2, MaxFactor: 4, Gap: 10 * time.Second, MaxSlowed: 4, Seed: 1}
+	backends := make([]sim.Backend, 12)
+	for i, slow := range nb.Slowdowns(len(backends), time.Minute) {
+		backends[i] = sim.Backend{Servers: 10, Service: sim.LogNormal(10*time.Millisecond, 0.5), Slow: slow}
+	}
+	most := 0
+	for t := time.Duration(0); t < time.Minute; t += 100 * time.Millisecond {
+		n := 0
+		for _, b := range backends {
+			if sim.Slowed(b.Slow, t) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	fmt.Println("most slowed at once:", most <= 4)
+	// Output: most slowed at once: true
+}

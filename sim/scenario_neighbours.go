@@ -1,9 +1,7 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -100,62 +98,14 @@ func nbMeasured(scale Scale) time.Duration {
 	return 30 * time.Second
 }
 
-// nbSlowdowns returns backend id's slowdown windows up to horizon. The
-// windows and gaps alternate from well before 0, so that at 0 a backend
-// is as likely to be mid-slowdown as at any other time; a window that
-// began before 0 is cut there.
-func nbSlowdowns(id int, horizon time.Duration) []Window {
-	r := rand.New(rand.NewPCG(nbSlowSeed, uint64(id)))
-	var out []Window
-	for t := -4 * nbSlowGap; t < horizon; {
-		t += time.Duration(r.ExpFloat64() * float64(nbSlowGap))
-		length := nbSlowMin + time.Duration(r.Float64()*float64(nbSlowMax-nbSlowMin))
-		factor := 2 + 2*r.Float64()
-		if t+length > 0 && t < horizon {
-			out = append(out, Window{From: max(t, 0), To: t + length, Factor: factor})
-		}
-		t += length
-	}
-	return out
-}
-
-// nbFleetSlowdowns returns every backend's slowdown windows up to
-// horizon: each backend's drawn on its own (nbSlowdowns), less those that
-// would start while nbMaxSlowed others are slowed.
-func nbFleetSlowdowns(horizon time.Duration) [][]Window {
-	type drawn struct {
-		id int
-		w  Window
-	}
-	var all []drawn
-	for id := range nbBackends {
-		for _, w := range nbSlowdowns(id, horizon) {
-			all = append(all, drawn{id, w})
-		}
-	}
-	slices.SortStableFunc(all, func(a, b drawn) int { return cmp.Compare(a.w.From, b.w.From) })
-	out := make([][]Window, nbBackends)
-	var kept []Window
-	for _, d := range all {
-		active := 0
-		for _, k := range kept {
-			if k.From <= d.w.From && d.w.From < k.To {
-				active++
-			}
-		}
-		if active < nbMaxSlowed {
-			kept = append(kept, d.w)
-			out[d.id] = append(out[d.id], d.w)
-		}
-	}
-	return out
-}
+// nbNeighbours are the scenario's slowdowns.
+var nbNeighbours = Neighbours{Min: nbSlowMin, Max: nbSlowMax, MinFactor: 2, MaxFactor: 4, Gap: nbSlowGap, MaxSlowed: nbMaxSlowed, Seed: nbSlowSeed}
 
 // nbRun is the scenario's run for clients balancers, measured for measured
 // after the warm-up. The slowdowns are drawn up to the full scale's end
 // whatever the scale, so a reduced run meets the same ones, fewer of them.
 func nbRun(clients int, measured time.Duration) Run {
-	slow := nbFleetSlowdowns(nbWarmup + nbMeasured(Full))
+	slow := nbNeighbours.Slowdowns(nbBackends, nbWarmup+nbMeasured(Full))
 	backends := make([]Backend, nbBackends)
 	for i := range backends {
 		backends[i] = Backend{Servers: nbWorkers, Service: LogNormal(nbMedian, nbSigma), Slow: slow[i]}
@@ -170,11 +120,6 @@ func nbRun(clients int, measured time.Duration) Run {
 		Duration:   nbWarmup + measured,
 		Deadline:   nbDeadline,
 	}
-}
-
-// slowed reports whether b is slowed down at now.
-func slowed(b Backend, now time.Duration) bool {
-	return slices.ContainsFunc(b.Slow, func(w Window) bool { return now >= w.From && now < w.To })
 }
 
 // nbSlowedTime is the share of backend-time that run's backends spend
@@ -249,7 +194,7 @@ func nbMeasure(run Run, p Policy) (nbMeasurement, error) {
 			return
 		}
 		placed++
-		if slowed(run.Backends[backend], now) {
+		if Slowed(run.Backends[backend].Slow, now) {
 			onSlowed++
 		}
 	}

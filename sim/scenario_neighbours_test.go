@@ -95,7 +95,7 @@ func TestNoisyNeighboursSlowdowns(t *testing.T) {
 	// About a quarter of the time, over the whole run and beyond: the
 	// windows are drawn independently of the scale.
 	var slowed, total time.Duration
-	fleet := nbFleetSlowdowns(10 * time.Minute)
+	fleet := nbNeighbours.Slowdowns(nbBackends, 10*time.Minute)
 	for id := range nbBackends {
 		ws := fleet[id]
 		for i, w := range ws {

@@ -51,7 +51,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +61,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/pickwise/pickwise/examples/internal/compare"
 	"github.com/pickwise/pickwise/serverload"
 
 	// Register the policies this example selects by name.
@@ -158,7 +158,7 @@ func run(clients int, duration time.Duration) error {
 	for _, s := range slowdowns {
 		slowedTime += s.to - s.from
 	}
-	fmt.Print(wrap(fmt.Sprintf("%d backends on 127.0.0.1, %d workers each at %v a call; %d clients, each its own balancer, sending %.0f calls a second in all (%.0f%% of the healthy fleet's capacity) for %v per policy, with a %v deadline.",
+	fmt.Print(compare.Wrap(fmt.Sprintf("%d backends on 127.0.0.1, %d workers each at %v a call; %d clients, each its own balancer, sending %.0f calls a second in all (%.0f%% of the healthy fleet's capacity) for %v per policy, with a %v deadline.",
 		backends, workers, service, clients, rate, 100*load, duration, deadline), 78))
 	fmt.Println()
 	// Labels to the left, figures to the right under their policy.
@@ -182,7 +182,7 @@ func run(clients int, duration time.Duration) error {
 	})
 	row("load probes per call, at the servers", func(o outcome) string { return fmt.Sprintf("%.2f", float64(o.probes)/float64(o.arrived)) })
 	fmt.Println()
-	fmt.Print(wrap("Slowed: backend-1 4x, backend-4 3x, backend-6 4x, each for 40-50% of the run, at most two at once; \"even\" is the share a placement blind to speed sends them. Probes are pickwise_prequal's questions to the servers, counted by the servers. Figures move from run to run.", 78))
+	fmt.Print(compare.Wrap("Slowed: backend-1 4x, backend-4 3x, backend-6 4x, each for 40-50% of the run, at most two at once; \"even\" is the share a placement blind to speed sends them. Probes are pickwise_prequal's questions to the servers, counted by the servers. Figures move from run to run.", 78))
 	return check(outs)
 }
 
@@ -439,26 +439,6 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 		return 0
 	}
 	return sorted[min(len(sorted)-1, int(math.Ceil(q*float64(len(sorted))))-1)]
-}
-
-// wrap breaks text into lines of at most width columns, at spaces.
-func wrap(text string, width int) string {
-	var b strings.Builder
-	n := 0
-	for _, word := range strings.Fields(text) {
-		if n > 0 && n+1+len(word) > width {
-			b.WriteString("\n")
-			n = 0
-		}
-		if n > 0 {
-			b.WriteString(" ")
-			n++
-		}
-		b.WriteString(word)
-		n += len(word)
-	}
-	b.WriteString("\n")
-	return b.String()
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }

@@ -75,60 +75,9 @@ var prequal = labPolicy{name: "pickwise_prequal", config: lbConfig("pickwise_pre
 // nnPolicies are the scenario's columns: grpc-go's, then pickwise's.
 var nnPolicies = []labPolicy{roundRobin, leastRequest, grpcWRR, p2c, peakEWMA, orcaWRR, prequal}
 
-// nnSlowdowns returns backend id's slowdown windows up to horizon. The
-// windows and gaps alternate from well before 0, so that at 0 a backend
-// is as likely to be mid-slowdown as at any other time; a window that
-// began before 0 is cut there.
-func nnSlowdowns(id int, horizon time.Duration) []sim.Window {
-	r := rand.New(rand.NewPCG(nnSlowSeed, uint64(id)))
-	var out []sim.Window
-	for t := -4 * nnSlowGap; t < horizon; {
-		t += time.Duration(r.ExpFloat64() * float64(nnSlowGap))
-		length := nnSlowMin + time.Duration(r.Float64()*float64(nnSlowMax-nnSlowMin))
-		factor := 2 + 2*r.Float64()
-		if t+length > 0 && t < horizon {
-			out = append(out, sim.Window{From: max(t, 0), To: t + length, Factor: factor})
-		}
-		t += length
-	}
-	return out
-}
-
-// nnFleetSlowdowns returns every backend's windows up to horizon, less
-// those that would start while nnMaxSlowed others are slowed.
-func nnFleetSlowdowns(horizon time.Duration) [][]sim.Window {
-	type drawn struct {
-		id int
-		w  sim.Window
-	}
-	var all []drawn
-	for id := range nnBackends {
-		for _, w := range nnSlowdowns(id, horizon) {
-			all = append(all, drawn{id, w})
-		}
-	}
-	slices.SortStableFunc(all, func(a, b drawn) int { return cmp.Compare(a.w.From, b.w.From) })
-	out := make([][]sim.Window, nnBackends)
-	var kept []sim.Window
-	for _, d := range all {
-		active := 0
-		for _, k := range kept {
-			if k.From <= d.w.From && d.w.From < k.To {
-				active++
-			}
-		}
-		if active < nnMaxSlowed {
-			kept = append(kept, d.w)
-			out[d.id] = append(out[d.id], d.w)
-		}
-	}
-	return out
-}
-
-// slowedAt reports whether windows ws slow their backend at t.
-func slowedAt(ws []sim.Window, t time.Duration) bool {
-	return slices.ContainsFunc(ws, func(w sim.Window) bool { return t >= w.From && t < w.To })
-}
+// nnNeighbours are the scenario's slowdowns, drawn as the simulator's
+// noisy-neighbours draws its own.
+var nnNeighbours = sim.Neighbours{Min: nnSlowMin, Max: nnSlowMax, MinFactor: 2, MaxFactor: 4, Gap: nnSlowGap, MaxSlowed: nnMaxSlowed, Seed: nnSlowSeed}
 
 // nnSlowedTime is the share of backend-time slowed in [from, to).
 func nnSlowedTime(slow [][]sim.Window, from, to time.Duration) float64 {
@@ -162,7 +111,7 @@ func noisyNeighbours(ctx context.Context, l *lab) (section, error) {
 	measured := l.seconds(nnMeasured, nnMeasuredMin)
 	// Drawn up to the full scale's end, or further for a longer run, so
 	// that a shorter run meets the same windows, fewer of them.
-	slow := nnFleetSlowdowns(nnWarmup + max(measured, nnMeasured))
+	slow := nnNeighbours.Slowdowns(nnBackends, nnWarmup+max(measured, nnMeasured))
 	var rs []result
 	var outs []nnOutcome
 	for _, p := range l.keep("noisy-neighbours", nnPolicies) {
@@ -328,7 +277,7 @@ func (l *lab) noisyColumn(ctx context.Context, p labPolicy, slow [][]sim.Window,
 			continue
 		}
 		o.total++
-		if c.backend >= 0 && slowedAt(slow[c.backend], c.at) {
+		if c.backend >= 0 && sim.Slowed(slow[c.backend], c.at) {
 			o.onSlowed++
 		}
 		if c.err != nil {

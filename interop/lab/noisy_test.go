@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pickwise/pickwise/sim"
 )
 
 // TestNoisySlowdowns checks the noisy-neighbours schedule: never more
@@ -12,11 +14,11 @@ import (
 // meeting the same windows first.
 func TestNoisySlowdowns(t *testing.T) {
 	horizon := nnWarmup + nnMeasured
-	slow := nnFleetSlowdowns(horizon)
+	slow := nnNeighbours.Slowdowns(nnBackends, horizon)
 	for at := time.Duration(0); at < horizon; at += 10 * time.Millisecond {
 		n := 0
 		for _, ws := range slow {
-			if slowedAt(ws, at) {
+			if sim.Slowed(ws, at) {
 				n++
 			}
 		}
@@ -33,7 +35,7 @@ func TestNoisySlowdowns(t *testing.T) {
 	}
 	// Over a minute, about a quarter: independent windows would slow a
 	// backend a third of the time, before the cap drops some.
-	long := nnFleetSlowdowns(time.Minute)
+	long := nnNeighbours.Slowdowns(nnBackends, time.Minute)
 	if share := nnSlowedTime(long, 0, time.Minute); share < 0.15 || share > 0.35 {
 		t.Errorf("%.1f%% of backend-time slowed over a minute, want about a quarter", 100*share)
 	}

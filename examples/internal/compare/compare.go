@@ -474,12 +474,12 @@ func report(w io.Writer, names []string, backends []Backend, policies []Policy, 
 
 	for _, n := range o.Notes {
 		fmt.Fprintln(w)
-		fmt.Fprint(w, wrap(n, 78))
+		fmt.Fprint(w, Wrap(n, 78))
 	}
 }
 
-// wrap breaks text into lines of at most width columns, at spaces.
-func wrap(text string, width int) string {
+// Wrap breaks text into lines of at most width columns, at spaces.
+func Wrap(text string, width int) string {
 	var b strings.Builder
 	n := 0
 	for _, word := range strings.Fields(text) {
