@@ -114,9 +114,6 @@ func usesOf(spent uint64) int { return int(spent & usesMask) }
 // use counts a pick placed on e's answer.
 func (e *Endpoint) use() { e.spent.Add(1) }
 
-// reportedRIF is the RIF e's last answer reported.
-func (e *Endpoint) reportedRIF() uint32 { return uint32(e.answer.Load() >> 48) }
-
 // answerOf unpacks an answer word: RIF, the in-flight count it was taken
 // at, the latency, and whether it is local.
 func answerOf(w uint64) (rif, base uint32, latency float32, local bool) {
