@@ -39,7 +39,10 @@
 //     the parent is given, the READY and member lists;
 //   - reportedWeights (weights.go, weightkeeper.go): backend-reported
 //     weights;
-//   - recorder (recording.go, metrics.go): metrics.
+//   - recorder (recording.go, metrics.go): metrics;
+//   - loadProbes (loadprobes.go, loadpool.go, reportedload.go): load
+//     probes and the pool of servers' answers pickwise_prequal's picker
+//     (prequal.go) reads.
 //
 // A call's Done hands work to them through doneWork (donework.go), never
 // taking the lock. The pickers are leastloaded.go (d choices), weighted.go
