@@ -144,13 +144,6 @@ func HardwareGenerations(scale Scale) (*HardwareResult, error) {
 			duration.Seconds(), hwWarmup.Seconds(), thousands(hwWarmupRate)),
 		Columns: out.Policies,
 	}
-	pcts := func(xs []float64) []string {
-		cells := make([]string, len(xs))
-		for i, x := range xs {
-			cells[i] = Pct(x)
-		}
-		return cells
-	}
 	for _, hr := range out.Runs {
 		who := "1 balancer"
 		if hr.Clients > 1 {
@@ -162,9 +155,9 @@ func HardwareGenerations(scale Scale) (*HardwareResult, error) {
 			p99[i] = Ms(hr.P99[i])
 			inFlight[i] = fmt.Sprintf("%.2f", hr.InFlight[i])
 		}
-		t.AddRow(who+": new-gen utilization (even: 83%)", pcts(hr.NewUtil)...)
-		t.AddRow(who+": old-gen utilization (even: 83%)", pcts(hr.OldUtil)...)
-		t.AddRow(who+": old-gen offered load (even: 83%)", pcts(hr.OldOffered)...)
+		t.AddRow(who+": new-gen utilization (even: 83%)", pctCells(hr.NewUtil)...)
+		t.AddRow(who+": old-gen utilization (even: 83%)", pctCells(hr.OldUtil)...)
+		t.AddRow(who+": old-gen offered load (even: 83%)", pctCells(hr.OldOffered)...)
 		t.AddRow(who+": p99 latency", p99...)
 		t.AddRow(who+": in flight per backend, one balancer's view", inFlight...)
 	}

@@ -265,31 +265,17 @@ func NoisyNeighbours(scale Scale) (*NeighboursResult, error) {
 			nbSigma, thousands(nbRate), measured.Seconds(), nbWarmup.Seconds(), thousands(nbWarmupRate)),
 		Columns: out.Policies,
 	}
-	durations := func(ds []time.Duration) []string {
-		cells := make([]string, len(ds))
-		for i, d := range ds {
-			cells[i] = Ms(d)
-		}
-		return cells
-	}
-	pcts := func(xs []float64) []string {
-		cells := make([]string, len(xs))
-		for i, x := range xs {
-			cells[i] = Pct(x)
-		}
-		return cells
-	}
 	for _, nr := range out.Runs {
 		who := "1 balancer"
 		if nr.Clients > 1 {
 			who = fmt.Sprintf("%d balancers", nr.Clients)
 		}
-		t.AddRow(who+": p50, successful calls", durations(nr.P50)...)
-		t.AddRow(who+": p99, successful calls", durations(nr.P99)...)
-		t.AddRow(who+": p99.9, successful calls", durations(nr.P999)...)
-		t.AddRow(who+": failed (deadline)", pcts(nr.Failed)...)
-		t.AddRow(fmt.Sprintf("%s: calls placed on a slowed backend (even: %s)", who, Pct(nr.SlowedTime)), pcts(nr.OnSlowed)...)
-		t.AddRow(who+": busiest backend's utilization", pcts(nr.Busiest)...)
+		t.AddRow(who+": p50, successful calls", msCells(nr.P50)...)
+		t.AddRow(who+": p99, successful calls", msCells(nr.P99)...)
+		t.AddRow(who+": p99.9, successful calls", msCells(nr.P999)...)
+		t.AddRow(who+": failed (deadline)", pctCells(nr.Failed)...)
+		t.AddRow(fmt.Sprintf("%s: calls placed on a slowed backend (even: %s)", who, Pct(nr.SlowedTime)), pctCells(nr.OnSlowed)...)
+		t.AddRow(who+": busiest backend's utilization", pctCells(nr.Busiest)...)
 		probes := make([]string, len(nr.Probes))
 		for i, x := range nr.Probes {
 			probes[i] = fmt.Sprintf("%.2f", x)

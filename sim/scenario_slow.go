@@ -81,28 +81,14 @@ func SlowBackend(scale Scale) (*SlowBackendResult, error) {
 			run.Duration.Seconds(), from.Seconds(), to.Seconds()),
 		Columns: out.Policies,
 	}
-	durations := func(ds []time.Duration) []string {
-		cells := make([]string, len(ds))
-		for i, d := range ds {
-			cells[i] = Ms(d)
-		}
-		return cells
-	}
-	pcts := func(xs []float64) []string {
-		cells := make([]string, len(xs))
-		for i, x := range xs {
-			cells[i] = Pct(x)
-		}
-		return cells
-	}
-	t.AddRow("p50, successful requests", durations(out.P50)...)
-	t.AddRow("p99, successful requests", durations(out.P99)...)
-	t.AddRow("p99.9, successful requests", durations(out.P999)...)
-	t.AddRow("p99, caller's view (timeout = 1 s)", durations(out.CallerP99)...)
-	t.AddRow("p99.9, caller's view (timeout = 1 s)", durations(out.CallerP999)...)
-	t.AddRow("success within the deadline", pcts(out.Success)...)
-	t.AddRow("share to backend-0 while slow (fair: 9.1%)", pcts(out.SlowShare)...)
-	t.AddRow(fmt.Sprintf("share to backend-0, %.0f s after it recovered", slowRecovery.Seconds()), pcts(out.RecoveredShare)...)
+	t.AddRow("p50, successful requests", msCells(out.P50)...)
+	t.AddRow("p99, successful requests", msCells(out.P99)...)
+	t.AddRow("p99.9, successful requests", msCells(out.P999)...)
+	t.AddRow("p99, caller's view (timeout = 1 s)", msCells(out.CallerP99)...)
+	t.AddRow("p99.9, caller's view (timeout = 1 s)", msCells(out.CallerP999)...)
+	t.AddRow("success within the deadline", pctCells(out.Success)...)
+	t.AddRow("share to backend-0 while slow (fair: 9.1%)", pctCells(out.SlowShare)...)
+	t.AddRow(fmt.Sprintf("share to backend-0, %.0f s after it recovered", slowRecovery.Seconds()), pctCells(out.RecoveredShare)...)
 	t.AddNote("a request placed on the slow backend almost always times out (its median is twice the deadline), so it leaves the successful latencies and shows up in the success rate and the caller's view")
 	t.AddNote("pickwise_orca_wrr: most of the slow backend's calls end in DeadlineExceeded, a server-side failure, so its default failure penalty cuts its weight as soon as the first timeouts arrive, 1 s into the slowdown, and holds it down until the failures decay after the recovery (half-life 5 s). Its reports say the same later: backends report ORCA load as 32-core machines, a healthy one about 50% utilization. Slowed down, backend-0 reports 12 times the utilization per query and, as most of its answers come after their client's deadline, almost as many errors as queries: its weight falls about 13-fold once its first slow reports arrive (3 s into the slowdown: a 2 s answer, then a report window), then further with its own qps, as a black hole's does. Reports reach a client only in answers that beat the deadline, about 1% of the slow backend's, so at a 1% share a new one comes every several seconds and the smoothed weight moves in steps")
 	t.AddNote(`pickwise_orca_wrr (raw): weightHalfLife "0s", as grpc-go's weighted_round_robin weighs reports: the first slow report cuts the slow backend's weight at once, and the first reports after it recovered restore it within about 5 s. The default 5 s half-life averages the cost per query over several half-lives, and a cost that fell 60-fold at the recovery takes about half a minute to average out: smoothing trades this reaction for steadiness under noisy reports (noisy-reports)`)

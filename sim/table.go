@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -339,6 +340,23 @@ func Pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
 // Ms formats a duration in milliseconds.
 func Ms(d interface{ Seconds() float64 }) string { return fmt.Sprintf("%.0fms", d.Seconds()*1000) }
+
+// pctCells formats shares as percentages, one cell each.
+func pctCells(xs []float64) []string { return cells(xs, Pct) }
+
+// msCells formats durations in milliseconds, one cell each.
+func msCells(ds []time.Duration) []string {
+	return cells(ds, func(d time.Duration) string { return Ms(d) })
+}
+
+// cells formats each of xs with f.
+func cells[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
 
 // thousands formats n with commas between groups of three digits, as the
 // tables' titles write rates: 9,000 rps.

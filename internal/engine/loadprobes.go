@@ -190,8 +190,8 @@ func (lp *loadProbes) report(e *Endpoint, load any) {
 
 // want is a pick's request for a probe, at chance; draw is its random
 // bits. It writes a word every core shares only when it asks. The probes
-// go out at once, with the next Done: batched, they came later, and each
-// balancer's view of a fleet shared by many was older.
+// go out at once, with the next Done (docs/design/prequal.md: no
+// batching).
 func (lp *loadProbes) want(draw uint64) {
 	if draw <= lp.chance.Load() {
 		lp.demand.Add(1)
@@ -244,9 +244,7 @@ func (lp *loadProbes) probe() {
 // probes, so that a fleet where only some servers run serverload still
 // spreads calls over all of them: its RIF is this client's calls in flight
 // to it plus the calls other clients keep on an answering server, on
-// average, and its latency is the answering servers' median. Without it,
-// such servers never entered the pool, and took no calls while two
-// answers were in it.
+// average, and its latency is the answering servers' median.
 type localEstimate struct {
 	others  float64 // calls other clients keep on a server
 	latency float64 // seconds

@@ -73,8 +73,7 @@ func (r ranked) reason() PickReason {
 // rank is e's answer ranked against the hot line.
 func rank(i int, e *Endpoint, hot uint32) ranked {
 	w := e.answer.Load()
-	rif := int64(w>>48) + int64(int16(uint16(e.inflight.Load())-uint16(w>>32)))
-	rif = min(max(rif, 0), math.MaxUint16)
+	rif := min(movedRIF(uint32(w>>48), uint32(w>>32), e.inflight.Load()), math.MaxUint16)
 	if rif > int64(hot) {
 		return ranked{i: i, key: hotKey | uint64(rif)}
 	}

@@ -129,8 +129,14 @@ func (e *Endpoint) estimate() (rif int64, latency float64, known bool) {
 	if w == 0 {
 		return 0, 0, false
 	}
-	rif = int64(w>>48) + int64(int16(uint16(e.inflight.Load())-uint16(w>>32)))
-	return max(rif, 0), float64(math.Float32frombits(uint32(w) &^ answerFlags)), true
+	r, base, lat, _ := answerOf(w)
+	return movedRIF(r, base, e.inflight.Load()), float64(lat), true
+}
+
+// movedRIF is an answer's RIF moved by this client's calls since: the
+// in-flight count is inflight now and was base, its low 16 bits, then.
+func movedRIF(rif, base, inflight uint32) int64 {
+	return max(int64(rif)+int64(int16(uint16(inflight)-uint16(base))), 0)
 }
 
 // reportOf reads the serverload figures from a call's ORCA report, if it
