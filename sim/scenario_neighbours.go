@@ -293,7 +293,7 @@ func NoisyNeighbours(scale Scale) (*NeighboursResult, error) {
 	}
 	t.AddNote(load)
 	t.AddNote("measured after a 15 s warm-up at a quarter of the load, in which pickwise_orca_wrr sits out its 10 s blackout as round robin; slowdowns run through the warm-up too")
-	t.AddNote("pickwise_orca_wrr: a backend's weight follows its reports, one per 1 s window, averaged with a 5 s half-life; a slowed backend's queue reaches the deadline within about a second, before its reports have moved its weight far, so it fails calls as round robin's do, if fewer")
+	t.AddNote("pickwise_orca_wrr: a backend's weight follows its reports, one per 1 s window, averaged with a 5 s half-life, and a slowed backend's queue would reach the deadline within about a second, before its reports have moved its weight far; a pick whose backend holds more of the balancer's calls than its weight and latency lead it to expect goes to a second candidate drawn by weight that holds fewer, so the calls in flight move calls off it at once")
 	notes(t, policies)
 	t.AddNote("the oracle's figures are the same for every number of balancers: it is one global view, whoever asks")
 	addWallClockColumn(t)

@@ -39,8 +39,11 @@ func TestNoisyReports(t *testing.T) {
 	if r.Overloaded[raw] < 0.02 || r.Overloaded[def] > 0.005 {
 		t.Errorf("backend-seconds over capacity: raw %.3f, smoothed %.3f; want above 0.02 and at most 0.005", r.Overloaded[raw], r.Overloaded[def])
 	}
-	if r.P99[def]*5 > r.P99[raw] {
-		t.Errorf("p99: smoothed %v, raw %v; want smoothed at least 5x lower", r.P99[def], r.P99[raw])
+	// The calls in flight take the worst of the raw weights' swings (a
+	// p99 of 249 ms at the full scale when picks followed the weights
+	// alone, 31 ms now), but smoothed weights still place better.
+	if float64(r.P99[def]) > 0.8*float64(r.P99[raw]) {
+		t.Errorf("p99: smoothed %v, raw %v; want smoothed at most 0.8x", r.P99[def], r.P99[raw])
 	}
 	// Noise multiplies every backend's weight alike on average, so it
 	// moves load between seconds, not between generations: all columns

@@ -16,7 +16,12 @@
 // and a backend whose failures stand far above the fleet's is ejected
 // locally until its probes succeed. Picks follow a precomputed smooth
 // order: shares are exact over a cycle, no endpoint gets a burst of
-// consecutive calls, and a pick allocates nothing. See package
+// consecutive calls, and a pick allocates nothing. Reports lag a backend
+// that slows down by a window or more, so a pick whose endpoint holds
+// more of this client's calls in flight than its weight and latency lead
+// it to expect goes to a second candidate, drawn by weight, that holds
+// fewer: the shares stay the weights' while the counts stay near their
+// expectations, and a slowed backend loses calls at once. See package
 // github.com/pickwise/pickwise/orcaweight for the weight computation.
 //
 // The fields gRFC A58 defines for grpc's weighted_round_robin keep their

@@ -46,6 +46,10 @@ type Endpoint struct {
 	endpointWarm
 }
 
+// This fails to compile unless endpointWarm is one cache line: a field
+// more must displace one, and one fewer needs padding back in Endpoint.
+var _ = [1]struct{}{}[unsafe.Sizeof(endpointWarm{})-cacheLine]
+
 // endpointWarm is an Endpoint's second line.
 type endpointWarm struct {
 	// Immutable after creation.
@@ -78,9 +82,10 @@ type endpointWarm struct {
 	// under the balancer's lock while Dones read it.
 	reportTo atomic.Pointer[orcaweight.Tracker]
 
-	// answer and spent are what its server last reported of its load, as
-	// pickwise_prequal's picks read it (reportedload.go): beside the hot
-	// line, which a pick of the pool reads too, not a pointer away.
+	// Two words a policy's picks read beside the hot line, whose meaning
+	// is the policy's (no balancer runs two): pickwise_prequal's server
+	// answer (reportedload.go) in both; WeightedRR's expected in-flight
+	// count in answer (expectedWord, expected.go).
 	answer atomic.Uint64
 	spent  atomic.Uint64
 }
@@ -100,9 +105,10 @@ type endpointHot struct {
 	// have not finished; picks counts the calls picked, by
 	// PickReason, on the endpoint's own line, where a balancer-wide counter
 	// would be a line every core fights over. A WeightedRR picker's calls
-	// are in neither: it counts its picks on the line it advances anyway
-	// (pickerCounts), and its placement reads no in-flight count. 32 bits:
-	// see recorder.takePicks; differences of them are right across wraps.
+	// are in inflight, which its picks compare (WeightedRR.shorterOf), but
+	// not in picks: it counts its picks on the line it advances anyway
+	// (pickerCounts). 32 bits: see recorder.takePicks; differences of them
+	// are right across wraps.
 	//
 	// inflight and picks[0] are the low and high halves of one aligned
 	// 64-bit word (fusedWord), so that a pick for reason 0, every policy's
@@ -111,13 +117,13 @@ type endpointHot struct {
 	inflight atomic.Uint32
 	picks    [MaxPickReasons]atomic.Uint32
 	// reports counts the per-call ORCA reports the endpoint's calls
-	// brought since the last weight update, for sampleReport: a
-	// WeightedRR call's Done's one write to this line (weightedDone),
-	// which then holds it when it reads the outcome counts beside it.
+	// brought since the last weight update, for sampleReport: written by
+	// a WeightedRR call's Done (weightedDone) beside its in-flight count,
+	// on a line the Done then holds when it reads the outcome counts.
 	reports atomic.Uint32
 
 	outcomeBits atomic.Uint64 // evidence.Counts.Pack of the endpoint's decayed failure and outcome counts
-	rtt         rtt           // latency average; written only by latency-aware policies
+	rtt         rtt           // latency average, written only by latency-aware policies; under WeightedRR, the baseline (expected.go)
 
 	// done is the Done of the endpoint's untimed calls, built once so that
 	// Pick does not allocate; it carries the balancer's doneShared itself,
@@ -145,6 +151,9 @@ type endpointCold struct {
 	// load is what its server last reported of its load, for
 	// pickwise_prequal (reportedload.go).
 	load reportedLoad
+	// baseDone is weightedDone for a call timed for the baseline latency
+	// (expected.go). Built with the endpoint and never changed.
+	baseDone func(balancer.DoneInfo)
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order
@@ -179,6 +188,7 @@ func newEndpoint(addr string, shared *doneShared, cold bool) *Endpoint {
 	e := &Endpoint{endpointWarm: endpointWarm{shared: shared, endpointCold: &endpointCold{addr: addr, coldReady: cold, state: connectivity.Idle}}}
 	e.done = e.newDone(shared)
 	e.weightedDone = e.newWeightedDone()
+	e.baseDone = e.newBaseDone()
 	return e
 }
 
@@ -200,14 +210,14 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 	}
 }
 
-// newWeightedDone builds e.weightedDone: the call's report, if it has one,
-// into the tracker reportTo holds at the time (none while reports come out
-// of band or weights are not kept), then the call's outcome, as the
-// engine's Done records it but for the in-flight count, which a WeightedRR
-// pick does not add to. The report comes first: counting it is the Done's
-// one write to the hot line, which another core has usually written last,
-// and a read of the line before it (the outcome's) would fetch the line
-// twice, once to read and once to own it.
+// newWeightedDone builds e.weightedDone: the call leaves the in-flight
+// count, its report, if it has one, goes into the tracker reportTo holds
+// at the time (none while reports come out of band or weights are not
+// kept), then its outcome is recorded, as the engine's Done records it.
+// The in-flight count comes first: it is a write to the hot line, which
+// another core has usually written last, and a read of the line before it
+// (the outcome's) would fetch the line twice, once to read and once to
+// own it; the report's count after it finds the line held.
 //
 // Its outcome step is newDone's, written out again rather than shared
 // through a helper, which would not inline: a call more on every Done.
@@ -218,6 +228,7 @@ func (e *Endpoint) newDone(shared *doneShared) func(balancer.DoneInfo) {
 func (e *Endpoint) newWeightedDone() func(balancer.DoneInfo) {
 	shared := e.shared
 	return func(info balancer.DoneInfo) {
+		e.inflight.Add(^uint32(0))
 		if r, ok := info.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
 			if t := e.reportTo.Load(); t != nil {
 				t.RecordN(r, sampleReport(e.reports.Add(1)))
@@ -274,8 +285,7 @@ func sampleReport(n uint32) uint64 {
 func (e *Endpoint) Addr() string { return e.addr }
 
 // InFlight is the number of RPCs picked for this endpoint that have not
-// finished; under a WeightedRR picker, which does not count its calls in
-// flight (WeightedRR.Pick), only its probes. Under Spec.ParentLoad it also
+// finished, probes included. Under Spec.ParentLoad it also
 // counts the calls a parent placed on the endpoint and told the engine of
 // (EndpointFeed.Load).
 func (e *Endpoint) InFlight() int64 { return e.inFlight() }

@@ -37,6 +37,9 @@ func newLatency(c *LatencyConfig) *latency {
 // rtt is the latency state of an endpoint. Done updates the average with a
 // compare-and-swap and then the stamp; Pick reads both without a lock and
 // may see them from different updates, which only blurs one estimate.
+// Under a WeightedRR picker, which no latency-aware picker shares a
+// balancer with, the same words hold the baseline latency and its timed
+// call (expected.go).
 type rtt struct {
 	bits      atomic.Uint64 // math.Float64bits of the average, ns; 0 = no sample
 	stamp     atomic.Int64  // Nanotime of the last sample

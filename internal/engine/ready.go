@@ -167,8 +167,9 @@ func (s *Snapshot) fleetRate() float64 {
 
 // PickEndpoint asks r's child for a connection and, if it has one, counts
 // the RPC against r until its Done runs. Every policy's picker ends here
-// but WeightedRR's (pickWeighted), so that in-flight counts and failure
-// tracking are the same for all of them. why is counted for the policy's
+// but WeightedRR's (pickWeighted, which counts the same way on its own
+// path), so that in-flight counts and failure tracking are the same for
+// all of them. why is counted for the policy's
 // picks metric.
 func PickEndpoint(r *Ready, info balancer.PickInfo, why PickReason) (balancer.PickResult, error) {
 	res, ok := r.Stats.readyResult()
@@ -198,7 +199,8 @@ func PickEndpointDone(r *Ready, info balancer.PickInfo, why PickReason, done fun
 }
 
 // pickWeighted is a WeightedRR pick of r: the child's connection, with
-// r's weightedDone, and nothing counted on r (WeightedRR.Pick says why).
+// r's weightedDone, the call counted in r's in-flight count only (the
+// picker counts its picks itself: WeightedRR.Pick).
 func pickWeighted(r *Ready, info balancer.PickInfo) (balancer.PickResult, error) {
 	res, ok := r.Stats.readyResult()
 	if !ok {
@@ -207,6 +209,7 @@ func pickWeighted(r *Ready, info balancer.PickInfo) (balancer.PickResult, error)
 			return res, err
 		}
 	}
+	r.Stats.inflight.Add(1)
 	return withDone(res, r.Stats.weightedDone), nil
 }
 

@@ -319,11 +319,12 @@ func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.Pi
 					if lent.Stats.rampProof.Claim(now) {
 						return startWeightedProof(lent.Stats, res, p.snap.sharedOf(lent.Stats), now, p.snap.Clock, ramp.Own), lent, nil
 					}
+					lent.Stats.inflight.Add(1)
 					return withDone(res, lent.Stats.weightedDone), lent, nil
 				}
 			}
 		}
-		res, err := pickWeighted(r, info)
+		res, err := p.place(r, info, pos)
 		return res, r, err
 	}
 	now := p.snap.Clock.Nanotime()
@@ -343,7 +344,7 @@ func (p *WeightedRR) pickProving(i int, r *Ready, ramping bool, info balancer.Pi
 		}
 	}
 	if proof == ramp.None {
-		res, err := pickWeighted(r, info)
+		res, err := p.place(r, info, pos)
 		return res, r, err
 	}
 	res, err := r.Stats.pickChild(info)

@@ -153,7 +153,7 @@ type call struct {
 	clock    Clock
 	lat      *latency  // nil: the call is not a sample of the latency average
 	proof    ramp.Kind // what the answer is evidence of for slow start, if anything
-	weighted bool      // a WeightedRR placed it: it ends as e.weightedDone
+	weighted bool      // a WeightedRR placed it: it ends as e.weightedDone, and an answer's latency goes into the baseline
 	done     func(balancer.DoneInfo)
 }
 
@@ -183,6 +183,9 @@ func (c *call) finish(info balancer.DoneInfo) {
 	if lat != nil {
 		e.observe(info, now-start, now, lat)
 	}
+	if weighted && info.Err == nil {
+		e.rtt.observeBase(now-start, now)
+	}
 	if proof == ramp.None {
 		return
 	}
@@ -207,8 +210,11 @@ func startTimed(e *Endpoint, res balancer.PickResult, shared *doneShared, why Pi
 }
 
 // startWeightedProof is startProof for a call a WeightedRR placed, which
-// counts nothing in flight.
+// counts it in flight but not among the endpoint's picks; its answer's
+// latency also goes into the endpoint's baseline. proof may be ramp.None:
+// a call timed for the baseline only.
 func startWeightedProof(e *Endpoint, res balancer.PickResult, shared *doneShared, now int64, clock Clock, proof ramp.Kind) balancer.PickResult {
+	e.inflight.Add(1)
 	e.rampProof.Count(proof)
 	c := callPool.Get().(*call)
 	c.e, c.shared, c.start, c.clock, c.proof, c.weighted = e, shared, now, clock, proof, true

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/bits"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -13,7 +14,9 @@ import (
 
 // WeightedRR is the engine's smooth weighted round-robin picker: every
 // pick takes the next position of a precomputed Schedule, so shares follow
-// the weights exactly over a cycle and no endpoint gets a burst. (While
+// the weights exactly over a cycle and no endpoint gets a burst, but for
+// a pick whose endpoint holds more of this client's calls than expected,
+// which goes to a less loaded second candidate (shorterOf). (While
 // picks are very dense, those on different Ps advance different
 // positions, as many as GOMAXPROCS when the picker was built, up to 64;
 // see spreadRate.) The weights are the
@@ -40,9 +43,9 @@ type WeightedRR struct {
 	checks *rampChecks
 	// mask fits a byte: there are at most maxCursors cursors.
 	mask       uint8
-	fallback   bool // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
-	checksRate bool // the picker has cursors and a clock to spread its picks by
-	unserved   bool // the snapshot's: picks mark the channel's first call (notePlaced)
+	opts       uint8 // optFallback, optShorter, optSystem: one byte, as the line has no room for three
+	checksRate bool  // the picker has cursors and a clock to spread its picks by
+	unserved   bool  // the snapshot's: picks mark the channel's first call (notePlaced)
 
 	// spread is set by a rate check that finds picks coming faster than
 	// spreadRate from more than one P, and cleared by one that finds them
@@ -53,6 +56,13 @@ type WeightedRR struct {
 	// the allocator aligns and no other object's writes take from a core.
 	spread atomic.Bool
 }
+
+// A WeightedRR picker's opts.
+const (
+	optFallback uint8 = 1 << iota // every pick is for ReasonRoundRobinFallback, not ReasonWeighted
+	optShorter                    // a pick may go to a second candidate with fewer calls in flight (shorterOf)
+	optSystem                     // snap.Rand is SystemRand: drawn from without the interface
+)
 
 // Picks on every P take their positions from the one shared cursor, so
 // that all of them together follow the schedule's order: each endpoint's
@@ -233,7 +243,19 @@ func (p *WeightedRR) continueFrom(from *WeightedRRPosition) {
 // a power of two, each starting at a random position, so that many
 // clients with the same weights do not move through the backends in step.
 func newWeightedRR(snap *Snapshot, sched *schedule.Schedule, n int) *WeightedRR {
-	p := &WeightedRR{snap: snap, sched: sched, fallback: snap.WeightsFallback, unserved: snap.unserved, shared: &cursor{}}
+	p := &WeightedRR{snap: snap, sched: sched, unserved: snap.unserved, shared: &cursor{}}
+	if snap.WeightsFallback {
+		p.opts |= optFallback
+	}
+	// Only where failures are counted: an endpoint that fails fast has
+	// few calls in flight, and without its failures counted it would take
+	// every call the comparison moves (shorterOf).
+	if len(snap.Endpoints) > 1 && snap.penalty != nil {
+		p.opts |= optShorter
+	}
+	if _, system := snap.Rand.(SystemRand); system {
+		p.opts |= optSystem
+	}
 	if snap.provesRamps() {
 		p.checks = newRampChecks(snap)
 	}
@@ -359,7 +381,7 @@ func (p *WeightedRR) picks() uint32 {
 
 // reason is what the picker's picks are counted for.
 func (p *WeightedRR) reason() PickReason {
-	if p.fallback {
+	if p.opts&optFallback != 0 {
 		return ReasonRoundRobinFallback
 	}
 	return ReasonWeighted
@@ -377,15 +399,12 @@ func (p *WeightedRR) Snapshot() *Snapshot { return p.snap }
 // call's outcome; with per-call reports, the call's Done also reads its
 // ORCA report (Endpoint.weightedDone).
 //
-// It writes nothing on the endpoint (but while an endpoint ramps, the
-// evidence of its ramp): the one atomic add that advances the position
-// (the shared cursor, or its P's while picks are spread) also counts the
-// pick, and the balancer records the picker's count for its reason
-// (pickerCounts). A count on the endpoint, and the in-flight count every
-// other engine picker keeps there, which nothing this picker places by
-// reads, were a second atomic add on every pick, on a line the other
-// cores had written last: half of a pick's time. Probes are counted, in
-// flight too, as every policy's are.
+// The one atomic add that advances the position (the shared cursor, or
+// its P's while picks are spread) also counts the pick, and the balancer
+// records the picker's count for its reason (pickerCounts): the endpoint
+// gets its in-flight count, which shorterOf compares, and no pick count
+// (while an endpoint ramps, also the evidence of its ramp). Probes are
+// counted as every policy's are.
 func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.unserved {
 		p.snap.notePlaced()
@@ -422,6 +441,11 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			}
 		}
 	}
+	if p.opts&optShorter != 0 {
+		if n := r.Stats.inflight.Load(); n > 0 {
+			i, r = p.shorterOf(i, r, n, a)
+		}
+	}
 	var res balancer.PickResult
 	var err error
 	if p.checks != nil {
@@ -437,7 +461,7 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		}
 		res, r, err = p.pickProving(i, r, ramping, info, pos, open)
 	} else {
-		res, err = pickWeighted(r, info)
+		res, err = p.place(r, info, pos)
 	}
 	if err != nil {
 		c.uncount() // nothing placed
@@ -446,6 +470,74 @@ func (p *WeightedRR) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		return a.Record(r.Stats, res, err)
 	}
 	return res, err
+}
+
+// place is a WeightedRR pick of r at schedule position pos: pickWeighted,
+// or, while picks may go to a second candidate, pickPlaced, which times
+// some calls for r's baseline latency (expected.go).
+func (p *WeightedRR) place(r *Ready, info balancer.PickInfo, pos uint32) (balancer.PickResult, error) {
+	if p.opts&optShorter == 0 {
+		return pickWeighted(r, info)
+	}
+	return pickPlaced(r, info, pos)
+}
+
+// shorterOf returns the endpoint that a pick whose schedule position gave
+// it i, r, with n of this client's calls in flight, places its call on.
+// A weighted order sends an endpoint its share whatever happens to it
+// until its weight moves, and its weight follows reports that lag by a
+// window or more and are averaged over seconds: a backend slowed down by
+// a neighbour meanwhile gets more than it serves, and its queue reaches
+// any deadline. Its calls in flight show it at once. So a pick whose
+// endpoint holds more than expected (expected.go) draws a second
+// candidate by weight and takes it if that one is less loaded against
+// its own expectation, counting the call it would get as half a call if
+// it has any in flight already (small counts compare in steps of one
+// around fractional expectations, and every such step would move calls
+// the same way); a second candidate with no expectation yet (no timed
+// answer: back from an absence, say) by bare counts. An endpoint with no
+// expectation yet keeps its slot: nothing says it holds too many. So does
+// one with none of the client's calls (most of them, at low load or with
+// many clients), with no draw, and every pick while the counts stay near
+// their expectations: the shares stay the weights'.
+//
+// The second candidate is passed over while it ramps up (slow start holds
+// its share), once an earlier attempt of the call used it, and while it
+// has recent server-side failures: a backend that fails fast has few
+// calls in flight.
+func (p *WeightedRR) shorterOf(i int, r *Ready, n uint32, a *Attempts) (int, *Ready) {
+	ei := expectedOf(r.Stats)
+	if ei == 0 || float64(n) <= ei {
+		return i, r
+	}
+	var bits uint64
+	if p.opts&optSystem != 0 {
+		bits = rand.Uint64()
+	} else {
+		bits = p.snap.Rand.Uint64()
+	}
+	j := p.sched.Next(uint32(bits))
+	if j == i {
+		return i, r
+	}
+	s := &p.snap.Endpoints[j]
+	m := float64(s.Stats.inflight.Load())
+	if ej := expectedOf(s.Stats); ei > 0 && ej > 0 {
+		if m > 0 {
+			m += 0.5
+		}
+		if float64(n)*ej <= m*ei {
+			return i, r
+		}
+	} else if m >= float64(n) {
+		return i, r
+	}
+	if s.Stats.outcomeBits.Load()>>32 != 0 ||
+		(p.snap.ramps != nil && p.snap.ramps[j].end != 0) ||
+		(a != nil && a.earlier() && a.Used(s.Stats)) {
+		return i, r
+	}
+	return j, s
 }
 
 // uncount takes back the count of a pick that placed no call of the

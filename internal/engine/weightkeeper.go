@@ -36,6 +36,8 @@ type weightKeeper struct {
 	// ones are the weights of pickers in round-robin fallback (onesFor),
 	// shared by all of them.
 	ones []float64
+	// expect sets the endpoints' expected calls in flight at every update.
+	expect expectation
 }
 
 // newWeightKeeper starts keeping weights for every endpoint in all.
@@ -53,6 +55,8 @@ func (k *weightKeeper) add(e *Endpoint) {
 	t := k.group.NewTracker()
 	w.tracker = t
 	e.reports.Store(0) // a fresh tracker's period records its first reports in full
+	e.rtt.resetBase()
+	e.expectedWord().Store(0)
 	k.routeReports(e)
 	w.weight, w.status = 0, orcaweight.NoReports
 	k.restartOOB(e)
@@ -94,6 +98,8 @@ func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodCh
 func (k *weightKeeper) connectionReady(e *Endpoint) {
 	e.weights.tracker.Reset()
 	e.reports.Store(0)
+	e.rtt.resetBase()
+	e.expectedWord().Store(0)
 	k.restartOOB(e)
 }
 
@@ -135,6 +141,7 @@ type weightUpdate struct {
 // weights, which only the metrics need.
 func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) weightUpdate {
 	u := weightUpdate{usable: k.usable[:0]}
+	k.expect.start()
 	for _, e := range order {
 		if e.state != connectivity.Ready {
 			continue
@@ -142,6 +149,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 		w := &e.weights
 		w.weight, w.status = w.tracker.Update(now)
 		e.reports.Store(0)
+		k.expect.add(e)
 		switch w.status {
 		case orcaweight.NoReports, orcaweight.Blackout:
 			u.notYet++
@@ -153,6 +161,7 @@ func (k *weightKeeper) update(now time.Time, order []*Endpoint, collect bool) we
 			}
 		}
 	}
+	k.expect.finish(order, k.cfg.UpdatePeriod)
 	bad := k.group.BadReports()
 	u.bad, k.bad = int64(bad-k.bad), bad
 	k.usable = u.usable
