@@ -340,3 +340,89 @@ func TestEndToEndSilentThenReporting(t *testing.T) {
 	}
 	e2eSettle(t, ctx, conn, 600, median, 0.05, "expired weight at the median")
 }
+
+// TestEndToEndSaturatedAfterIdleWarmUp: backends that really serve only
+// their rating (slots x 20ms, later calls queue) and are kept busy by as
+// many callers as they have slots, so that calls in flight say as much as
+// the weights. Their first answers come while they are idle and instant,
+// the channel's first calls, seconds before the load: the shares must
+// still settle at the ratings' and stay there.
+func TestEndToEndSaturatedAfterIdleWarmUp(t *testing.T) {
+	t.Parallel()
+	ratings := []float64{1000, 600}
+	ss, addrs := e2eBackends(t, ratings, false)
+	for _, s := range ss {
+		if err := s.SetBehavior(server.Behavior{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := e2eDial(t, addrs, `{"blackoutPeriod": "1s", "weightUpdatePeriod": "100ms"}`)
+	ctx := fleet.Context(t, 60*time.Second)
+	for seen := map[string]bool{}; len(seen) < len(ss); {
+		b, err := server.Call(ctx, conn, "k")
+		if err != nil {
+			t.Fatalf("warm-up call: %v", err)
+		}
+		seen[b] = true
+	}
+	if err := pause.For(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const latency = 20 * time.Millisecond
+	slots := 0
+	for i, s := range ss {
+		n := int(ratings[i] * latency.Seconds())
+		slots += n
+		b := server.Behavior{Latency: server.Duration(latency), Capacity: n}
+		b.ORCA = server.ORCAConfig{PerCall: true, Utilization: server.UtilizationRate, RatedQPS: ratings[i]}
+		if err := s.SetBehavior(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range slots {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b, err := server.Call(ctx, conn, "k")
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("call: %v", err)
+					}
+					return
+				}
+				mu.Lock()
+				got[b]++
+				mu.Unlock()
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	want := capacityShares(ratings)
+	var last []float64
+	for inARow := 0; inARow < 3; {
+		if pause.For(ctx, time.Second) != nil {
+			t.Fatalf("shares %.3f never settled within ±0.06 of %.3f", last, want)
+		}
+		mu.Lock()
+		last = e2eShares(got, len(ratings))
+		clear(got)
+		mu.Unlock()
+		if e2eWithin(last, want, 0.06) {
+			inARow++
+		} else {
+			inARow = 0
+		}
+	}
+	t.Logf("shares %.3f (want %.3f)", last, want)
+}

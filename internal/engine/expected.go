@@ -40,31 +40,51 @@ import (
 // good, once its weight has followed, is expected to hold its longer
 // calls. A sample counts for at most twice the baseline, so that one late
 // answer moves it little. Two Dones at once may lose one sample.
+//
+// Until it has baseWarm samples since a reset, a sample above it pulls
+// it up as the samples' running mean would, uncapped: an endpoint's first
+// answers may come before its backend carries its load (a warm-up, an idle
+// process), and held to the slow rise, one answer far faster than the
+// rest would keep its expected count near zero, and its calls on the other
+// endpoints, for minutes.
 const (
 	baseFall = float64(time.Second)
 	baseRise = float64(30 * time.Second)
+	baseWarm = 16
 )
 
-// observeBase folds an answered call's latency, taken at now, into the
+// observeBase folds an answered call's latency, taken at now, into e's
 // baseline.
-func (r *rtt) observeBase(latency, now int64) {
+func (e *Endpoint) observeBase(latency, now int64) {
 	if latency <= 0 {
 		return
 	}
+	r := &e.rtt
 	x := float64(latency)
 	last := r.stamp.Swap(now)
 	old := math.Float64frombits(r.bits.Load())
+	n := e.baseSamples.Load()
+	if n <= baseWarm {
+		n = e.baseSamples.Add(1)
+	}
 	if old == 0 {
 		r.bits.Store(math.Float64bits(x))
+		e.baseSamples.Store(1)
 		return
-	}
-	tau := baseFall
-	if x > old {
-		x, tau = min(x, 2*old), baseRise
 	}
 	// 1 - e^(-dt/tau), to first order: samples come far more often than
 	// either time constant, and a long gap takes the whole way.
-	g := min(float64(max(now-last, 0))/tau, 1)
+	dt := float64(max(now-last, 0))
+	var g float64
+	switch {
+	case x > old && n <= baseWarm:
+		g = min(max(dt/baseRise, 1/float64(n)), 1)
+	case x > old:
+		x = min(x, 2*old)
+		g = min(dt/baseRise, 1)
+	default:
+		g = min(dt/baseFall, 1)
+	}
 	r.bits.Store(math.Float64bits(old + g*(x-old)))
 }
 
@@ -73,9 +93,9 @@ func (r *rtt) baseline() float64 { return math.Float64frombits(r.bits.Load()) }
 
 // resetBase forgets the baseline: a new connection may be a new process.
 // A call being timed keeps its start, and its answer starts the new one.
-func (r *rtt) resetBase() {
-	r.bits.Store(0)
-	r.stamp.Store(0)
+func (e *Endpoint) resetBase() {
+	e.rtt.bits.Store(0)
+	e.rtt.stamp.Store(0)
 }
 
 // expectHalfLife is the half-life of the average of k over updates: a
@@ -245,7 +265,7 @@ func (e *Endpoint) newBaseDone() func(balancer.DoneInfo) {
 			shift = max(shift-1, 1)
 		}
 		if info.Err == nil {
-			e.rtt.observeBase(now-start, now)
+			e.observeBase(now-start, now)
 		}
 		e.rtt.lastTimed.Store(-shift)
 	}

@@ -11,13 +11,13 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// feedBase gives r samples of latency every gap for d from start, and
-// returns when they end.
-func feedBase(r *rtt, start int64, latency, gap, d time.Duration) int64 {
+// feedBase gives e's baseline samples of latency every gap for d from
+// start, and returns when they end.
+func feedBase(e *Endpoint, start int64, latency, gap, d time.Duration) int64 {
 	now := start
 	for end := start + int64(d); now < end; {
 		now += int64(gap)
-		r.observeBase(int64(latency), now)
+		e.observeBase(int64(latency), now)
 	}
 	return now
 }
@@ -28,30 +28,59 @@ func feedBase(r *rtt, start int64, latency, gap, d time.Duration) int64 {
 // samples a millisecond apart and 50 ms apart move it alike.
 func TestBaselineFallsFastRisesSlowly(t *testing.T) {
 	for _, gap := range []time.Duration{time.Millisecond, 50 * time.Millisecond} {
-		var r rtt
-		now := feedBase(&r, 1, 10*time.Millisecond, gap, 5*time.Second)
+		e := newEndpoint("x", &doneShared{}, false)
+		r := &e.rtt
+		now := feedBase(e, 1, 10*time.Millisecond, gap, 5*time.Second)
 		if got := r.baseline(); got != float64(10*time.Millisecond) {
 			t.Fatalf("gap %v: baseline %v after steady 10 ms answers, want 10 ms", gap, time.Duration(got))
 		}
-		now = feedBase(&r, now, 30*time.Millisecond, gap, 8*time.Second)
+		now = feedBase(e, now, 30*time.Millisecond, gap, 8*time.Second)
 		if got := time.Duration(r.baseline()); got > 14*time.Millisecond {
 			t.Errorf("gap %v: baseline %v after 8 s of 3x slower answers, want under 14 ms", gap, got)
 		}
-		now = feedBase(&r, now, 5*time.Millisecond, gap, 3*time.Second)
+		now = feedBase(e, now, 5*time.Millisecond, gap, 3*time.Second)
 		if got := time.Duration(r.baseline()); got > 5500*time.Microsecond {
 			t.Errorf("gap %v: baseline %v after 3 s of 5 ms answers, want about 5 ms", gap, got)
 		}
-		feedBase(&r, now, 20*time.Millisecond, gap, 2*time.Minute)
+		feedBase(e, now, 20*time.Millisecond, gap, 2*time.Minute)
 		if got := time.Duration(r.baseline()); got < 18*time.Millisecond {
 			t.Errorf("gap %v: baseline %v after 2 min of 20 ms answers, want about 20 ms", gap, got)
 		}
 	}
 	// One late answer among many moves it little.
-	var r rtt
-	now := feedBase(&r, 1, 10*time.Millisecond, 10*time.Millisecond, time.Second)
-	r.observeBase(int64(time.Second), now+int64(10*time.Millisecond))
-	if got := time.Duration(r.baseline()); got > 11*time.Millisecond {
+	e := newEndpoint("x", &doneShared{}, false)
+	now := feedBase(e, 1, 10*time.Millisecond, 10*time.Millisecond, 5*time.Second)
+	e.observeBase(int64(time.Second), now+int64(10*time.Millisecond))
+	if got := time.Duration(e.rtt.baseline()); got > 11*time.Millisecond {
 		t.Errorf("baseline %v after one 1 s answer among 10 ms ones, want about 10 ms", got)
+	}
+}
+
+// TestBaselineFirstAnswersDoNotHoldItLow: an endpoint whose first answer
+// came before its backend carried its load (an idle warm-up: 0.15 ms
+// against the 20 ms of every later call), right before its load or
+// seconds before, has its baseline near the later calls' within a second,
+// not minutes; after a reset, the same. Past its first answers, it rises
+// slowly again.
+func TestBaselineFirstAnswersDoNotHoldItLow(t *testing.T) {
+	for _, idle := range []time.Duration{0, 5 * time.Second} {
+		for _, gap := range []time.Duration{time.Millisecond, 20 * time.Millisecond} {
+			e := newEndpoint("x", &doneShared{}, false)
+			start := int64(time.Hour)
+			for range 2 {
+				now := feedBase(e, start, 150*time.Microsecond, gap, gap)
+				now = feedBase(e, now+int64(idle), 20*time.Millisecond, gap, time.Second)
+				if got := time.Duration(e.rtt.baseline()); got < 18*time.Millisecond || got > 20*time.Millisecond {
+					t.Errorf("idle %v, gap %v: baseline %v after one 0.15 ms answer and 1 s of 20 ms ones, want 18-20 ms", idle, gap, got)
+				}
+				feedBase(e, now, 60*time.Millisecond, gap, 3*time.Second)
+				if got := time.Duration(e.rtt.baseline()); got > 24*time.Millisecond {
+					t.Errorf("idle %v, gap %v: baseline %v after 3 s of 3x slower answers, want under 24 ms", idle, gap, got)
+				}
+				e.resetBase()
+				start += int64(time.Hour)
+			}
+		}
 	}
 }
 
@@ -64,7 +93,7 @@ func readyEndpoints(ws []float64, ls []time.Duration, in []uint32) []*Endpoint {
 		e.state = connectivity.Ready
 		e.weights.weight, e.weights.status = ws[i], orcaweight.Usable
 		if ls[i] > 0 {
-			e.rtt.observeBase(int64(ls[i]), 1)
+			e.observeBase(int64(ls[i]), 1)
 		}
 		e.inflight.Store(in[i])
 		out[i] = e

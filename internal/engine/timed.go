@@ -184,7 +184,7 @@ func (c *call) finish(info balancer.DoneInfo) {
 		e.observe(info, now-start, now, lat)
 	}
 	if weighted && info.Err == nil {
-		e.rtt.observeBase(now-start, now)
+		e.observeBase(now-start, now)
 	}
 	if proof == ramp.None {
 		return

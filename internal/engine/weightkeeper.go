@@ -55,7 +55,7 @@ func (k *weightKeeper) add(e *Endpoint) {
 	t := k.group.NewTracker()
 	w.tracker = t
 	e.reports.Store(0) // a fresh tracker's period records its first reports in full
-	e.rtt.resetBase()
+	e.resetBase()
 	e.expectedWord().Store(0)
 	k.routeReports(e)
 	w.weight, w.status = 0, orcaweight.NoReports
@@ -98,7 +98,7 @@ func (k *weightKeeper) reconfigure(cfg WeightsConfig, all []*Endpoint) (periodCh
 func (k *weightKeeper) connectionReady(e *Endpoint) {
 	e.weights.tracker.Reset()
 	e.reports.Store(0)
-	e.rtt.resetBase()
+	e.resetBase()
 	e.expectedWord().Store(0)
 	k.restartOOB(e)
 }
