@@ -75,6 +75,22 @@ func (p *loadPool) remove(e *Endpoint) {
 	}
 }
 
+// keep takes out of the pool the endpoints that are not in ready, the
+// newest picker's endpoints, whose indexes were just set.
+func (p *loadPool) keep(ready []Ready) {
+	for k := range p.size {
+		if e := p.slots[k].Load(); e != nil && !isAt(ready, e) {
+			p.remove(e)
+		}
+	}
+}
+
+// isAt reports whether e is in ready at the index it holds.
+func isAt(ready []Ready, e *Endpoint) bool {
+	i := e.indexOf(e.spent.Load())
+	return uint(i) < uint(len(ready)) && ready[i].Stats == e
+}
+
 // poolState is what expire found in the pool.
 type poolState struct {
 	// usable counts the answers picks can still use.

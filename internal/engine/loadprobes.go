@@ -148,6 +148,9 @@ func (lp *loadProbes) use(ready []Ready) {
 		}
 	}
 	lp.targets.Store(&ready)
+	if s := lp.settings.Load(); s != nil {
+		s.pool.keep(ready)
+	}
 	lp.unprobed.Store(false)
 	lp.chance.Store(math.MaxUint64)
 	if s := lp.settings.Load(); s != nil && len(ready) > 0 {
@@ -183,6 +186,9 @@ func (lp *loadProbes) report(e *Endpoint, load any) {
 		return
 	}
 	e.setAnswer(rif, latency, lp.now.Load(), e.inflight.Load())
+	if t := lp.targets.Load(); t == nil || !isAt(*t, e) {
+		return // no longer READY: its answer would take a slot no pick uses
+	}
 	if s.pool.offer(e, false, s.cfg.ReuseBudget) {
 		lp.ensureTick(s)
 	}

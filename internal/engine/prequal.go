@@ -53,6 +53,7 @@ func NewPrequal(snap *Snapshot, choices int) balancer.Picker {
 // RIF. Non-negative float32s order as their bits do, so the key is one
 // integer.
 type ranked struct {
+	e   *Endpoint
 	i   int // index in cands; -1 for none
 	key uint64
 }
@@ -70,14 +71,45 @@ func (r ranked) reason() PickReason {
 	return ReasonCold
 }
 
-// rank is e's answer ranked against the hot line.
-func rank(i int, e *Endpoint, hot uint32) ranked {
+// rank is the key of e's answer against the hot line.
+func rank(e *Endpoint, hot uint32) uint64 {
 	w := e.answer.Load()
 	rif := min(movedRIF(uint32(w>>48), uint32(w>>32), e.inflight.Load()), math.MaxUint16)
 	if rif > int64(hot) {
-		return ranked{i: i, key: hotKey | uint64(rif)}
+		return hotKey | uint64(rif)
 	}
-	return ranked{i: i, key: uint64(uint32(w)&^answerFlags)<<16 | uint64(rif)}
+	return uint64(uint32(w)&^answerFlags)<<16 | uint64(rif)
+}
+
+// scan returns the two best answers of the pool for a pick, by the
+// hot-cold rule: usable (within budget, to endpoints that no earlier
+// attempt of the call used) and at an index within this picker's
+// endpoints, which checked confirms; unchecked, the caller confirms the
+// two it got, which saves a line read per answer.
+func (p *Prequal) scan(pool *loadPool, budget int, a *Attempts, checked bool) (best, second ranked) {
+	hot := pool.hot.Load()
+	best, second = unranked, unranked
+	for k := range pool.size {
+		e := pool.slots[k].Load()
+		if e == nil {
+			continue
+		}
+		spent := e.spent.Load()
+		if usesOf(spent) >= budget {
+			continue
+		}
+		i := e.indexOf(spent)
+		if uint(i) >= uint(len(p.cands)) || i == best.i || checked && p.cands[i].Stats != e || a != nil && a.Used(e) {
+			continue
+		}
+		switch key := rank(e, hot); {
+		case key < best.key:
+			best, second = ranked{e: e, i: i, key: key}, best
+		case key < second.key:
+			second = ranked{e: e, i: i, key: key}
+		}
+	}
+	return best, second
 }
 
 // Pick implements balancer.Picker.
@@ -88,24 +120,11 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	a := AttemptsOf(info)
 	pool, budget := p.set.pool, p.set.cfg.ReuseBudget
-	hot := pool.hot.Load()
-	best, second := unranked, unranked
-	for k := range pool.size {
-		e := pool.slots[k].Load()
-		if e == nil {
-			continue
-		}
-		spent := e.spent.Load()
-		i := e.indexOf(spent)
-		if uint(i) >= uint(len(p.cands)) || p.cands[i].Stats != e || usesOf(spent) >= budget || a != nil && a.Used(e) || i == best.i {
-			continue
-		}
-		switch r := rank(i, e, hot); {
-		case r.key < best.key:
-			best, second = r, best
-		case r.key < second.key:
-			second = r
-		}
+	best, second := p.scan(pool, budget, a, false)
+	if best.i >= 0 && p.cands[best.i].Stats != best.e || second.i >= 0 && p.cands[second.i].Stats != second.e {
+		// An answer carried an index of another picker's: this one's
+		// endpoints moved since. Scan again, each against this picker.
+		best, second = p.scan(pool, budget, a, true)
 	}
 	draw := p.ll.draw()
 	if second.i < 0 {
