@@ -105,12 +105,11 @@ func TestSlowBackend(t *testing.T) {
 // flight) bring the backend back far later: over seeds 1 to 12 of the
 // reduced run, its share in the 10 s after was 4.4% raw and 1.2%
 // smoothed. With the defaults the recovered backend, fast again, holds
-// fewer calls than expected and takes calls off the others: over four
-// sets of 12 seeds, 7.8-8.0% raw and 6.8-7.3% smoothed, the smoothed
-// 0.86-0.92 times the raw (4.4% smoothed when picks followed the weights
-// alone). Both columns come back through the same probes and readmission
+// fewer calls than expected and takes calls off the others, smoothed or
+// not. Both columns come back through the same probes and readmission
 // first, and one run's share is a few hundred calls that a feedback loop
-// moves, hence the means of 12 seeds and a bound below the sets' spread.
+// moves: hence the means of 12 seeds, and a bound below the spread of
+// such means (the commit that set it has them).
 func TestSlowBackendRecoverySmoothing(t *testing.T) {
 	t.Parallel()
 	const seeds = 12
@@ -131,8 +130,8 @@ func TestSlowBackendRecoverySmoothing(t *testing.T) {
 	if raw, smoothed := share(`{"weightHalfLife":"0s",`+alone+`}`), share(`{`+alone+`}`); raw < 1.15*smoothed {
 		t.Errorf("weights alone: share in the 10 s after the recovery, mean of %d seeds: raw %.4f, smoothed %.4f; want raw at least 1.15 times the smoothed", seeds, raw, smoothed)
 	}
-	if raw, smoothed := share(`{"weightHalfLife":"0s"}`), share(`{}`); smoothed < 0.8*raw {
-		t.Errorf("defaults: share in the 10 s after the recovery, mean of %d seeds: raw %.4f, smoothed %.4f; want the smoothed at least 0.8 times the raw", seeds, raw, smoothed)
+	if raw, smoothed := share(`{"weightHalfLife":"0s"}`), share(`{}`); smoothed < 0.7*raw {
+		t.Errorf("defaults: share in the 10 s after the recovery, mean of %d seeds: raw %.4f, smoothed %.4f; want the smoothed at least 0.7 times the raw", seeds, raw, smoothed)
 	}
 }
 

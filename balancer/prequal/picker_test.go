@@ -245,9 +245,9 @@ func TestMixedFleet(t *testing.T) {
 
 // TestEndpointsMovedSinceTheAnswers: answers in the pool carry their
 // endpoint's index in the newest picker; after a resolver update that
-// moves every endpoint's index and removes the fastest, picks follow the
-// answers of the endpoints that are left, by the rule, and none goes to
-// the one removed.
+// moves the endpoints left and removes the fastest, whose last call ends
+// after it with a report, picks follow the answers of the endpoints left,
+// by the rule, and none goes to the one removed.
 func TestEndpointsMovedSinceTheAnswers(t *testing.T) {
 	h, as, loads, prober := start(t, `{"slowStart": {"enabled": false}, "reuseBudget": 1000}`, []load{
 		{rif: 1, latency: 0.001}, // the fastest, removed below
@@ -259,14 +259,19 @@ func TestEndpointsMovedSinceTheAnswers(t *testing.T) {
 	if got := serveWithReports(h, 100, loads); got[as[0]] != 100 {
 		t.Fatalf("picks %v: want all on %s, the fastest", got, as[0])
 	}
+	last, done := h.Pick()
+	if last != as[0] {
+		t.Fatalf("pick went to %s, want %s", last, as[0])
+	}
 	extra := testkit.Addrs(5)[4]
 	loads[extra] = load{rif: 1, latency: 0.040}
 	prober.Set(extra, engine.LoadAnswer{RIF: 1, Latency: 0.040})
-	// The newcomer first: every endpoint left moves up or down one.
-	if err := h.Update(testkit.Endpoints([]string{extra, as[3], as[2], as[1]})...); err != nil {
+	// Every endpoint left moves: as[2] from 2 to 1, as[3] to 2, as[1] to 3.
+	if err := h.Update(testkit.Endpoints([]string{extra, as[2], as[3], as[1]})...); err != nil {
 		t.Fatal(err)
 	}
 	h.Ready(extra)
+	done(report(loads[as[0]]))
 	got := serveWithReports(h, 300, loads)
 	if got[as[0]] != 0 {
 		t.Errorf("picks %v: %d on the removed %s", got, got[as[0]], as[0])

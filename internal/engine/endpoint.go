@@ -154,9 +154,9 @@ type endpointCold struct {
 	// baseDone is weightedDone for a call timed for the baseline latency
 	// (expected.go). Built with the endpoint and never changed.
 	baseDone func(balancer.DoneInfo)
-	// baseSamples counts the samples of its baseline since the last
-	// reset, for their warm-up (expected.go), written by timed calls' Dones.
-	baseSamples atomic.Uint32
+	// baseFrom is when its baseline's warm-up began (expected.go),
+	// written by timed calls' Dones.
+	baseFrom atomic.Int64
 
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order

@@ -41,16 +41,18 @@ import (
 // calls. A sample counts for at most twice the baseline, so that one late
 // answer moves it little. Two Dones at once may lose one sample.
 //
-// Until it has baseWarm samples since a reset, a sample above it pulls
-// it up as the samples' running mean would, uncapped: an endpoint's first
-// answers may come before its backend carries its load (a warm-up, an idle
-// process), and held to the slow rise, one answer far faster than the
-// rest would keep its expected count near zero, and its calls on the other
-// endpoints, for minutes.
+// For baseWarm after its first sample, and after a gap as long between
+// two, a sample above it pulls it halfway up, uncapped: an endpoint's
+// first answers may come before its backend carries its load (a warm-up,
+// an idle process), and held to the slow rise, answers far faster than
+// the rest would keep its expected count near zero, and its calls on the
+// other endpoints, for minutes. A baseline too high only leaves the
+// endpoint's calls where the weights put them, and falls within a second
+// or two.
 const (
 	baseFall = float64(time.Second)
 	baseRise = float64(30 * time.Second)
-	baseWarm = 16
+	baseWarm = 3 * time.Second
 )
 
 // observeBase folds an answered call's latency, taken at now, into e's
@@ -63,22 +65,21 @@ func (e *Endpoint) observeBase(latency, now int64) {
 	x := float64(latency)
 	last := r.stamp.Swap(now)
 	old := math.Float64frombits(r.bits.Load())
-	n := e.baseSamples.Load()
-	if n <= baseWarm {
-		n = e.baseSamples.Add(1)
-	}
 	if old == 0 {
 		r.bits.Store(math.Float64bits(x))
-		e.baseSamples.Store(1)
+		e.baseFrom.Store(now)
 		return
+	}
+	if now-last >= int64(baseWarm) {
+		e.baseFrom.Store(now)
 	}
 	// 1 - e^(-dt/tau), to first order: samples come far more often than
 	// either time constant, and a long gap takes the whole way.
 	dt := float64(max(now-last, 0))
 	var g float64
 	switch {
-	case x > old && n <= baseWarm:
-		g = min(max(dt/baseRise, 1/float64(n)), 1)
+	case x > old && now-e.baseFrom.Load() < int64(baseWarm):
+		g = max(min(dt/baseRise, 1), 0.5)
 	case x > old:
 		x = min(x, 2*old)
 		g = min(dt/baseRise, 1)

@@ -56,9 +56,9 @@ func TestBaselineFallsFastRisesSlowly(t *testing.T) {
 	}
 }
 
-// TestBaselineFirstAnswersDoNotHoldItLow: an endpoint whose first answer
-// came before its backend carried its load (an idle warm-up: 0.15 ms
-// against the 20 ms of every later call), right before its load or
+// TestBaselineFirstAnswersDoNotHoldItLow: an endpoint whose first
+// answers came before its backend carried its load (an idle warm-up: 0.15
+// ms against the 20 ms of every later call), right before its load or
 // seconds before, has its baseline near the later calls' within a second,
 // not minutes; after a reset, the same. Past its first answers, it rises
 // slowly again.
@@ -68,11 +68,12 @@ func TestBaselineFirstAnswersDoNotHoldItLow(t *testing.T) {
 			e := newEndpoint("x", &doneShared{}, false)
 			start := int64(time.Hour)
 			for range 2 {
-				now := feedBase(e, start, 150*time.Microsecond, gap, gap)
+				now := feedBase(e, start, 150*time.Microsecond, gap, 8*gap)
 				now = feedBase(e, now+int64(idle), 20*time.Millisecond, gap, time.Second)
 				if got := time.Duration(e.rtt.baseline()); got < 18*time.Millisecond || got > 20*time.Millisecond {
-					t.Errorf("idle %v, gap %v: baseline %v after one 0.15 ms answer and 1 s of 20 ms ones, want 18-20 ms", idle, gap, got)
+					t.Errorf("idle %v, gap %v: baseline %v after eight 0.15 ms answers and 1 s of 20 ms ones, want 18-20 ms", idle, gap, got)
 				}
+				now = feedBase(e, now, 20*time.Millisecond, gap, baseWarm)
 				feedBase(e, now, 60*time.Millisecond, gap, 3*time.Second)
 				if got := time.Duration(e.rtt.baseline()); got > 24*time.Millisecond {
 					t.Errorf("idle %v, gap %v: baseline %v after 3 s of 3x slower answers, want under 24 ms", idle, gap, got)

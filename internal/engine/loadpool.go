@@ -11,8 +11,8 @@ const MaxLoadPool = 32
 // loadPool is Prequal's pool: the endpoints whose servers answered
 // recently, whose answers a pick compares. It holds endpoints, not copies
 // of answers: an answer that arrives for a pooled endpoint refreshes it in
-// place. Picks read it without a lock; answers, picks that use up an
-// answer and the expiry tick change it with atomic swaps. A race between
+// place. Picks read it without a lock; answers, the expiry tick and a
+// picker's build (keep) change it with atomic swaps. A race between
 // two of them can leave an endpoint in two slots, or out of the pool a
 // little early: a pick then sees one candidate twice, or one fewer.
 type loadPool struct {
@@ -67,21 +67,21 @@ func (p *loadPool) offer(e *Endpoint, evict bool, budget int) bool {
 	return true
 }
 
-// remove takes e out of the pool, if it is there.
-func (p *loadPool) remove(e *Endpoint) {
-	l := &e.load
-	if s := l.slot.Load(); s > 0 && s <= p.size && p.slots[s-1].CompareAndSwap(e, nil) {
-		l.slot.CompareAndSwap(s, 0)
-	}
-}
-
 // keep takes out of the pool the endpoints that are not in ready, the
 // newest picker's endpoints, whose indexes were just set.
 func (p *loadPool) keep(ready []Ready) {
 	for k := range p.size {
 		if e := p.slots[k].Load(); e != nil && !isAt(ready, e) {
-			p.remove(e)
+			p.clear(k, e)
 		}
+	}
+}
+
+// clear takes e out of slot k, where it may be a second copy (see
+// loadPool).
+func (p *loadPool) clear(k int32, e *Endpoint) {
+	if p.slots[k].CompareAndSwap(e, nil) {
+		e.load.slot.CompareAndSwap(k+1, 0)
 	}
 }
 
@@ -117,7 +117,7 @@ func (p *loadPool) expire(now, maxAge int64, q float64, budget int) poolState {
 		}
 		spent := e.spent.Load()
 		if answerAge(spent, now) > maxAge {
-			p.remove(e)
+			p.clear(k, e)
 			continue
 		}
 		if usesOf(spent) < budget {

@@ -186,12 +186,21 @@ func (lp *loadProbes) report(e *Endpoint, load any) {
 		return
 	}
 	e.setAnswer(rif, latency, lp.now.Load(), e.inflight.Load())
-	if t := lp.targets.Load(); t == nil || !isAt(*t, e) {
-		return // no longer READY: its answer would take a slot no pick uses
+	if !lp.current(e) {
+		return
 	}
 	if s.pool.offer(e, false, s.cfg.ReuseBudget) {
 		lp.ensureTick(s)
 	}
+}
+
+// current reports whether e is in the newest picker's READY list. An
+// answer that arrives for one that left it (a late report or probe
+// answer of an endpoint removed, ejected or disconnected since) takes no
+// pool slot: no pick of the newest picker could use it.
+func (lp *loadProbes) current(e *Endpoint) bool {
+	t := lp.targets.Load()
+	return t != nil && isAt(*t, e)
 }
 
 // want is a pick's request for a probe, at chance; draw is its random
@@ -335,7 +344,9 @@ func (lp *loadProbes) answered(e *Endpoint, c *readyConn, a LoadAnswer) {
 	now := lp.clock.Nanotime()
 	lp.now.Store(now)
 	e.setAnswer(a.RIF, a.Latency, now, e.inflight.Load())
-	s.pool.offer(e, true, s.cfg.ReuseBudget)
+	if lp.current(e) {
+		s.pool.offer(e, true, s.cfg.ReuseBudget)
+	}
 	lp.settle(s, now)
 	lp.ensureTick(s)
 }

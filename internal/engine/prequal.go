@@ -122,8 +122,9 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	pool, budget := p.set.pool, p.set.cfg.ReuseBudget
 	best, second := p.scan(pool, budget, a, false)
 	if best.i >= 0 && p.cands[best.i].Stats != best.e || second.i >= 0 && p.cands[second.i].Stats != second.e {
-		// An answer carried an index of another picker's: this one's
-		// endpoints moved since. Scan again, each against this picker.
+		// An answer's index is not this picker's: the picker is older
+		// than the newest, or the answer came for an endpoint that left
+		// the READY list as it did. Scan again, each against this picker.
 		best, second = p.scan(pool, budget, a, true)
 	}
 	draw := p.ll.draw()

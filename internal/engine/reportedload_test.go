@@ -124,10 +124,29 @@ func TestLoadPool(t *testing.T) {
 	if !p.offer(eps[3], true, 1) || !p.holds(eps[3]) || p.holds(eps[1]) || !p.holds(eps[0]) || !p.holds(eps[2]) {
 		t.Error("a probe's answer did not take the spent answer's slot")
 	}
-	p.remove(eps[0])
-	if p.holds(eps[0]) {
-		t.Error("removed, still held")
+	// A picker built without eps[0] takes it out, and both copies of
+	// eps[2], which two racing offers can leave in two slots.
+	p.slots[p.size-1].Store(eps[2])
+	ready := make([]Ready, 0, 4)
+	for _, e := range eps[1:] {
+		e.setIndex(len(ready))
+		ready = append(ready, Ready{Stats: e})
 	}
+	p.keep(ready)
+	if p.holds(eps[0]) {
+		t.Error("not in the newest picker, still held")
+	}
+	if !p.holds(eps[2]) || !p.holds(eps[3]) {
+		t.Error("in the newest picker, taken out")
+	}
+	p.keep(slicesDelete(ready, 1)) // eps[2] leaves
+	for k := range p.size {
+		if p.slots[k].Load() == eps[2] {
+			t.Errorf("slot %d still holds an endpoint not in the newest picker", k)
+		}
+	}
+	eps[2].setIndex(1)
+	p.offer(eps[2], false, 1)
 	eps[2].setAnswer(20, 0.01, int64(2*time.Second), 0)
 	eps[3].setAnswer(30, 0.01, int64(2*time.Second), 0)
 	p.offer(eps[4], false, 1) // answered at 0
@@ -137,4 +156,14 @@ func TestLoadPool(t *testing.T) {
 	if hot := p.hot.Load(); hot != 20 {
 		t.Errorf("hot line %d, want the median of 20 and 30: 20", hot)
 	}
+}
+
+// slicesDelete is ready without its i-th endpoint, the others at their
+// indexes in it.
+func slicesDelete(ready []Ready, i int) []Ready {
+	out := append(append([]Ready(nil), ready[:i]...), ready[i+1:]...)
+	for j := range out {
+		out[j].Stats.setIndex(j)
+	}
+	return out
 }
