@@ -186,10 +186,9 @@ func (lp *loadProbes) report(e *Endpoint, load any) {
 		return
 	}
 	e.setAnswer(rif, latency, lp.now.Load(), e.inflight.Load())
-	if !lp.current(e) {
-		return
-	}
-	if s.pool.offer(e, false, s.cfg.ReuseBudget) {
+	// A pooled endpoint, the common case, is current: keep took out the
+	// others.
+	if s.pool.holds(e) || lp.current(e) && s.pool.offer(e, false, s.cfg.ReuseBudget) {
 		lp.ensureTick(s)
 	}
 }

@@ -484,27 +484,17 @@ func (p *WeightedRR) place(r *Ready, info balancer.PickInfo, pos uint32) (balanc
 
 // shorterOf returns the endpoint that a pick whose schedule position gave
 // it i, r, with n of this client's calls in flight, places its call on.
-// A weighted order sends an endpoint its share whatever happens to it
-// until its weight moves, and its weight follows reports that lag by a
-// window or more and are averaged over seconds: a backend slowed down by
-// a neighbour meanwhile gets more than it serves, and its queue reaches
-// any deadline. Its calls in flight show it at once. So a pick whose
-// endpoint holds more than expected (expected.go) draws a second
-// candidate by weight and takes it if that one is less loaded against
-// its own expectation, counting the call it would get as half a call if
-// it has any in flight already (small counts compare in steps of one
-// around fractional expectations, and every such step would move calls
-// the same way); a second candidate with no expectation yet (no timed
-// answer: back from an absence, say) by bare counts. An endpoint with no
-// expectation yet keeps its slot: nothing says it holds too many. So does
-// one with none of the client's calls (most of them, at low load or with
-// many clients), with no draw, and every pick while the counts stay near
-// their expectations: the shares stay the weights'.
-//
-// The second candidate is passed over while it ramps up (slow start holds
-// its share), once an earlier attempt of the call used it, and while it
-// has recent server-side failures: a backend that fails fast has few
-// calls in flight.
+// Weights follow reports a window or more late; calls in flight show a
+// slowed backend at once. So a pick whose endpoint holds more than
+// expected (expected.go) draws a second candidate by weight and takes it
+// if that one is less loaded against its own expectation, its next call
+// counted as half a call when it has some (so that small counts around
+// fractional expectations do not move calls one way only), or by bare
+// counts when it has no expectation yet. Every other pick keeps the
+// schedule's endpoint, with no draw. A second candidate is passed over
+// while it ramps, once an earlier attempt used it, and while it has
+// recent failures (a backend that fails fast holds few calls).
+// docs/design/weighted-in-flight.md has why and the measurements.
 func (p *WeightedRR) shorterOf(i int, r *Ready, n uint32, a *Attempts) (int, *Ready) {
 	ei := expectedOf(r.Stats)
 	if ei == 0 || float64(n) <= ei {

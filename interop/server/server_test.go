@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	v3orcaservicepb "github.com/cncf/xds/go/xds/service/orca/v3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/pickwise/pickwise/internal/loadpb"
@@ -358,16 +359,7 @@ func TestPerCallORCA(t *testing.T) {
 	if _, err := SetBehavior(ctx, conn, `{"orca":{"perCall":true}}`); err != nil {
 		t.Fatalf("SetBehavior: %v", err)
 	}
-	for range 5 {
-		trailer = nil
-		if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); err != nil {
-			t.Fatalf("Call: %v", err)
-		}
-	}
-	r, err := ParseLoadReport(trailer)
-	if err != nil || r == nil {
-		t.Fatalf("ParseLoadReport = %v, %v; want a report", r, err)
-	}
+	r := reportAfter(t, ctx, conn, 5)
 	// The reporting call itself is in service, so utilization is at least
 	// 1/capacity.
 	if u := r.GetCpuUtilization(); !(u > 0 && u <= 1) {
@@ -388,7 +380,7 @@ func TestPerCallORCA(t *testing.T) {
 	if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Call = %v, want Unavailable", err)
 	}
-	r, err = ParseLoadReport(trailer)
+	r, err := ParseLoadReport(trailer)
 	if err != nil || r == nil {
 		t.Fatalf("ParseLoadReport after failure = %v, %v; want a report", r, err)
 	}
@@ -680,17 +672,8 @@ func TestSlowdown(t *testing.T) {
 func TestServerLoad(t *testing.T) {
 	s, conn := start(t, Behavior{Latency: Duration(5 * time.Millisecond), Capacity: 2})
 	ctx := testCtx(t)
+	r := reportAfter(t, ctx, conn, 3)
 	var trailer metadata.MD
-	for range 3 {
-		trailer = nil
-		if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); err != nil {
-			t.Fatalf("Call: %v", err)
-		}
-	}
-	r, err := ParseLoadReport(trailer)
-	if err != nil || r == nil {
-		t.Fatalf("ParseLoadReport = %v, %v; want a report", r, err)
-	}
 	rif, ok := r.GetNamedMetrics()[serverload.RIFMetric]
 	if !ok || rif != 0 {
 		t.Errorf("%s = %v (present: %v), want 0 with no other call in flight", serverload.RIFMetric, rif, ok)
@@ -727,4 +710,22 @@ func TestServerLoad(t *testing.T) {
 	if st := s.Stats(); st.Probes != 0 {
 		t.Errorf("Probes = %d after Reset, want 0", st.Probes)
 	}
+}
+
+// reportAfter makes n calls on conn and returns the load report of the
+// last one's trailer.
+func reportAfter(t *testing.T, ctx context.Context, conn *grpc.ClientConn, n int) *v3orcapb.OrcaLoadReport {
+	t.Helper()
+	var trailer metadata.MD
+	for range n {
+		trailer = nil
+		if _, err := Call(ctx, conn, "k", grpc.Trailer(&trailer)); err != nil {
+			t.Fatalf("Call: %v", err)
+		}
+	}
+	r, err := ParseLoadReport(trailer)
+	if err != nil || r == nil {
+		t.Fatalf("ParseLoadReport = %v, %v; want a report", r, err)
+	}
+	return r
 }
