@@ -36,3 +36,18 @@ func BenchmarkPick(b *testing.B) {
 		}, []int{n}, benchReports(n), time.Millisecond)
 	}
 }
+
+// BenchmarkPickHeld is BenchmarkPick with each benchmark goroutine keeping
+// 8 calls in flight, finishing the oldest as it starts the next: an
+// answer is then spent for a while after its pick, as it is for calls that
+// take longer than a pick, rather than renewed by the call's report at
+// once.
+func BenchmarkPickHeld(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		testkit.BenchmarkPickWarmHeld(b, [][2]string{
+			{"least_request_experimental", `{}`},
+			{p2c.Name, `{}`},
+			{prequal.Name, `{}`},
+		}, []int{n}, benchReports(n), time.Millisecond, 8)
+	}
+}

@@ -84,9 +84,38 @@ func rank(e *Endpoint, hot uint32) uint64 {
 // scan returns the two best answers of the pool for a pick, by the
 // hot-cold rule: usable (within budget, to endpoints that no earlier
 // attempt of the call used) and at an index within this picker's
-// endpoints, which checked confirms; unchecked, the caller confirms the
-// two it got, which saves a line read per answer.
-func (p *Prequal) scan(pool *loadPool, budget int, a *Attempts, checked bool) (best, second ranked) {
+// endpoints. The index is read for the two it returns, which the caller
+// confirms (their Ready is the endpoint); scanChecked confirms each.
+func (p *Prequal) scan(pool *loadPool, budget int, a *Attempts) (best, second ranked) {
+	hot := pool.hot.Load()
+	best, second = unranked, unranked
+	for k := range pool.size {
+		e := pool.slots[k].Load()
+		if e == nil || e == best.e || usesOf(e.spent.Load()) >= budget || a != nil && a.Used(e) {
+			continue
+		}
+		switch key := rank(e, hot); {
+		case key < best.key:
+			best, second = ranked{e: e, key: key}, best
+		case key < second.key:
+			second = ranked{e: e, key: key}
+		}
+	}
+	best.i, second.i = p.indexOf(best.e), p.indexOf(second.e)
+	return best, second
+}
+
+// indexOf is e's index in this picker's endpoints, -1 for nil.
+func (p *Prequal) indexOf(e *Endpoint) int {
+	if e == nil {
+		return -1
+	}
+	return e.indexOf(e.spent.Load())
+}
+
+// scanChecked is scan confirming each answer's index against this
+// picker's endpoints.
+func (p *Prequal) scanChecked(pool *loadPool, budget int, a *Attempts) (best, second ranked) {
 	hot := pool.hot.Load()
 	best, second = unranked, unranked
 	for k := range pool.size {
@@ -99,7 +128,7 @@ func (p *Prequal) scan(pool *loadPool, budget int, a *Attempts, checked bool) (b
 			continue
 		}
 		i := e.indexOf(spent)
-		if uint(i) >= uint(len(p.cands)) || i == best.i || checked && p.cands[i].Stats != e || a != nil && a.Used(e) {
+		if uint(i) >= uint(len(p.cands)) || i == best.i || p.cands[i].Stats != e || a != nil && a.Used(e) {
 			continue
 		}
 		switch key := rank(e, hot); {
@@ -112,6 +141,12 @@ func (p *Prequal) scan(pool *loadPool, budget int, a *Attempts, checked bool) (b
 	return best, second
 }
 
+// at reports whether r is none or an answer at its index in this
+// picker's endpoints.
+func (p *Prequal) at(r ranked) bool {
+	return r.e == nil || uint(r.i) < uint(len(p.cands)) && p.cands[r.i].Stats == r.e
+}
+
 // Pick implements balancer.Picker.
 func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	s := p.ll.snap
@@ -120,12 +155,12 @@ func (p *Prequal) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	a := AttemptsOf(info)
 	pool, budget := p.set.pool, p.set.cfg.ReuseBudget
-	best, second := p.scan(pool, budget, a, false)
-	if best.i >= 0 && p.cands[best.i].Stats != best.e || second.i >= 0 && p.cands[second.i].Stats != second.e {
+	best, second := p.scan(pool, budget, a)
+	if !p.at(best) || !p.at(second) {
 		// An answer's index is not this picker's: the picker is older
 		// than the newest, or the answer came for an endpoint that left
 		// the READY list as it did. Scan again, each against this picker.
-		best, second = p.scan(pool, budget, a, true)
+		best, second = p.scanChecked(pool, budget, a)
 	}
 	draw := p.ll.draw()
 	if second.i < 0 {

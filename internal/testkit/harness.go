@@ -394,6 +394,54 @@ func BenchmarkPickWarm(b *testing.B, policies [][2]string, sizes []int, report f
 	})
 }
 
+// BenchmarkPickWarmHeld is BenchmarkPickWarm with each benchmark
+// goroutine keeping hold calls in flight: a pick finishes, by report of
+// its SubConn, the call that goroutine started hold picks before, as a
+// client whose calls take longer than a pick does. A policy's Done then
+// acts on its own state as it was hold picks ago, where BenchmarkPickWarm
+// finishes every call before the next pick.
+func BenchmarkPickWarmHeld(b *testing.B, policies [][2]string, sizes []int, report func(balancer.SubConn) balancer.DoneInfo, warm time.Duration, hold int) {
+	type call struct {
+		sc   balancer.SubConn
+		done func(balancer.DoneInfo)
+	}
+	for _, n := range sizes {
+		for _, pol := range policies {
+			var p balancer.Picker
+			closeFn := func() {}
+			b.Run(fmt.Sprintf("n=%d/policy=%s", n, pol[0]), func(b *testing.B) {
+				if p == nil {
+					p, closeFn = WarmPicker(b, pol[0], pol[1], n, report, warm)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					held := make([]call, hold)
+					k := 0
+					for pb.Next() {
+						res, err := p.Pick(balancer.PickInfo{})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if c := held[k]; c.done != nil {
+							c.done(report(c.sc))
+						}
+						held[k] = call{res.SubConn, res.Done}
+						k = (k + 1) % hold
+					}
+					for _, c := range held {
+						if c.done != nil {
+							c.done(report(c.sc))
+						}
+					}
+				})
+			})
+			closeFn()
+		}
+	}
+}
+
 // benchmarkPickFrom is BenchmarkPickDone over the pickers build returns,
 // with each call finished by report of its SubConn if report is not nil,
 // by info otherwise.
