@@ -34,7 +34,12 @@ func requestHash(ctx context.Context, header string) (uint64, bool) {
 	if header == "" {
 		return 0, false
 	}
-	vals := metadata.ValueFromOutgoingContext(ctx, header)
+	// FromOutgoingContext copies the whole outgoing metadata; grpc-go
+	// v1.85's ValueFromOutgoingContext copies only the header's values, but
+	// would make v1.85 the oldest grpc-go the library builds with. A pick
+	// with WithKey reads no metadata.
+	md, _ := metadata.FromOutgoingContext(ctx)
+	vals := md.Get(header)
 	switch len(vals) {
 	case 0:
 		return 0, false

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/weightedtarget"
 	"google.golang.org/grpc/connectivity"
+	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 )
@@ -292,6 +293,11 @@ func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubCon
 }
 
 func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
+
+// MetricsRecorder is the channel's, never nil (engine.ChildMetricsRecorder).
+func (c *childConn) MetricsRecorder() estats.MetricsRecorder {
+	return engine.ChildMetricsRecorder(c.ClientConn)
+}
 
 // BindOutcomes is how a pickwise child learns of the calls the other one
 // places (engine.OutcomeObserver). A candidate's feed takes the outcome

@@ -82,7 +82,7 @@ func newRecorder(cc balancer.ClientConn, target string, rnd engine.Rand, clock e
 	r.origin.recorder = recorderSeq.Add(1)
 	c.rec = r
 	r.labels.Store(newLabelSet(target, ""))
-	if m := cc.MetricsRecorder(); m != nil {
+	if m := engine.MetricsRecorderOf(cc); m != nil {
 		r.metrics = m
 	}
 	return r

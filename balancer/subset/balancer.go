@@ -54,7 +54,7 @@ func newBalancer(cc balancer.ClientConn, opts balancer.BuildOptions, seed uint64
 		target:            opts.Target.String(),
 		unregisterMetrics: func() {},
 	}
-	if m := cc.MetricsRecorder(); m != nil {
+	if m := engine.MetricsRecorderOf(cc); m != nil {
 		b.metrics = m
 		b.unregisterMetrics = m.RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.report), sizeMetric, endpointsMetric)
 	}
@@ -372,6 +372,11 @@ func (c *childConn) NewSubConn(addrs []resolver.Address, opts balancer.NewSubCon
 }
 
 func (c *childConn) RemoveSubConn(sc balancer.SubConn) { sc.Shutdown() }
+
+// MetricsRecorder is the channel's, never nil (engine.ChildMetricsRecorder).
+func (c *childConn) MetricsRecorder() estats.MetricsRecorder {
+	return engine.ChildMetricsRecorder(c.ClientConn)
+}
 
 func (c *childConn) UpdateAddresses(sc balancer.SubConn, addrs []resolver.Address) {
 	//lint:ignore SA1019 passed on for a child that still calls it.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
+	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/resolver"
 )
 
@@ -153,6 +154,11 @@ func (c *child) UpdateState(s balancer.State) {
 	if s.ConnectivityState == connectivity.Idle && b.mode.reconnects() {
 		b.wakes.Go(c.exitIdle)
 	}
+}
+
+// MetricsRecorder is the channel's, never nil (ChildMetricsRecorder).
+func (c *child) MetricsRecorder() estats.MetricsRecorder {
+	return ChildMetricsRecorder(c.ClientConn)
 }
 
 // NewSubConn follows the connections the child creates, so that the one

@@ -6,6 +6,7 @@ import (
 
 	"strings"
 
+	"google.golang.org/grpc/balancer"
 	estats "google.golang.org/grpc/experimental/stats"
 )
 
@@ -263,6 +264,28 @@ func RegisterMetricName(d estats.MetricDescriptor) estats.MetricDescriptor {
 	defer metricNamesMu.Unlock()
 	metricNames = append(metricNames, d.Name)
 	return d
+}
+
+// ChildMetricsRecorder is the recorder a parent hands its child balancers:
+// cc's, or one that drops everything when cc has none (a fake ClientConn:
+// tests, the simulator). grpc promises every balancer a recorder, and
+// grpc-go's pickfirst before v1.85 records on it unchecked.
+func ChildMetricsRecorder(cc balancer.ClientConn) estats.MetricsRecorder {
+	if m := cc.MetricsRecorder(); m != nil {
+		return m
+	}
+	return noMetrics{}
+}
+
+// MetricsRecorderOf returns cc's recorder, or nil when it has none or has
+// only the one ChildMetricsRecorder makes up: a balancer records metrics
+// only when the channel has somewhere to send them.
+func MetricsRecorderOf(cc balancer.ClientConn) estats.MetricsRecorder {
+	m := cc.MetricsRecorder()
+	if _, none := m.(noMetrics); none {
+		return nil
+	}
+	return m
 }
 
 // noMetrics is the recorder of a balancer built without one (tests, the

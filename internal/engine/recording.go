@@ -33,7 +33,7 @@ type recorder struct {
 }
 
 func newRecorder(cc balancer.ClientConn, target string, m *Metrics, b *engineBalancer) recorder {
-	r := recorder{sink: cc.MetricsRecorder(), policy: m, target: target, shared: &b.shared, ej: &b.ejection,
+	r := recorder{sink: MetricsRecorderOf(cc), policy: m, target: target, shared: &b.shared, ej: &b.ejection,
 		probes: b.loadProbes, locked: b.locked, order: &b.order, unregister: func() {}}
 	r.labels = []string{target, ""}
 	if r.sink == nil {
@@ -44,7 +44,7 @@ func newRecorder(cc balancer.ClientConn, target string, m *Metrics, b *engineBal
 
 // register makes report the balancer's async reporter.
 func (r *recorder) register(cc balancer.ClientConn, report func(estats.AsyncMetricsRecorder) error) {
-	if m := r.policy; m != nil && cc.MetricsRecorder() != nil {
+	if m := r.policy; m != nil && MetricsRecorderOf(cc) != nil {
 		gauges := []estats.AsyncMetric{m.ready, m.ramping, m.ejected}
 		if m.load != nil {
 			gauges = append(gauges, m.load.pool)
