@@ -37,4 +37,16 @@ import (
 // program, sorted. A policy registers its metrics when its package is
 // initialized, so call Names after the blank imports of the policies the
 // program uses have run (any time in or after main).
+//
+// It leaves out the metrics labelled by endpoint (EndpointNames), whose
+// series grow with the fleet.
 func Names() []string { return engine.MetricNames() }
+
+// EndpointNames returns the name of every pickwise metric labelled by
+// endpoint (pickwise.endpoint, its address) registered in this program,
+// sorted: each endpoint's picks, server-side failures, ejection, calls in
+// flight and effective weight. They make one series per endpoint and
+// channel; enable them where that is affordable, for a fleet of tens or
+// hundreds of endpoints, or to find one misbehaving backend, and read the
+// introspection page (package admin) otherwise.
+func EndpointNames() []string { return engine.EndpointMetricNames() }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
@@ -490,5 +491,10 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	}
 	now := b.clock.Nanotime()
 	b.rec.report(r, b.order, b.pub.picker, func(e *Endpoint) bool { return b.slowStart.end(e, now) != 0 }, now)
+	if b.rec.policy != nil {
+		b.rec.reportMembership(r, &b.members)
+		rows, _ := b.rowsLocked(now, func(int64) time.Time { return time.Time{} })
+		b.rec.reportEndpoints(r, b.order, rows)
+	}
 	return nil
 }

@@ -183,6 +183,16 @@ type endpointCold struct {
 	// Local ejection (see EjectionConfig).
 	ejection ejectionState // guarded by the balancer's mu
 	probe    probeState    // atomic: probes are picked and finished without the lock
+
+	// failures counts the endpoint's server-side failures, written by the
+	// Dones of failed calls only; collected is what the per-endpoint
+	// metrics recorded of it and of the picks (guarded by the balancer's
+	// mu).
+	failures  atomic.Uint64
+	collected struct {
+		picks    uint32
+		failures uint64
+	}
 }
 
 // newEndpoint creates an endpoint's state; cold says whether its first
@@ -396,6 +406,9 @@ func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 	}
 	p := shared.penalty.Load()
 	failed := p.counts(info.Err) // the attempt reached the server: serverFailed
+	if failed {
+		e.failures.Add(1)
+	}
 	if p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {

@@ -69,8 +69,9 @@ type EndpointInfo struct {
 	Outcomes    float64 `json:"outcomes"`
 	Avoidance   float64 `json:"avoidance"`
 	Ejected     bool    `json:"ejected"`
-	// EjectedUntil is when an ejected endpoint may be readmitted, after
-	// successful probes.
+	// EjectedSince is when an ejected endpoint was ejected; EjectedUntil
+	// when it may be readmitted, after successful probes.
+	EjectedSince *time.Time `json:"ejectedSince,omitempty"`
 	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
 	Probing      bool       `json:"probing,omitempty"`
 	// Ramp is the slow-start factor of an endpoint in its ramp, which ends
@@ -234,10 +235,44 @@ func (b *engineBalancer) inspect(wall time.Time) (BalancerInfo, bool) {
 		ConfigFingerprint: FormatFingerprint(m.config),
 		Membership: MembershipInfo{Revision: m.revision, Fingerprint: FormatFingerprint(m.endpoints),
 			Endpoints: m.count, Changed: at(m.changed)},
-		ShareFrom: "picks",
-		Endpoints: make([]EndpointInfo, len(b.order)),
 	}
+	info.Endpoints, info.ShareFrom = b.rowsLocked(now, at)
 
+	base := b.inspector.base(now)
+	from := b.inspector.built
+	if base != nil {
+		from = base.at
+	}
+	info.ShareWindowSeconds = float64(now-from) / 1e9
+	counts := make(map[*Endpoint]uint32, len(b.order))
+	for k, e := range b.order {
+		n := totalPicks(e)
+		counts[e] = n
+		if base != nil {
+			n -= base.picks[e] // a newcomer since is missing: 0
+		}
+		info.Endpoints[k].Picks = uint64(n)
+		info.Picks += uint64(n)
+		if info.Endpoints[k].Ejected {
+			info.Ejected++
+		}
+	}
+	b.inspector.keep(now, counts)
+	if info.ShareFrom == "picks" && info.Picks > 0 {
+		for k := range info.Endpoints {
+			info.Endpoints[k].Share = float64(info.Endpoints[k].Picks) / float64(info.Picks)
+		}
+	}
+	return info, true
+}
+
+// rowsLocked is every endpoint's row in resolver order but for its picks,
+// and where shares come from: "picks", which the caller counts, or
+// "schedule", a weighted round robin's, which the rows carry. at turns a
+// Clock reading into a wall time.
+func (b *engineBalancer) rowsLocked(now int64, at func(int64) time.Time) ([]EndpointInfo, string) {
+	rows := make([]EndpointInfo, len(b.order))
+	from := "picks"
 	// What the current picker holds: each endpoint's index in its
 	// snapshot, its costs, and a weighted round robin's planned shares.
 	var snap *Snapshot
@@ -256,35 +291,27 @@ func (b *engineBalancer) inspect(wall time.Time) (BalancerInfo, bool) {
 			cr.ReportCosts(now, func(c float64) { costs = append(costs, c) })
 		}
 		if w, ok := b.pub.picker.(*WeightedRR); ok {
-			info.ShareFrom = "schedule"
+			from = "schedule"
 			planned = make([]float64, len(snap.Endpoints))
 			for i := range planned {
 				planned[i] = w.sched.Share(i)
 			}
 		}
 	}
-
-	base := b.inspector.base(now)
-	from := b.inspector.built
-	if base != nil {
-		from = base.at
-	}
-	info.ShareWindowSeconds = float64(now-from) / 1e9
-	counts := make(map[*Endpoint]uint32, len(b.order))
 	var pickerWeight float64 // the configured weights of the endpoints in the picker
 	pen := b.shared.penalty.Load()
 	fleet := b.shared.fleetRate()
+	probing := b.loadProbes.settings.Load() != nil
 	for k, e := range b.order {
-		row := &info.Endpoints[k]
+		row := &rows[k]
 		row.Address = e.addr
 		row.State = e.state.String()
 		row.Weight = e.weight
 		row.InFlight = e.inFlight()
 		row.Ejected = e.ejection.ejected
 		if row.Ejected {
-			info.Ejected++
-			u := at(e.ejection.until)
-			row.EjectedUntil = &u
+			since, until := at(e.ejection.since), at(e.ejection.until)
+			row.EjectedSince, row.EjectedUntil = &since, &until
 			row.Probing = e.probe.inFlight.Load()
 		}
 		o := e.outcomes()
@@ -308,15 +335,9 @@ func (b *engineBalancer) inspect(wall time.Time) (BalancerInfo, bool) {
 			ms := v / 1e6
 			row.LatencyMs = &ms
 		}
-		if w := e.answer.Load(); w != 0 && b.loadProbes.settings.Load() != nil {
+		if w := e.answer.Load(); w != 0 && probing {
 			row.Load = b.loadInfo(e, w, now)
 		}
-		n := totalPicks(e)
-		counts[e] = n
-		if base != nil {
-			n -= base.picks[e] // a newcomer since is missing: 0
-		}
-		row.Picks = uint64(n)
 		i, ok := index[e]
 		row.InPicker = ok && e.state == connectivity.Ready && !row.Ejected
 		if !ok {
@@ -337,26 +358,18 @@ func (b *engineBalancer) inspect(wall time.Time) (BalancerInfo, bool) {
 			row.Share = planned[i]
 		}
 	}
-	b.inspector.keep(now, counts)
-	var total uint64
-	for _, r := range info.Endpoints {
-		total += r.Picks
-	}
-	info.Picks = total
-	for k := range info.Endpoints {
-		row := &info.Endpoints[k]
-		if row.InPicker {
-			row.FairShare = row.Weight / pickerWeight
+	for k := range rows {
+		row := &rows[k]
+		if !row.InPicker {
+			continue
 		}
-		switch {
-		case planned != nil && row.InPicker:
+		row.FairShare = row.Weight / pickerWeight
+		if planned != nil {
 			// The weight that would give the schedule's share.
 			row.EffectiveWeight = row.Share * pickerWeight
-		case planned == nil && total > 0:
-			row.Share = float64(row.Picks) / float64(total)
 		}
 	}
-	return info, true
+	return rows, from
 }
 
 // loadInfo is e's last load answer w, for pickwise_prequal.
