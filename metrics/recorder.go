@@ -69,7 +69,8 @@ type Sample struct {
 //
 // grpc hands a balancer the metrics recorders of the channel's stats
 // handlers, and a Recorder is one; with grpc's OpenTelemetry plugin also
-// on the channel, grpc gives each policy both, and each gets every value.
+// on the channel, grpc gives each policy both: each gets every count and
+// histogram sample, and the gauges at its own collections.
 type Recorder struct {
 	record func(Sample)
 	h      *handler
