@@ -1,5 +1,6 @@
 // Package metrics names the metrics that pickwise's policies record
-// through grpc's metrics registry (google.golang.org/grpc/experimental/stats).
+// through grpc's metrics registry (google.golang.org/grpc/experimental/stats),
+// and hands them to a metrics stack other than OpenTelemetry (Recorder).
 //
 // Like grpc's own load-balancing metrics, they are off until enabled by
 // name in the stats plugin. With grpc's OpenTelemetry plugin:
@@ -15,6 +16,15 @@
 //	}}
 //	conn, err := grpc.NewClient(target, opentelemetry.DialOption(opts), ...)
 //
+// Without OpenTelemetry, a Recorder passes every pickwise metric to a
+// function, and its Collect takes the gauges, for example before each
+// Prometheus scrape:
+//
+//	rec := metrics.NewRecorder(func(s metrics.Sample) { ... })
+//	conn, err := grpc.NewClient(target, rec.DialOption(), ...)
+//	...
+//	rec.Collect() // the gauges reach the function now
+//
 // Every metric is named pickwise.<policy>.<metric> and carries the label
 // grpc.target (the channel's target) and, where grpc knows it (under xDS),
 // the optional label grpc.lb.locality, as grpc's weighted_round_robin does.
@@ -24,8 +34,8 @@
 // The gauges and the endpoint_cost samples are taken when the sink
 // collects, through grpc's async reporter, which grpc's OpenTelemetry
 // plugin runs only if at least one of the policy's gauges
-// (endpoints_ready, endpoints_in_slow_start) is enabled; Names enables
-// them all. Pick counts need no gauge: while calls flow they are recorded
+// (endpoints_ready, endpoints_in_slow_start) is enabled (Names enables
+// them all), and a Recorder at each Collect. Pick counts need no gauge: while calls flow they are recorded
 // at least once a second.
 package metrics
 
