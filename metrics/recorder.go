@@ -74,6 +74,10 @@ type Sample struct {
 type Recorder struct {
 	record func(Sample)
 	h      *handler
+	// endpoints says whether the metrics labelled by endpoint are
+	// forwarded; perEndpoint names them, read once at the first value.
+	endpoints   bool
+	perEndpoint func() map[string]bool
 
 	// recordMu makes calls of record one at a time: policies record from
 	// calls' goroutines, timers and collections at once.
@@ -87,11 +91,26 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder that calls record with every value a
-// pickwise policy records on the channels dialed with its DialOption.
-// Calls of record never overlap; record must not call Collect.
+// pickwise policy records on the channels dialed with its DialOption, but
+// for the metrics labelled by endpoint (see WithEndpoints). Calls of
+// record never overlap; record must not call Collect.
 func NewRecorder(record func(Sample)) *Recorder {
 	r := &Recorder{record: record, reporters: map[*estats.AsyncMetricReporter]struct{}{}}
+	r.perEndpoint = sync.OnceValue(func() map[string]bool {
+		m := map[string]bool{}
+		for _, n := range EndpointNames() {
+			m[n] = true
+		}
+		return m
+	})
 	r.h = &handler{r: r}
+	return r
+}
+
+// WithEndpoints makes r forward the metrics labelled by endpoint too
+// (EndpointNames), and returns r. Call it before dialing.
+func (r *Recorder) WithEndpoints() *Recorder {
+	r.endpoints = true
 	return r
 }
 
@@ -128,7 +147,7 @@ func (r *Recorder) Collect() {
 // other components (pick_first, the xDS client) record through the same
 // recorders.
 func (r *Recorder) send(d *estats.MetricDescriptor, kind Kind, v float64, labels []string) {
-	if !strings.HasPrefix(d.Name, "pickwise.") {
+	if !strings.HasPrefix(d.Name, "pickwise.") || !r.endpoints && r.perEndpoint()[d.Name] {
 		return
 	}
 	s := Sample{
