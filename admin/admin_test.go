@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/admin"
-	_ "github.com/pickwise/pickwise/balancer/p2c" // registers pickwise_p2c
+	_ "github.com/pickwise/pickwise/balancer/orcawrr"
+	_ "github.com/pickwise/pickwise/balancer/p2c"
+	_ "github.com/pickwise/pickwise/balancer/peakewma"
+	_ "github.com/pickwise/pickwise/balancer/prequal"
 	"github.com/pickwise/pickwise/internal/fleet"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental/balancer/weight"
@@ -27,6 +30,7 @@ type page struct {
 	Balancers []struct {
 		Target            string `json:"target"`
 		Policy            string `json:"policy"`
+		ShareFrom         string `json:"shareFrom"`
 		ConfigFingerprint string `json:"configFingerprint"`
 		Membership        struct {
 			Revision    uint64 `json:"revision"`

@@ -32,6 +32,11 @@ type BalancerInfo struct {
 	ShareFrom          string         `json:"shareFrom"`
 	Picks              uint64         `json:"picks"`
 	Ejected            int            `json:"ejected"`
+	// Candidates is how many endpoints a pick compares, where the
+	// policy's picker is the engine's: choiceCount for a d-choice picker,
+	// the pool for pickwise_prequal, 1 for a weighted round robin (2 with
+	// its in-flight check).
+	Candidates int `json:"candidates,omitempty"`
 	Endpoints          []EndpointInfo `json:"endpoints"`
 }
 
@@ -237,6 +242,17 @@ func (b *engineBalancer) inspect(wall time.Time) (BalancerInfo, bool) {
 			Endpoints: m.count, Changed: at(m.changed)},
 	}
 	info.Endpoints, info.ShareFrom = b.rowsLocked(now, at)
+	switch p := b.pub.picker.(type) {
+	case *LeastLoaded:
+		info.Candidates = p.choices
+	case *Prequal:
+		info.Candidates = int(p.set.pool.size)
+	case *WeightedRR:
+		info.Candidates = 1
+		if p.opts&optShorter != 0 {
+			info.Candidates = 2
+		}
+	}
 
 	base := b.inspector.base(now)
 	from := b.inspector.built
@@ -286,9 +302,12 @@ func (b *engineBalancer) rowsLocked(now int64, at func(int64) time.Time) ([]Endp
 		for i := range snap.Endpoints {
 			index[snap.Endpoints[i].Stats] = i
 		}
-		if cr, ok := b.pub.picker.(CostReporter); ok {
+		switch cr := b.pub.picker.(type) {
+		case *LeastLoaded, *Prequal:
+			// Their costs come in the order of their snapshot's
+			// endpoints; a policy's own picker's need not.
 			costs = make([]float64, 0, len(snap.Endpoints))
-			cr.ReportCosts(now, func(c float64) { costs = append(costs, c) })
+			cr.(CostReporter).ReportCosts(now, func(c float64) { costs = append(costs, c) })
 		}
 		if w, ok := b.pub.picker.(*WeightedRR); ok {
 			from = "schedule"
