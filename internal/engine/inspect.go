@@ -28,16 +28,16 @@ type BalancerInfo struct {
 	// earlier reading the balancer kept (inspector), or since it was
 	// built. ShareFrom says how Share is known: "picks" counted, or
 	// "schedule", a weighted round robin's planned share.
-	ShareWindowSeconds float64        `json:"shareWindowSeconds"`
-	ShareFrom          string         `json:"shareFrom"`
-	Picks              uint64         `json:"picks"`
-	Ejected            int            `json:"ejected"`
+	ShareWindowSeconds float64 `json:"shareWindowSeconds"`
+	ShareFrom          string  `json:"shareFrom"`
+	Picks              uint64  `json:"picks"`
+	Ejected            int     `json:"ejected"`
 	// Candidates is how many endpoints a pick compares, where the
 	// policy's picker is the engine's: choiceCount for a d-choice picker,
 	// the pool for pickwise_prequal, 1 for a weighted round robin (2 with
 	// its in-flight check).
-	Candidates int `json:"candidates,omitempty"`
-	Endpoints          []EndpointInfo `json:"endpoints"`
+	Candidates int            `json:"candidates,omitempty"`
+	Endpoints  []EndpointInfo `json:"endpoints"`
 }
 
 // MembershipInfo is a balancer's view of its membership.
