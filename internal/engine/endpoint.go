@@ -161,6 +161,12 @@ type endpointCold struct {
 	// Guarded by the balancer's mu.
 	pos       int // index in the balancer's resolver order
 	member    int // index in the balancer's memberList, when it is in it
+	// fingerprint is its part of the membership's fingerprint, and the
+	// weight it was taken at (membershipFingerprint).
+	fingerprint struct {
+		hash   uint64
+		weight float64
+	}
 	state     connectivity.State
 	coldReady bool            // its next READY starts a slow-start ramp: it joined late, or its connection failed
 	ramping   bool            // in a slow-start ramp that began at rampStart

@@ -54,15 +54,20 @@ func FormatFingerprint(fp uint64) string { return fmt.Sprintf("%016x", fp) }
 
 // membershipFingerprint is the fingerprint of endpoints and their weights:
 // a sum of each one's hash, so that order does not matter, mixed once
-// more with the count.
+// more with the count. An endpoint's hash is kept until its weight
+// changes (its key never does), so that an update over a large fleet
+// reads a word per endpoint.
 func membershipFingerprint(order []*Endpoint) uint64 {
 	var sum uint64
 	var buf []byte
 	for _, e := range order {
-		buf = append(buf[:0], endpointKey(e.resolved)...)
-		buf = append(buf, 0)
-		buf = strconv.AppendUint(buf, math.Float64bits(e.weight), 16)
-		sum += xxhash.Sum64(buf)
+		if e.fingerprint.hash == 0 || e.fingerprint.weight != e.weight {
+			buf = append(buf[:0], endpointKey(e.resolved)...)
+			buf = append(buf, 0)
+			buf = strconv.AppendUint(buf, math.Float64bits(e.weight), 16)
+			e.fingerprint.hash, e.fingerprint.weight = xxhash.Sum64(buf)|1, e.weight
+		}
+		sum += e.fingerprint.hash
 	}
 	buf = strconv.AppendUint(append(buf[:0], "n"...), sum, 16)
 	buf = strconv.AppendInt(append(buf, ':'), int64(len(order)), 10)
