@@ -159,8 +159,8 @@ type endpointCold struct {
 	baseFrom atomic.Int64
 
 	// Guarded by the balancer's mu.
-	pos       int // index in the balancer's resolver order
-	member    int // index in the balancer's memberList, when it is in it
+	pos    int // index in the balancer's resolver order
+	member int // index in the balancer's memberList, when it is in it
 	// fingerprint is its part of the membership's fingerprint, and the
 	// weight it was taken at (membershipFingerprint).
 	fingerprint struct {
