@@ -216,12 +216,27 @@ func TestDivergentViews(t *testing.T) {
 		t.Fatalf("after the lagging client caught up: fingerprints %v, want all %s", after, during[0])
 	}
 
-	// A removed endpoint changes it too; so does a config change.
+	// A removed endpoint changes it too.
 	clients[0].SetAddrs(addrs[:3])
 	if fps := fingerprints(); fps[0] == fps[1] {
 		t.Errorf("after one client dropped an endpoint: fingerprints %v, want the first to differ", fps)
 	}
-	_ = ctx
+
+	// So does another config: the same JSON gives the same fingerprint,
+	// another value another one.
+	config := func(sc string) (string, string) {
+		c := fleet.DialT(t, addrs, sc)
+		if _, err := c.Call(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p := get(t, srv.URL+"?format=json&target="+target(c))
+		return p.Balancers[0].ConfigFingerprint, p.Balancers[0].Membership.Fingerprint
+	}
+	same, members := config(`{"loadBalancingConfig":[{"pickwise_p2c":{"choiceCount":2}}]}`)
+	other, _ := config(`{"loadBalancingConfig":[{"pickwise_p2c":{"choiceCount":3}}]}`)
+	if want := strings.Split(before[0], "/")[1]; same != want || other == same || members != strings.Split(before[0], "/")[0] {
+		t.Errorf("config fingerprints: default %s, choiceCount 2 %s (membership %s), choiceCount 3 %s: want the first two equal, the third apart", want, same, members, other)
+	}
 }
 
 // TestHTML checks the page a browser gets: one row per endpoint, the
