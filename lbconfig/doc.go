@@ -24,17 +24,26 @@ import (
 //
 //	{"loadBalancingConfig": [{"<policy>": <cfg as JSON>}]}
 //
-// When the policy is registered in this process (its package imported),
-// its own parser checks the config here, and ServiceConfig returns the
-// error a channel would fail with; otherwise (a control plane writing
-// configs for clients elsewhere) the config is not checked until a
-// channel takes it.
+// The policy must be registered in this process, as a channel needs it
+// to be: grpc passes over an entry whose policy no imported package
+// registered, to the list's next entry or to pick_first, and logs
+// nothing. So an unregistered name is an error here, which names the
+// package to blank-import for one of pickwise's policies and the closest
+// name for a typo ("pickwise_p2" -> "pickwise_p2c"); any policy in grpc's
+// registry is accepted. A control plane that writes configs for clients
+// elsewhere imports the policies it names. The policy's own parser checks
+// the config, and ServiceConfig returns the error a channel would fail
+// with.
 func ServiceConfig(policy string, cfg any) (string, error) {
 	js, err := json.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("lbconfig: %s: %w", policy, err)
 	}
-	if parser, ok := balancer.Get(policy).(balancer.ConfigParser); ok {
+	b := balancer.Get(policy)
+	if b == nil {
+		return "", notRegistered(policy, func(name string) bool { return balancer.Get(name) != nil })
+	}
+	if parser, ok := b.(balancer.ConfigParser); ok {
 		if _, err := parser.ParseConfig(js); err != nil {
 			return "", err
 		}

@@ -34,3 +34,14 @@ func ExampleDefaultEjection() {
 	fmt.Println(ej.Threshold, ej.MinFailures, ej.BaseEjectionTime, ej.MaxEjectionTime, ej.MaxEjectionPercent, ej.ProbeInterval, ej.ProbeSuccesses)
 	// Output: 0.5 5 1s 30s 10 300ms 2
 }
+
+// A policy name that no imported package registered is an error, not a
+// config grpc would pass over for the next entry of its list or for
+// pick_first. For a typo it names the closest policy, and for one of
+// pickwise's policies whose package is not imported, the import to add.
+func ExampleServiceConfig_notRegistered() {
+	_, err := lbconfig.ServiceConfig("pickwise_p2", p2c.DefaultConfig())
+	fmt.Println(err)
+	// Output:
+	// lbconfig: policy "pickwise_p2" is not registered; did you mean "pickwise_p2c"?
+}

@@ -46,7 +46,7 @@ var notMetricPrefixes = map[string]bool{"interop": true, "serverload": true}
 // docs were left behind, or a typo a user would copy into a dashboard.
 func TestDocumentedNamesExist(t *testing.T) {
 	registered := map[string]bool{}
-	for _, n := range metrics.Names() {
+	for _, n := range allNames() {
 		registered[n] = true
 	}
 	if len(registered) == 0 {
@@ -108,7 +108,7 @@ func TestReadmeTableListsEveryMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := metrics.Names()
+	registered := allNames()
 	documented := map[string]bool{}
 	var lastPolicies []string
 	for i, line := range strings.Split(string(data), "\n") {
@@ -171,7 +171,7 @@ func TestReadmeTableListsEveryMetric(t *testing.T) {
 // isPolicyPrefix says whether the middle part of pickwise.<x>.<y> is a
 // policy's (or the subset parent's) metric prefix.
 func isPolicyPrefix(p string) bool {
-	for _, n := range metrics.Names() {
+	for _, n := range allNames() {
 		if strings.HasPrefix(n, "pickwise."+p+".") {
 			return true
 		}
@@ -190,3 +190,6 @@ func isPrefixOfName(name string, registered map[string]bool) bool {
 	}
 	return false
 }
+
+// allNames is every metric registered, those labelled by endpoint too.
+func allNames() []string { return append(metrics.Names(), metrics.EndpointNames()...) }

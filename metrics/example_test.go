@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"fmt"
+	"strings"
 
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
@@ -41,6 +42,7 @@ func ExampleNames() {
 	// pickwise.orca_wrr.endpoints_ejected
 	// pickwise.orca_wrr.endpoints_in_slow_start
 	// pickwise.orca_wrr.endpoints_ready
+	// pickwise.orca_wrr.membership
 	// pickwise.orca_wrr.picks
 	// pickwise.orca_wrr.probe_picks
 	// pickwise.orca_wrr.readmissions
@@ -51,6 +53,7 @@ func ExampleNames() {
 	// pickwise.p2c.endpoints_ejected
 	// pickwise.p2c.endpoints_in_slow_start
 	// pickwise.p2c.endpoints_ready
+	// pickwise.p2c.membership
 	// pickwise.p2c.picks
 	// pickwise.p2c.probe_picks
 	// pickwise.p2c.readmissions
@@ -60,6 +63,7 @@ func ExampleNames() {
 	// pickwise.peak_ewma.endpoints_ejected
 	// pickwise.peak_ewma.endpoints_in_slow_start
 	// pickwise.peak_ewma.endpoints_ready
+	// pickwise.peak_ewma.membership
 	// pickwise.peak_ewma.picks
 	// pickwise.peak_ewma.probe_picks
 	// pickwise.peak_ewma.readmissions
@@ -71,6 +75,7 @@ func ExampleNames() {
 	// pickwise.prequal.endpoints_in_slow_start
 	// pickwise.prequal.endpoints_ready
 	// pickwise.prequal.load_probes
+	// pickwise.prequal.membership
 	// pickwise.prequal.picks
 	// pickwise.prequal.pool_answers
 	// pickwise.prequal.probe_picks
@@ -81,6 +86,7 @@ func ExampleNames() {
 	// pickwise.ring_hash.endpoints_ejected
 	// pickwise.ring_hash.endpoints_in_slow_start
 	// pickwise.ring_hash.endpoints_ready
+	// pickwise.ring_hash.membership
 	// pickwise.ring_hash.picks
 	// pickwise.ring_hash.probe_picks
 	// pickwise.ring_hash.readmissions
@@ -91,4 +97,21 @@ func ExampleNames() {
 	// pickwise.subset.churn
 	// pickwise.subset.endpoints
 	// pickwise.subset.size
+}
+
+// The metrics labelled by endpoint, one series per endpoint and channel:
+// enable them by name where the fleet is small enough, or while looking
+// for one misbehaving backend.
+func ExampleEndpointNames() {
+	for _, name := range metrics.EndpointNames() {
+		if strings.HasPrefix(name, "pickwise.p2c.") {
+			fmt.Println(name)
+		}
+	}
+	// Output:
+	// pickwise.p2c.endpoint_effective_weight
+	// pickwise.p2c.endpoint_ejected
+	// pickwise.p2c.endpoint_failures
+	// pickwise.p2c.endpoint_in_flight
+	// pickwise.p2c.endpoint_picks
 }

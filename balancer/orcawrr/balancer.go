@@ -10,9 +10,10 @@ const Name = "pickwise_orca_wrr"
 
 // metrics are pickwise.orca_wrr.*; see the metrics package.
 var metrics = engine.RegisterMetrics(engine.MetricsSpec{
-	Policy:  "orca_wrr",
-	Reasons: engine.WeightedReasons,
-	Weights: true,
+	Policy:    "orca_wrr",
+	Reasons:   engine.WeightedReasons,
+	Weights:   true,
+	Scheduled: true,
 })
 
 // The policy is the engine's smooth weighted round robin over the weights

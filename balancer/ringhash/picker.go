@@ -324,6 +324,10 @@ func (p *picker) pickBounded(i int32, info balancer.PickInfo, why engine.PickRea
 	return res, p.settled(i, err)
 }
 
+// Snapshot is what the picker was built from, for the introspection
+// page.
+func (p *picker) Snapshot() *engine.Snapshot { return p.snap }
+
 // ReportCosts implements engine.CostReporter: the in-flight calls of every
 // READY endpoint, what bounded load caps.
 func (p *picker) ReportCosts(_ int64, record func(float64)) {

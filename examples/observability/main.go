@@ -42,6 +42,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,6 +73,7 @@ import (
 
 	// Each blank import registers a policy with grpc and its metrics with
 	// grpc's metrics registry, which is where metrics.Names finds them.
+	"github.com/pickwise/pickwise/admin"
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
@@ -231,7 +233,7 @@ func run(ctx context.Context, cfg config, w io.Writer) (scrape string, err error
 		return "", err
 	}
 	defer func() { err = errors.Join(err, stopHTTP()) }()
-	fmt.Fprintf(w, "metrics: %s\n", url)
+	fmt.Fprintf(w, "metrics: %s\nbalancers: %s\n", url, strings.TrimSuffix(url, "/metrics")+"/debug/pickwise")
 
 	stats := opentelemetry.DialOption(opentelemetry.Options{MetricsOptions: opentelemetry.MetricsOptions{
 		MeterProvider: provider,
@@ -281,6 +283,14 @@ func run(ctx context.Context, cfg config, w io.Writer) (scrape string, err error
 		return scrape, fmt.Errorf("the scrape of %s has no pickwise_ metric (metrics.Names(): %q)", url, metrics.Names())
 	}
 
+	page, err := fetch(ctx, strings.TrimSuffix(url, "/metrics")+"/debug/pickwise?format=json")
+	if err != nil {
+		return scrape, err
+	}
+	if err := printBalancers(w, page); err != nil {
+		return scrape, err
+	}
+
 	if cfg.serve {
 		fmt.Fprintf(w, "\nserving %s and sending traffic until interrupted\n", url)
 		drive(ctx, chans, 0, cfg.concurrency)
@@ -324,6 +334,9 @@ func serveMetrics(addr string, registry *prometheus.Registry) (url string, stop 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	// Every pickwise balancer's endpoints, for a person (HTML) or a tool
+	// (?format=json): mount it on a debug server, never a public one.
+	mux.Handle("/debug/pickwise", admin.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
@@ -454,6 +467,41 @@ func fetch(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return string(body), nil
+}
+
+// printBalancers prints, from the introspection page's JSON, each
+// balancer's ejected endpoints with their failure rate and share.
+func printBalancers(w io.Writer, page string) error {
+	var p struct {
+		Balancers []struct {
+			Policy     string `json:"policy"`
+			Membership struct {
+				Fingerprint string `json:"fingerprint"`
+			} `json:"membership"`
+			Endpoints []struct {
+				Address     string  `json:"address"`
+				Ejected     bool    `json:"ejected"`
+				FailureRate float64 `json:"failureRate"`
+				Share       float64 `json:"share"`
+			} `json:"endpoints"`
+		} `json:"balancers"`
+	}
+	if err := json.Unmarshal([]byte(page), &p); err != nil {
+		return fmt.Errorf("/debug/pickwise: %w", err)
+	}
+	if len(p.Balancers) == 0 {
+		return errors.New("/debug/pickwise lists no balancer")
+	}
+	fmt.Fprintf(w, "\n/debug/pickwise: %d balancers\n", len(p.Balancers))
+	for _, b := range p.Balancers {
+		fmt.Fprintf(w, "  %-20s membership %s, %d endpoints\n", b.Policy, b.Membership.Fingerprint, len(b.Endpoints))
+		for _, e := range b.Endpoints {
+			if e.Ejected {
+				fmt.Fprintf(w, "    ejected %s: failure rate %.0f%%, share %.1f%%\n", e.Address, 100*e.FailureRate, 100*e.Share)
+			}
+		}
+	}
+	return nil
 }
 
 // selectLines returns, sorted, the sample lines of text a user wants to

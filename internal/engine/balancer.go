@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
@@ -69,6 +70,8 @@ type engineBalancer struct {
 	loadProbes  *loadProbes
 	rec         recorder
 	pub         publisher
+	members     membership
+	inspector   inspector
 }
 
 func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, opts Options) *engineBalancer {
@@ -99,6 +102,8 @@ func newBalancer(s Spec, cc balancer.ClientConn, bOpts balancer.BuildOptions, op
 	b.parking = parking{clock: opts.Clock, locked: b.locked, enabled: b.mode.reconnects()}
 	b.loadProbes = newLoadProbes(opts.Clock, opts.Rand, opts.LoadProber, logger.Infof)
 	b.rec = newRecorder(cc, bOpts.Target.String(), s.Metrics, b)
+	b.members = membership{name: s.Name, target: bOpts.Target.String()}
+	b.inspector.built = opts.Clock.Nanotime()
 	b.weights = reportedWeights{clock: opts.Clock, locked: b.locked, order: &b.order, rec: &b.rec,
 		publish: publish, weightsChanged: b.pub.weightsChanged}
 	b.shared.work = doneWork{owner: doneRoutes{&b.ejection, &b.rec, &b.slowStart}, clock: opts.Clock}
@@ -191,6 +196,7 @@ func (b *engineBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	b.configureLocked(settings, ccs.ResolverState)
 	rs := pickfirst.EnableHealthListener(ccs.ResolverState)
 	added, removed, stale := b.reconcileLocked(ccs.ResolverState.Endpoints, settings, rs.Attributes)
+	b.members.update(b.order, ccs.BalancerConfig, b.clock.Nanotime())
 	b.pub.coalesce.hold = true
 	b.mu.Unlock()
 
@@ -406,6 +412,7 @@ func (b *engineBalancer) Close() {
 		return
 	}
 	b.closed = true
+	unregisterLive(b)
 	b.slowStart.stop()
 	b.shared.work.stop()
 	b.pub.coalesce.stop()
@@ -484,5 +491,10 @@ func (b *engineBalancer) reportMetrics(r estats.AsyncMetricsRecorder) error {
 	}
 	now := b.clock.Nanotime()
 	b.rec.report(r, b.order, b.pub.picker, func(e *Endpoint) bool { return b.slowStart.end(e, now) != 0 }, now)
+	if b.rec.policy != nil {
+		b.rec.reportMembership(r, &b.members)
+		rows, _ := b.rowsLocked(now, func(int64) time.Time { return time.Time{} })
+		b.rec.reportEndpoints(r, b.order, rows)
+	}
 	return nil
 }

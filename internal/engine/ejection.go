@@ -190,13 +190,15 @@ func (ej *ejection) eject(e *Endpoint, cfg *ejector, now int64) {
 	if d <= 0 || d > cfg.max || s.streak > int(cfg.max/cfg.base) {
 		d = cfg.max
 	}
-	s.ejected, s.until = true, now+d
+	s.ejected, s.since, s.until = true, now, now+d
 	ej.changed(e)
 	e.probe.okRun.Store(0)
 	e.probe.every.Store(cfg.probeEvery)
 	e.probe.next.Store(now + cfg.probeEvery)
 	ej.ejections++
-	logger.Infof("%s: ejected %s for %v (failure rate %.2f)", ej.name, e.addr, time.Duration(d), e.FailureRatio())
+	o := e.outcomes()
+	logger.Infof("%s: ejected %s for %v: %.1f failures in %.1f recent outcomes (rate %.2f), the fleet's rate %.2f; ejection %d in a row",
+		ej.name, e.addr, time.Duration(d), o.Failures, o.Total, e.FailureRatio(), ej.shared.fleetRate(), s.streak)
 }
 
 // forgiveAfter is, in BaseEjectionTimes, how long an endpoint must stay in
@@ -209,6 +211,8 @@ const forgiveAfter = 10
 // that the next failures are judged on new evidence alone, and a
 // re-ejection soon after lasts longer.
 func (ej *ejection) readmit(e *Endpoint, now int64) {
+	logger.Infof("%s: readmitted %s after %v out and %d successful probes in a row",
+		ej.name, e.addr, time.Duration(now-e.ejection.since).Round(time.Millisecond), e.probe.okRun.Load())
 	e.ejection.ejected = false
 	e.ejection.lastEnd = now
 	ej.changed(e)

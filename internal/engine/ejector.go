@@ -48,6 +48,7 @@ func newEjector(c EjectionConfig, pen *penalty) *ejector {
 // balancer's mu.
 type ejectionState struct {
 	ejected bool
+	since   int64 // Clock.Nanotime of the ejection
 	until   int64 // Clock.Nanotime before which it is not readmitted
 	streak  int   // the ejection count: +1 per ejection, -1 per forgiveAfter of time in since the last readmission
 	lastEnd int64 // Clock.Nanotime of the last readmission; 0 if never

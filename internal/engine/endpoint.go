@@ -159,8 +159,14 @@ type endpointCold struct {
 	baseFrom atomic.Int64
 
 	// Guarded by the balancer's mu.
-	pos       int // index in the balancer's resolver order
-	member    int // index in the balancer's memberList, when it is in it
+	pos    int // index in the balancer's resolver order
+	member int // index in the balancer's memberList, when it is in it
+	// fingerprint is its part of the membership's fingerprint, and the
+	// weight it was taken at (membershipFingerprint).
+	fingerprint struct {
+		hash   uint64
+		weight float64
+	}
 	state     connectivity.State
 	coldReady bool            // its next READY starts a slow-start ramp: it joined late, or its connection failed
 	ramping   bool            // in a slow-start ramp that began at rampStart
@@ -183,6 +189,16 @@ type endpointCold struct {
 	// Local ejection (see EjectionConfig).
 	ejection ejectionState // guarded by the balancer's mu
 	probe    probeState    // atomic: probes are picked and finished without the lock
+
+	// failures counts the endpoint's server-side failures, written by the
+	// Dones of failed calls only; collected is what the per-endpoint
+	// metrics recorded of it and of the picks (guarded by the balancer's
+	// mu).
+	failures  atomic.Uint64
+	collected struct {
+		picks    uint32
+		failures uint64
+	}
 }
 
 // newEndpoint creates an endpoint's state; cold says whether its first
@@ -396,6 +412,9 @@ func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
 	}
 	p := shared.penalty.Load()
 	failed := p.counts(info.Err) // the attempt reached the server: serverFailed
+	if failed {
+		e.failures.Add(1)
+	}
 	if p != nil {
 		o := e.recordOutcome(failed, p)
 		if failed {

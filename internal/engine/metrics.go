@@ -23,6 +23,9 @@ const (
 	localityLabel = "grpc.lb.locality"
 	reasonLabel   = "pickwise.reason"
 	resultLabel   = "pickwise.probe_result"
+	membersLabel  = "pickwise.membership"
+	configLabel   = "pickwise.config"
+	endpointLabel = "pickwise.endpoint"
 )
 
 // MetricsSpec describes the metrics of one policy.
@@ -42,6 +45,10 @@ type MetricsSpec struct {
 	// LoadProbes registers the metrics of load probing, for a policy with
 	// Settings.LoadProbing.
 	LoadProbes bool
+	// Scheduled says the policy's pickers are weighted round robins, which
+	// count their picks per picker, not per endpoint (WeightedRR.Pick):
+	// there is no endpoint_picks metric.
+	Scheduled bool
 }
 
 // Metrics are the registered metrics of one policy (RegisterMetrics).
@@ -60,6 +67,22 @@ type Metrics struct {
 	readmissions *estats.Int64CountHandle
 	probes       *estats.Int64CountHandle
 	elsewhere    *estats.Int64CountHandle
+
+	// membership carries the fingerprints of the balancer's membership
+	// and config as labels (membership.go).
+	membership *estats.Int64AsyncGaugeHandle
+	endpoint   endpointMetrics
+}
+
+// endpointMetrics are labelled by endpoint: one series per endpoint and
+// channel, which is why a user enables them only where a fleet is small
+// enough (docs/observability.md).
+type endpointMetrics struct {
+	picks    *estats.Int64CountHandle // nil for a MetricsSpec.Scheduled policy
+	failures *estats.Int64CountHandle
+	ejected  *estats.Int64AsyncGaugeHandle
+	inFlight *estats.Int64AsyncGaugeHandle
+	weight   *estats.Int64AsyncGaugeHandle
 }
 
 // weightMetrics follow backend-reported weights, as grpc's
@@ -155,6 +178,53 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 		Labels:         plain,
 		OptionalLabels: optional,
 	}))
+	m.membership = estats.RegisterInt64AsyncGauge(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "membership",
+		Description:    "Endpoints the balancer was given, labelled with the fingerprints of its membership (endpoints and weights, whatever their order) and of its parsed config: clients of one target that disagree have different labels.",
+		Unit:           "{endpoint}",
+		Labels:         []string{targetLabel, membersLabel, configLabel},
+		OptionalLabels: optional,
+	}))
+	byEndpoint := []string{targetLabel, endpointLabel}
+	m.endpoint = endpointMetrics{
+		failures: estats.RegisterInt64Count(registerEndpointMetricName(estats.MetricDescriptor{
+			Name:           p + "endpoint_failures",
+			Description:    "Calls to each endpoint that failed on the server's side (the codes failurePenalty counts), counted when metrics are collected. One series per endpoint.",
+			Unit:           "{call}",
+			Labels:         byEndpoint,
+			OptionalLabels: optional,
+		})),
+		ejected: estats.RegisterInt64AsyncGauge(registerEndpointMetricName(estats.MetricDescriptor{
+			Name:           p + "endpoint_ejected",
+			Description:    "1 while the endpoint is locally ejected, else 0. One series per endpoint.",
+			Unit:           "{endpoint}",
+			Labels:         byEndpoint,
+			OptionalLabels: optional,
+		})),
+		inFlight: estats.RegisterInt64AsyncGauge(registerEndpointMetricName(estats.MetricDescriptor{
+			Name:           p + "endpoint_in_flight",
+			Description:    "Calls in flight to each endpoint from this channel. One series per endpoint.",
+			Unit:           "{call}",
+			Labels:         byEndpoint,
+			OptionalLabels: optional,
+		})),
+		weight: estats.RegisterInt64AsyncGauge(registerEndpointMetricName(estats.MetricDescriptor{
+			Name:           p + "endpoint_effective_weight",
+			Description:    "The weight placement follows for each endpoint, in thousandths: its weight times its slow-start ramp and the share failure avoidance leaves it (under a weighted round robin, the weight of its share of the schedule); 0 out of the picker. One series per endpoint.",
+			Unit:           "{weight/1000}",
+			Labels:         byEndpoint,
+			OptionalLabels: optional,
+		})),
+	}
+	if !s.Scheduled {
+		m.endpoint.picks = estats.RegisterInt64Count(registerEndpointMetricName(estats.MetricDescriptor{
+			Name:           p + "endpoint_picks",
+			Description:    "Calls picked for each endpoint (pickwise.endpoint, its address), counted when metrics are collected. One series per endpoint.",
+			Unit:           "{pick}",
+			Labels:         byEndpoint,
+			OptionalLabels: optional,
+		}))
+	}
 	copy(m.reasons[:], s.Reasons)
 	if s.Cost != "" {
 		m.cost = estats.RegisterFloat64Histo(RegisterMetricName(estats.MetricDescriptor{
@@ -243,16 +313,36 @@ type CostReporter interface {
 var (
 	metricNamesMu sync.Mutex
 	metricNames   []string
+	endpointNames []string // labelled by endpoint: not in metricNames
 )
 
 // MetricNames returns the names of every pickwise metric registered so
-// far, sorted.
+// far, sorted, but for those labelled by endpoint (EndpointMetricNames).
 func MetricNames() []string {
 	metricNamesMu.Lock()
 	defer metricNamesMu.Unlock()
 	names := slices.Clone(metricNames)
 	slices.Sort(names)
 	return names
+}
+
+// EndpointMetricNames returns the names of the metrics labelled by
+// endpoint registered so far, sorted.
+func EndpointMetricNames() []string {
+	metricNamesMu.Lock()
+	defer metricNamesMu.Unlock()
+	names := slices.Clone(endpointNames)
+	slices.Sort(names)
+	return names
+}
+
+// registerEndpointMetricName is RegisterMetricName for a metric labelled
+// by endpoint.
+func registerEndpointMetricName(d estats.MetricDescriptor) estats.MetricDescriptor {
+	metricNamesMu.Lock()
+	defer metricNamesMu.Unlock()
+	endpointNames = append(endpointNames, d.Name)
+	return d
 }
 
 // RegisterMetricName records a metric's name for MetricNames and returns

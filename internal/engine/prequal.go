@@ -87,22 +87,30 @@ func rank(e *Endpoint, hot uint32) uint64 {
 // endpoints. The index is read for the two it returns, which the caller
 // confirms (their Ready is the endpoint); scanChecked confirms each.
 func (p *Prequal) scan(pool *loadPool, budget int, a *Attempts) (best, second ranked) {
+	if a != nil {
+		return p.scanChecked(pool, budget, a)
+	}
 	hot := pool.hot.Load()
-	best, second = unranked, unranked
-	for k := range pool.size {
-		e := pool.slots[k].Load()
-		if e == nil || e == best.e || usesOf(e.spent.Load()) >= budget || a != nil && a.Used(e) {
+	b, c := uint64(math.MaxUint64), uint64(math.MaxUint64)
+	var be, ce *Endpoint
+	slots := pool.slots[:pool.size]
+	for k := range slots {
+		e := slots[k].Load()
+		if e == nil || usesOf(e.spent.Load()) >= budget {
 			continue
 		}
-		switch key := rank(e, hot); {
-		case key < best.key:
-			best, second = ranked{e: e, key: key}, best
-		case key < second.key:
-			second = ranked{e: e, key: key}
+		if key := rank(e, hot); key < c {
+			if key < b {
+				b, be, c, ce = key, e, b, be
+			} else if e != be {
+				c, ce = key, e
+			}
 		}
 	}
-	best.i, second.i = p.indexOf(best.e), p.indexOf(second.e)
-	return best, second
+	if be == ce {
+		ce, c = nil, math.MaxUint64 // one endpoint in two slots (loadPool)
+	}
+	return ranked{e: be, i: p.indexOf(be), key: b}, ranked{e: ce, i: p.indexOf(ce), key: c}
 }
 
 // indexOf is e's index in this picker's endpoints, -1 for nil.

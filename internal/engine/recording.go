@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	estats "google.golang.org/grpc/experimental/stats"
@@ -45,7 +47,7 @@ func newRecorder(cc balancer.ClientConn, target string, m *Metrics, b *engineBal
 // register makes report the balancer's async reporter.
 func (r *recorder) register(cc balancer.ClientConn, report func(estats.AsyncMetricsRecorder) error) {
 	if m := r.policy; m != nil && MetricsRecorderOf(cc) != nil {
-		gauges := []estats.AsyncMetric{m.ready, m.ramping, m.ejected}
+		gauges := []estats.AsyncMetric{m.ready, m.ramping, m.ejected, m.membership, m.endpoint.ejected, m.endpoint.inFlight, m.endpoint.weight}
 		if m.load != nil {
 			gauges = append(gauges, m.load.pool)
 		}
@@ -92,6 +94,37 @@ func (r *recorder) report(ar estats.AsyncMetricsRecorder, order []*Endpoint, pic
 	if l := m.load; l != nil {
 		usable := r.probes.poolAnswers(now, func(age float64) { l.age.Record(r.sink, age, r.labels...) })
 		l.pool.Record(ar, int64(usable), r.labels...)
+	}
+}
+
+// reportMembership records the membership gauge.
+func (r *recorder) reportMembership(ar estats.AsyncMetricsRecorder, mb *membership) {
+	r.policy.membership.Record(ar, int64(mb.count), r.target, FormatFingerprint(mb.endpoints), FormatFingerprint(mb.config), r.locality)
+}
+
+// reportEndpoints records the per-endpoint metrics of order, whose rows
+// (rowsLocked) are rows: the counters' growth since the last collection,
+// and the gauges.
+func (r *recorder) reportEndpoints(ar estats.AsyncMetricsRecorder, order []*Endpoint, rows []EndpointInfo) {
+	em := &r.policy.endpoint
+	for k, e := range order {
+		row := &rows[k]
+		labels := []string{r.target, e.addr, r.locality}
+		if n := totalPicks(e); em.picks != nil && n != e.collected.picks {
+			em.picks.Record(r.sink, int64(n-e.collected.picks), labels...)
+			e.collected.picks = n
+		}
+		if n := e.failures.Load(); n != e.collected.failures {
+			em.failures.Record(r.sink, int64(n-e.collected.failures), labels...)
+			e.collected.failures = n
+		}
+		var ejected int64
+		if row.Ejected {
+			ejected = 1
+		}
+		em.ejected.Record(ar, ejected, labels...)
+		em.inFlight.Record(ar, row.InFlight, labels...)
+		em.weight.Record(ar, int64(math.Round(1000*row.EffectiveWeight)), labels...)
 	}
 }
 

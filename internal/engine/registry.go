@@ -54,7 +54,13 @@ type builder struct{ spec Spec }
 func (b builder) Name() string { return b.spec.Name }
 
 func (b builder) Build(cc balancer.ClientConn, bOpts balancer.BuildOptions) balancer.Balancer {
-	return b.spec.Build(cc, bOpts, Options{})
+	bal := b.spec.Build(cc, bOpts, Options{})
+	if eb, ok := bal.(*engineBalancer); ok {
+		// Only grpc's balancers are listed for introspection: the
+		// simulator's and tests' own are not the process's channels.
+		registerLive(eb)
+	}
+	return bal
 }
 
 func (b builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {

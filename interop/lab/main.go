@@ -19,6 +19,7 @@
 //	go run ./interop/lab -scale 0.5            # half the calls (and time) per scenario
 //	go run ./interop/lab -sim                  # the simulated scenarios, full scale
 //	go run ./interop/lab -target h1:8080,h2:8080,...  # your own pickwise-backend fleet
+//	go run ./interop/lab -admin 127.0.0.1:8081  # and the balancers page while it runs
 //
 // With -target, the addresses must be pickwise-backend servers (see
 // interop/server/cmd/pickwise-backend), each answering with its own name:
@@ -34,12 +35,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/pickwise/pickwise/admin"
 	"github.com/pickwise/pickwise/sim"
 )
 
@@ -53,6 +57,7 @@ func main() {
 		target   = flag.String("target", "", "comma-separated pickwise-backend addresses to use instead of a loopback fleet. "+targetHelp())
 		scale    = flag.Float64("scale", 1, "multiply the number of calls per scenario (the real-gRPC lab only)")
 		seed     = flag.Uint64("seed", 1, "seed of the open-loop scenarios' Poisson arrivals, the same for every policy of a scenario (the real-gRPC lab only)")
+		adminAt  = flag.String("admin", "", "serve the balancers page (package admin) at http://ADDR/debug/pickwise while the lab runs, e.g. 127.0.0.1:8081 (the real-gRPC lab only)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./interop/lab [flags]\n\n"+
@@ -66,6 +71,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+
+	if *adminAt != "" {
+		stopAdmin, err := serveAdmin(*adminAt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lab:", err)
+			os.Exit(1)
+		}
+		defer stopAdmin()
+	}
 
 	var sections []section
 	var err error
@@ -87,6 +101,21 @@ func main() {
 	}
 }
 
+// serveAdmin serves the balancers page on addr, for a look at the
+// policies' endpoints while a scenario runs, and returns what stops it.
+func serveAdmin(addr string) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-admin %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/debug/pickwise", admin.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(lis)
+	fmt.Fprintf(os.Stderr, "balancers page: http://%s/debug/pickwise\n", lis.Addr())
+	return func() { srv.Close() }, nil
+}
+
 // checkFlags rejects what the flags cannot mean: arguments besides flags,
 // real-gRPC flags with -sim, a scale that sends no calls.
 func checkFlags(args []string, simulate bool, scale float64) error {
@@ -95,7 +124,7 @@ func checkFlags(args []string, simulate bool, scale float64) error {
 	}
 	var err error
 	flag.Visit(func(f *flag.Flag) {
-		if simulate && (f.Name == "target" || f.Name == "scale" || f.Name == "seed") {
+		if simulate && (f.Name == "target" || f.Name == "scale" || f.Name == "seed" || f.Name == "admin") {
 			err = fmt.Errorf("-%s is for the real-gRPC lab; -sim runs the simulator at full scale", f.Name)
 		}
 	})
