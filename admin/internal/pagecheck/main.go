@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -91,6 +92,10 @@ func run(browser, out string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	fmt.Printf("black hole %s shown ejected after %v\n", hole.Addr(), time.Since(start).Round(10*time.Millisecond))
+	time.Sleep(1500 * time.Millisecond) // a share window after the ejection
+	if js, err := get(url + "?format=json"); err == nil {
+		fmt.Printf("the page's JSON:\n%s\n", js)
+	}
 
 	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"}
@@ -127,6 +132,17 @@ func run(browser, out string) error {
 		fmt.Println("screenshot:", shot)
 	}
 	return nil
+}
+
+// get is the body of a GET of url.
+func get(url string) (string, error) {
+	res, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), err
 }
 
 // ejected reports whether the page's JSON shows addr ejected.
