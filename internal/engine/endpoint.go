@@ -404,10 +404,10 @@ func republishIfPickProved(w *doneWork) {
 // record enters a finished call's outcome in the endpoint's counts, for
 // settle, and reports whether it was a server-side failure.
 func (e *Endpoint) record(info balancer.DoneInfo, shared *doneShared) bool {
-	if !info.BytesSent && !info.BytesReceived {
+	if !reached(info) {
 		// The attempt never reached the server (grpc ends a pick whose
-		// connection was not ready with an empty DoneInfo): no evidence
-		// either way.
+		// connection was not ready with an empty DoneInfo, and retries a
+		// stream a draining server refused): no evidence either way.
 		return false
 	}
 	p := shared.penalty.Load()

@@ -64,7 +64,39 @@ func (p *penalty) counts(err error) bool {
 // the server. A stream refused on a draining connection, or a deadline
 // spent waiting for one, says nothing about the backend.
 func serverFailed(info balancer.DoneInfo, p *penalty) bool {
-	return (info.BytesSent || info.BytesReceived) && p.counts(info.Err)
+	return reached(info) && p.counts(info.Err)
+}
+
+// reached reports whether a finished attempt reached its server. grpc
+// reports an attempt whose stream it had created as sent (BytesSent), and
+// a stream a draining server refused unprocessed is one: it was above the
+// last stream the server's GOAWAY let through, as a server that drains
+// with a single GOAWAY (net/http's HTTP/2 server, under grpc's ServeHTTP)
+// refuses the streams in transit. grpc retries such a stream at once,
+// elsewhere, and tells the balancer only its status (drainRefused).
+func reached(info balancer.DoneInfo) bool {
+	switch {
+	case info.BytesReceived:
+		return true
+	case !info.BytesSent:
+		return false
+	}
+	return info.Err == nil || !drainRefused(info.Err)
+}
+
+// drainingMessage is the message grpc-go's transport ends a stream a
+// draining server refused with (internal/transport's errStreamDrain).
+// TestRefusedByADrain in internal/e2e holds it to grpc's.
+const drainingMessage = "the connection is draining"
+
+// drainRefused reports whether err ends a stream a draining server
+// refused; the same GOAWAY takes the endpoint's connection out of the
+// picker. A stream reset with REFUSED_STREAM, which grpc also retries,
+// stays evidence: its connection stays READY, and a server that refuses
+// every stream must be seen by its calls.
+func drainRefused(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && s.Code() == codes.Unavailable && s.Message() == drainingMessage
 }
 
 // FailurePenaltyConfig is lbconfig.FailurePenaltyConfig, under the name

@@ -281,3 +281,55 @@ func TestProbesThatNeverReachTheServerAreNoEvidence(t *testing.T) {
 		t.Errorf("%d endpoints ejected after probes that never reached the server, want the black hole still out", n)
 	}
 }
+
+// A stream the server refused unprocessed, above the last stream a GOAWAY
+// lets through, ends in grpc with this status; grpc reports the attempt
+// as sent (BytesSent), since it had created the stream, and retries it
+// elsewhere at once.
+var errRefusedByDrain = status.Error(codes.Unavailable, "the connection is draining")
+
+// TestRefusedByADrainIsNoEvidence: every call to one endpoint ends as a
+// stream its server refused while draining. However many, they are no
+// evidence: nothing is ejected and the endpoint keeps its share. The same
+// calls cut off by a connection that died mid-call (a crash) are evidence,
+// and eject it.
+func TestRefusedByADrainIsNoEvidence(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		err     error
+		ejected int
+	}{
+		{"refused by a drain", errRefusedByDrain, 0},
+		{"connection lost mid-call", status.Error(codes.Unavailable, "error reading from server: EOF"), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := testkit.NewHarness(t, "pickwise_p2c", `{}`)
+			as := testkit.Addrs(4)
+			h.Start(as...)
+			calls := map[string]int{}
+			for range 2000 {
+				h.Clock.Advance(2 * time.Millisecond)
+				res, err := h.CC.State().Picker.Pick(balancer.PickInfo{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				addr := res.SubConn.(*testkit.SubConn).Addr()
+				calls[addr]++
+				if addr == as[0] {
+					res.Done(balancer.DoneInfo{Err: c.err, BytesSent: true})
+				} else {
+					res.Done(testkit.Outcome(nil))
+				}
+			}
+			pk := h.CC.State().Picker.(*engine.LeastLoaded)
+			if n := len(pk.Snapshot().Ejected); n != c.ejected {
+				t.Errorf("%d endpoints ejected, want %d", n, c.ejected)
+			}
+			share := testkit.Share(calls, as[0])
+			t.Logf("its share of 2000 calls: %.1f%% (fair 25%%)", 100*share)
+			if c.ejected == 0 && share < 0.2 {
+				t.Errorf("share %.1f%%, want about its fair 25%%: refused streams moved calls away", 100*share)
+			}
+		})
+	}
+}

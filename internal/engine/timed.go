@@ -75,7 +75,7 @@ func (e *Endpoint) LatencyAverage() (time.Duration, bool) {
 // anything else says nothing. A slower sample is the peak, but for a lone
 // far one (holdFarPeak). docs/design/peak-ewma.md has why.
 func (e *Endpoint) observe(info balancer.DoneInfo, took, now int64, l *latency) {
-	if !info.BytesSent && !info.BytesReceived {
+	if !reached(info) {
 		return // never reached the server: no latency to learn from
 	}
 	sample := float64(took)
@@ -253,10 +253,10 @@ func (d *doneShared) judge(e *Endpoint, now int64) bool {
 // as evidence of kind about e: only a success that reached the server is
 // an answer. It reports whether the answer proved e warm just now.
 func (d *doneShared) answer(e *Endpoint, kind ramp.Kind, info balancer.DoneInfo, took, now int64) bool {
-	reached := info.BytesSent || info.BytesReceived
+	atServer := reached(info)
 	p := &e.rampProof
 	switch {
-	case kind == ramp.Baseline && (info.Err != nil || !reached):
+	case kind == ramp.Baseline && (info.Err != nil || !atServer):
 		d.peers.Failed(now - took)
 		return false
 	case kind == ramp.Baseline:
@@ -264,7 +264,7 @@ func (d *doneShared) answer(e *Endpoint, kind ramp.Kind, info balancer.DoneInfo,
 		return false
 	case !p.Ours(now - took):
 		return false // the last ramp's call
-	case !reached:
+	case !atServer:
 		p.Settle(false)
 		return false
 	case info.Err != nil:

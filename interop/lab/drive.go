@@ -114,6 +114,11 @@ type traffic struct {
 	// window, when positive, also counts calls per backend in windows of
 	// that length from the run's start (outcome.windows).
 	window time.Duration
+	// until, when not nil, ends an open-loop run once closed: no call
+	// arrives after it, and calls is only a bound.
+	until <-chan struct{}
+	// trace keeps every call's backend and times (outcome.trace).
+	trace bool
 }
 
 // outcome is what the channel saw.
@@ -128,6 +133,16 @@ type outcome struct {
 	// windows, with traffic.window, count each window's calls: per
 	// backend, failed and in all.
 	windows []window
+	// trace, with traffic.trace, is every call in the order they ended.
+	trace []callTrace
+}
+
+// callTrace is one call: the backend that answered it ("" if none is
+// known), when it started and ended, and its error if it failed.
+type callTrace struct {
+	backend    string
+	start, end time.Time
+	err        error
 }
 
 // window is one stretch of a run.
@@ -161,11 +176,15 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 		var p peer.Peer
 		start := time.Now()
 		b, err := server.Call(cctx, c.conn, key, grpc.Peer(&p))
-		lat := time.Since(start)
+		end := time.Now()
+		lat := end.Sub(start)
 		if b == "" && p.Addr != nil {
 			b = c.nameOf[p.Addr.String()]
 		}
 		mu.Lock()
+		if tr.trace {
+			out.trace = append(out.trace, callTrace{backend: b, start: start, end: end, err: err})
+		}
 		out.total++
 		if b != "" {
 			out.perBackend[b]++
@@ -209,7 +228,7 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 		gaps := rand.New(rand.NewPCG(tr.seed, tr.seed))
 		var at float64                   // seconds from start
 		sem := make(chan struct{}, 4096) // bounds goroutines if the fleet stalls
-		for i := 0; i < tr.calls && ctx.Err() == nil; i++ {
+		for i := 0; i < tr.calls && ctx.Err() == nil && !closed(tr.until); i++ {
 			if i > 0 {
 				at += gaps.ExpFloat64() / tr.rate
 			}
@@ -247,6 +266,16 @@ func drive(ctx context.Context, c *channel, tr traffic, progress func(done int))
 	wg.Wait()
 	sort.Slice(out.latencies, func(i, j int) bool { return out.latencies[i] < out.latencies[j] })
 	return out
+}
+
+// closed reports whether ch is closed; a nil ch never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // shares returns each backend's share of calls, in the fleet's order.

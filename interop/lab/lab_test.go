@@ -23,9 +23,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestLabScenarios runs every real-gRPC scenario at a quarter of its size
-// against a loopback fleet and checks each produced its table, plots and
-// the direction of its headline result.
+// TestLabScenarios runs every real-gRPC scenario but drain (TestDrain) at
+// a quarter of its size against a loopback fleet and checks each produced
+// its table, plots and the direction of its headline result.
 func TestLabScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -35,6 +35,8 @@ func TestLabScenarios(t *testing.T) {
 	}
 	defer fleet.close()
 	l := &lab{fleet: fleet, progress: &progress{w: io.Discard}, scale: testScale(), seed: 1}
+	// drain has a test of its own, TestDrain.
+	scenarios := slices.DeleteFunc(slices.Clone(labScenarios), func(s labScenario) bool { return s.name == "drain" })
 	if testing.Short() {
 		// The scenarios run only the columns checked below.
 		l.only = map[string][]string{
@@ -76,7 +78,7 @@ func TestLabScenarios(t *testing.T) {
 	// which the traffic is no longer light: every call costs several times
 	// the CPU, and the scenarios beside would be part of what warm-rejoin's
 	// latencies measure.
-	runs := make([]labRun, len(labScenarios))
+	runs := make([]labRun, len(scenarios))
 	// noisy-neighbours runs last, alone, at every scale: its traffic takes
 	// a good part of a core, and beside the scenarios that run aside, or
 	// the hash scenarios' closed loops, the lab's one process runs out of
@@ -88,7 +90,7 @@ func TestLabScenarios(t *testing.T) {
 	if testing.Short() && !raceEnabled {
 		var idx []int
 		need := 0
-		for i, s := range labScenarios {
+		for i, s := range scenarios {
 			if slices.Contains([]string{"flapping-backend", "black-hole", "hardware-generations"}, s.name) {
 				idx = append(idx, i)
 				aside[s.name] = true
@@ -103,7 +105,7 @@ func TestLabScenarios(t *testing.T) {
 		lo := &lab{fleet: own, progress: l.progress, scale: l.scale, seed: l.seed, only: l.only}
 		wg.Go(func() {
 			for _, i := range idx {
-				if runs[i].sec, runs[i].err = labScenarios[i].run(ctx, lo); runs[i].err != nil {
+				if runs[i].sec, runs[i].err = scenarios[i].run(ctx, lo); runs[i].err != nil {
 					return
 				}
 			}
@@ -114,7 +116,7 @@ func TestLabScenarios(t *testing.T) {
 			wg.Wait()
 		}()
 	}
-	for i, s := range labScenarios {
+	for i, s := range scenarios {
 		if aside[s.name] {
 			continue
 		}
@@ -123,12 +125,12 @@ func TestLabScenarios(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	i := slices.IndexFunc(labScenarios, func(s labScenario) bool { return s.name == last })
-	if runs[i].sec, runs[i].err = labScenarios[i].run(ctx, l); runs[i].err != nil {
+	i := slices.IndexFunc(scenarios, func(s labScenario) bool { return s.name == last })
+	if runs[i].sec, runs[i].err = scenarios[i].run(ctx, l); runs[i].err != nil {
 		t.Fatalf("%s: %v", last, runs[i].err)
 	}
 	var sections []section
-	for i, s := range labScenarios {
+	for i, s := range scenarios {
 		sec, err := runs[i].sec, runs[i].err
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
@@ -677,9 +679,13 @@ func TestTargetTooSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range labScenarios {
-		if ran := slices.ContainsFunc(got, func(g labScenario) bool { return g.name == s.name }); ran != (s.backends <= 10) {
-			t.Errorf("with 10 servers, %s (needs %d) runs: %v", s.name, s.backends, ran)
+		if ran := slices.ContainsFunc(got, func(g labScenario) bool { return g.name == s.name }); ran != (s.backends <= 10 && !s.local) {
+			t.Errorf("with 10 servers, %s (needs %d, local %v) runs: %v", s.name, s.backends, s.local, ran)
 		}
+	}
+	// A scenario that restarts servers runs only on the lab's own.
+	if _, err := runLab(context.Background(), "drain", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3,127.0.0.1:4,127.0.0.1:5", 1, 1); err == nil || !strings.Contains(err.Error(), "without -target") {
+		t.Errorf("runLab(drain) with -target = %v, want it refused", err)
 	}
 }
 

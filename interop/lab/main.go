@@ -4,12 +4,12 @@
 // 127.0.0.1 and runs small, real-gRPC versions of the scenarios (a black
 // hole, one transient failure, a flapping backend, a retry storm, one slow
 // backend, two hardware generations, noisy neighbours, a hot key, a hash
-// black hole, a remap storm) through grpc-go's round_robin,
-// least_request_experimental, ring_hash_experimental and, where backends
-// report their load over ORCA, weighted_round_robin, and through
-// pickwise's policies, then prints one table per scenario. The whole run
-// takes about six minutes on a two-core machine, much of it in scenarios
-// that run for a fixed time; -scale 0.5 a little over three. -sim runs
+// black hole, a remap storm, graceful drains) through grpc-go's
+// round_robin, least_request_experimental, ring_hash_experimental and,
+// where backends report their load over ORCA, weighted_round_robin, and
+// through pickwise's policies, then prints one table per scenario. The
+// whole run takes about seven minutes on a two-core machine, much of it in
+// scenarios that run for a fixed time; -scale 0.5 about four. -sim runs
 // the simulated scenarios instead (these and those that need more scale
 // than a loopback fleet gives), at full scale, in about two and a half minutes.
 //
@@ -25,8 +25,9 @@
 // interop/server/cmd/pickwise-backend), each answering with its own name:
 // the lab changes their behavior over their admin RPC, so point it only at
 // a fleet set aside for the test. -h says how many servers each scenario
-// needs; those that need more than -target gives are skipped, and the lab
-// fails if none can run.
+// needs; those that need more than -target gives are skipped, as is drain,
+// which shuts servers down and restarts them, and the lab fails if none
+// can run.
 package main
 
 import (
@@ -245,6 +246,10 @@ type lab struct {
 	// other work measures the machine; tests use it to wait that out.
 	calm        time.Duration
 	calmRetries int
+	// drain is the drain scenario's load per channel (zero: its
+	// default): tests under the race detector lower it, since the
+	// scenario runs every policy's channel at once.
+	drain drainLoad
 }
 
 // keep returns the policies of ps that only lets scenario run, in order.
@@ -320,6 +325,9 @@ func runLab(ctx context.Context, only, target string, scale float64, seed uint64
 func runnable(list []labScenario, servers int, only string) ([]labScenario, error) {
 	need := backendsNeeded(list)
 	if only != "" {
+		if list[0].local {
+			return nil, fmt.Errorf("%s shuts servers down and restarts them, which it can do only to the lab's own: run it without -target", only)
+		}
 		fmt.Fprintf(os.Stderr, "-target: %d servers given; %s needs %d\n", servers, only, need)
 		if servers < need {
 			return nil, fmt.Errorf("-target gives %d servers; %s needs %d", servers, only, need)
@@ -333,7 +341,7 @@ func runnable(list []labScenario, servers int, only string) ([]labScenario, erro
 		if s.backends < fewest.backends {
 			fewest = s
 		}
-		if s.backends <= servers {
+		if s.backends <= servers && !s.local {
 			out = append(out, s)
 		}
 	}
@@ -342,7 +350,10 @@ func runnable(list []labScenario, servers int, only string) ([]labScenario, erro
 			servers, fewest.name, fewest.backends, need)
 	}
 	for _, s := range list {
-		if s.backends > servers {
+		switch {
+		case s.local:
+			fmt.Fprintf(os.Stderr, "skipping %s: it shuts servers down and restarts them, which it can do only to the lab's own\n", s.name)
+		case s.backends > servers:
 			fmt.Fprintf(os.Stderr, "skipping %s: it needs %d servers, -target gives %d\n", s.name, s.backends, servers)
 		}
 	}

@@ -84,7 +84,10 @@ type labScenario struct {
 	name string
 	// backends is how many the scenario uses (the first ones of the fleet).
 	backends int
-	run      func(ctx context.Context, l *lab) (section, error)
+	// local marks a scenario that stops and restarts the servers, which
+	// only the lab's own fleet lets it do: -target skips it.
+	local bool
+	run   func(ctx context.Context, l *lab) (section, error)
 }
 
 var labScenarios = []labScenario{
@@ -101,6 +104,7 @@ var labScenarios = []labScenario{
 	{name: "remap-storm", backends: 11, run: remapStorm},
 	{name: "flapping-cache", backends: 10, run: flappingCache},
 	{name: "rollout", backends: 12, run: rollout},
+	{name: "drain", backends: drainBackends, local: true, run: drainScenario},
 }
 
 // result is one policy's run of a scenario.

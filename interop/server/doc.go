@@ -19,7 +19,8 @@
 //     service, which pickwise_prequal asks for the server's requests in
 //     flight and latency; Stats.Probes counts its calls.
 //
-// Stop kills a Server as a crash would, and Restart serves it again on the
+// Stop kills a Server as a crash would, Drain shuts it down gracefully
+// (GOAWAY, calls in flight finish), and Restart serves it again on the
 // same address with the same behavior and counters, as a rebooted server
 // comes back: clients holding the address lose the endpoint and regain it
 // without any resolver change.

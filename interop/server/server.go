@@ -103,9 +103,10 @@ func WithLogger(l *log.Logger) Option { return func(s *Server) { s.logger = l } 
 // grpc's ORCA OpenRcaService (out-of-band load reports) on one listener,
 // with serverload's probe service and per-call reports for pickwise_prequal.
 //
-// Start it with Start or Serve and end it with Stop. Restart then serves
-// again on the same address, with the same behavior and counters, which is
-// how a crashed and rebooted server looks to its clients.
+// Start it with Start or Serve and end it with Stop, or gracefully with
+// Drain. Restart then serves again on the same address, with the same
+// behavior and counters, which is how a rebooted server looks to its
+// clients.
 type Server struct {
 	// Immutable after New.
 	name    string
@@ -343,8 +344,43 @@ func (s *Server) Stop() {
 	s.bg.Wait()
 }
 
-// Restart serves again after Stop, on the TCP address the server last
-// listened on, in the background as Start does. Clients that hold the
+// Drain shuts the server down gracefully, as a process stopped for a
+// rolling restart does: the listener closes, every connection is sent a
+// GOAWAY, so that clients place new calls elsewhere, and the calls in
+// flight and queued run to their end. Calls that outlast grace (an
+// out-of-band ORCA stream never ends by itself) are then cut as Stop cuts
+// them, as an orchestrator's kill after its grace period would. It
+// returns once every handler and background goroutine has returned.
+// Restart serves again; draining a stopped server does nothing.
+func (s *Server) Drain(grace time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if !s.serving {
+		s.srv.Stop()
+		return
+	}
+	s.serving = false
+	// Handlers never take mu, so they can finish while it is held.
+	srv, done := s.srv, make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	select {
+	case <-done:
+	case <-t.C:
+		srv.Stop()
+		<-done
+	}
+	t.Stop()
+	close(s.quit)
+	s.bg.Wait()
+}
+
+// Restart serves again after Stop or Drain, on the TCP address the server
+// last listened on, in the background as Start does. Clients that hold the
 // address reconnect without any resolver change, as they would to a
 // rebooted server. Behavior and counters carry over; uptime and the
 // cold-start clock begin again, as in a new process. Restarting a running

@@ -557,6 +557,55 @@ func TestRestartSameAddress(t *testing.T) {
 	s.Stop() // idempotent after a restart too
 }
 
+// TestDrainFinishesCallsInFlight: a drain lets the calls in service end
+// with their answer, refuses new ones, and cuts what outlasts its grace.
+func TestDrainFinishesCallsInFlight(t *testing.T) {
+	s, conn := start(t, Behavior{Latency: Duration(200 * time.Millisecond)})
+	ctx := testCtx(t)
+	const n = 3
+	done := make(chan error, n)
+	for range n {
+		go func() { _, err := Call(ctx, conn, "k"); done <- err }()
+	}
+	waitFor(t, ctx, "the calls in service", func() bool { return s.Stats().InFlight == n })
+	s.Drain(testTimeout)
+	if s.Running() {
+		t.Fatal("Running after Drain")
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Errorf("call in flight at the drain = %v, want it answered", err)
+		}
+	}
+	if st := s.Stats(); st.Served != n || st.Canceled != 0 {
+		t.Errorf("Stats after Drain = %+v, want %d served, none canceled", st, n)
+	}
+	// Drained, it refuses new calls (the listener is closed).
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := Call(cctx, conn, "k"); err == nil {
+		t.Error("a call after Drain succeeded")
+	}
+	s.Drain(testTimeout) // idempotent
+	if err := s.Restart(); err != nil {
+		t.Fatalf("Restart after Drain: %v", err)
+	}
+	if _, err := Call(ctx, conn, "k", grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("Call after Restart: %v", err)
+	}
+
+	// A call that outlasts the grace is cut when it ends.
+	if err := s.SetBehavior(Behavior{Latency: Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := Call(ctx, conn, "k"); done <- err }()
+	waitFor(t, ctx, "the slow call in service", func() bool { return s.Stats().InFlight == 1 })
+	s.Drain(10 * time.Millisecond)
+	if err := <-done; status.Code(err) != codes.Unavailable {
+		t.Errorf("call past the drain's grace = %v, want Unavailable", err)
+	}
+}
+
 func TestReceivedCountsOnArrival(t *testing.T) {
 	s, conn := start(t, Behavior{Latency: Duration(time.Hour)})
 	ctx := testCtx(t)
