@@ -85,8 +85,8 @@ func reached(info balancer.DoneInfo) bool {
 }
 
 // drainingMessage is the message grpc-go's transport ends a stream a
-// draining server refused with (internal/transport's errStreamDrain).
-// TestRefusedByADrain in internal/e2e holds it to grpc's.
+// draining server refused with (internal/transport's errStreamDrain, the
+// same from v1.82 to v1.85).
 const drainingMessage = "the connection is draining"
 
 // drainRefused reports whether err ends a stream a draining server
