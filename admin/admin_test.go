@@ -13,14 +13,17 @@ import (
 	"time"
 
 	"github.com/pickwise/pickwise/admin"
+	"github.com/pickwise/pickwise/attempts"
 	_ "github.com/pickwise/pickwise/balancer/orcawrr"
 	_ "github.com/pickwise/pickwise/balancer/p2c"
 	_ "github.com/pickwise/pickwise/balancer/peakewma"
 	_ "github.com/pickwise/pickwise/balancer/prequal"
 	"github.com/pickwise/pickwise/internal/fleet"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 )
 
 const p2cConfig = `{"loadBalancingConfig":[{"pickwise_p2c":{}}]}`
@@ -28,10 +31,11 @@ const p2cConfig = `{"loadBalancingConfig":[{"pickwise_p2c":{}}]}`
 // page is the part of the JSON the tests read.
 type page struct {
 	Balancers []struct {
-		Target            string `json:"target"`
-		Policy            string `json:"policy"`
-		ShareFrom         string `json:"shareFrom"`
-		ConfigFingerprint string `json:"configFingerprint"`
+		Target            string    `json:"target"`
+		Policy            string    `json:"policy"`
+		ShareFrom         string    `json:"shareFrom"`
+		ConfigFingerprint string    `json:"configFingerprint"`
+		Retries           [3]uint64 `json:"retries"`
 		Membership        struct {
 			Revision    uint64 `json:"revision"`
 			Fingerprint string `json:"fingerprint"`
@@ -300,4 +304,30 @@ func readAll(t testing.TB, res *http.Response) string {
 		}
 	}
 	return b.String()
+}
+
+// TestRetriesOnThePage: with the attempts interceptor and grpc's retry
+// policy, the page counts the picks of retried attempts by their number.
+func TestRetriesOnThePage(t *testing.T) {
+	ctx := fleet.Context(t, 30*time.Second)
+	f := fleet.StartT(t, 3)
+	for _, b := range f.Backends {
+		b.SetBehavior(fleet.Behavior{ErrorRate: 1, ErrorCode: codes.Unavailable})
+	}
+	sc := `{"loadBalancingConfig":[{"pickwise_p2c":{"ejection":{"enabled":false}}}],` +
+		`"methodConfig":[{"name":[{"service":"` + fleet.ServiceName + `"}],` +
+		`"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.001s","maxBackoff":"0.002s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`
+	c := fleet.DialT(t, f.Addrs(), sc, grpc.WithChainUnaryInterceptor(attempts.UnaryClientInterceptor()))
+	srv := httptest.NewServer(admin.Handler())
+	defer srv.Close()
+	const calls = 20
+	for range calls {
+		if _, err := c.Call(ctx); status.Code(err) != codes.Unavailable {
+			t.Fatalf("call: %v, want Unavailable after its attempts", err)
+		}
+	}
+	p := get(t, srv.URL+"?format=json&target="+target(c))
+	if got := p.Balancers[0].Retries; got != [3]uint64{calls, calls, 0} {
+		t.Errorf("retries %v, want %d second and %d third attempts", got, calls, calls)
+	}
 }

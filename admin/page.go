@@ -83,6 +83,16 @@ func writeBalancer(w *bufio.Writer, b *engine.BalancerInfo, now time.Time) {
 	if b.ShareFrom == "schedule" {
 		w.WriteString(` (share: the schedule's)`)
 	}
+	if r := b.Retries; r[0]+r[1]+r[2] > 0 {
+		w.WriteString(` · retried attempts since start: `)
+		for i, n := range r {
+			if i > 0 {
+				w.WriteString(`, `)
+			}
+			w.WriteString([...]string{"2nd ", "3rd ", "4th+ "}[i])
+			w.WriteString(strconv.FormatUint(n, 10))
+		}
+	}
 	if b.Ejected > 0 {
 		w.WriteString(` · <span class=bad>`)
 		w.WriteString(strconv.Itoa(b.Ejected))

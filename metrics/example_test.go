@@ -46,6 +46,7 @@ func ExampleNames() {
 	// pickwise.orca_wrr.picks
 	// pickwise.orca_wrr.probe_picks
 	// pickwise.orca_wrr.readmissions
+	// pickwise.orca_wrr.retry_picks
 	// pickwise.orca_wrr.rr_fallback
 	// pickwise.p2c.attempts_elsewhere
 	// pickwise.p2c.ejections
@@ -57,6 +58,7 @@ func ExampleNames() {
 	// pickwise.p2c.picks
 	// pickwise.p2c.probe_picks
 	// pickwise.p2c.readmissions
+	// pickwise.p2c.retry_picks
 	// pickwise.peak_ewma.attempts_elsewhere
 	// pickwise.peak_ewma.ejections
 	// pickwise.peak_ewma.endpoint_cost
@@ -67,6 +69,7 @@ func ExampleNames() {
 	// pickwise.peak_ewma.picks
 	// pickwise.peak_ewma.probe_picks
 	// pickwise.peak_ewma.readmissions
+	// pickwise.peak_ewma.retry_picks
 	// pickwise.prequal.answer_age
 	// pickwise.prequal.attempts_elsewhere
 	// pickwise.prequal.ejections
@@ -80,6 +83,7 @@ func ExampleNames() {
 	// pickwise.prequal.pool_answers
 	// pickwise.prequal.probe_picks
 	// pickwise.prequal.readmissions
+	// pickwise.prequal.retry_picks
 	// pickwise.ring_hash.attempts_elsewhere
 	// pickwise.ring_hash.ejections
 	// pickwise.ring_hash.endpoint_cost
@@ -90,6 +94,7 @@ func ExampleNames() {
 	// pickwise.ring_hash.picks
 	// pickwise.ring_hash.probe_picks
 	// pickwise.ring_hash.readmissions
+	// pickwise.ring_hash.retry_picks
 	// pickwise.shadow.call_duration
 	// pickwise.shadow.calls
 	// pickwise.shadow.endpoint_picks

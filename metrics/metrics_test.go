@@ -32,7 +32,7 @@ func TestNames(t *testing.T) {
 	for _, p := range []string{"p2c", "peak_ewma", "orca_wrr", "ring_hash", "prequal"} {
 		want = append(want, "pickwise."+p+".picks", "pickwise."+p+".endpoints_ready", "pickwise."+p+".endpoints_in_slow_start",
 			"pickwise."+p+".endpoints_ejected", "pickwise."+p+".ejections", "pickwise."+p+".readmissions",
-			"pickwise."+p+".probe_picks", "pickwise."+p+".attempts_elsewhere", "pickwise."+p+".membership")
+			"pickwise."+p+".probe_picks", "pickwise."+p+".attempts_elsewhere", "pickwise."+p+".membership", "pickwise."+p+".retry_picks")
 		if p != "orca_wrr" {
 			want = append(want, "pickwise."+p+".endpoint_cost")
 		}

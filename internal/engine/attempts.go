@@ -92,8 +92,12 @@ func (a *Attempts) Record(e *Endpoint, res balancer.PickResult, err error) (bala
 	if a == nil || err != nil {
 		return res, err
 	}
-	if a.earlier() && !a.Used(e) {
-		e.shared.avoidedRetry.Add(1)
+	if n := a.n.Load(); n > 0 {
+		// Retries are few: a shared counter costs them little.
+		e.shared.retries[min(n, 3)-1].Add(1)
+		if !a.Used(e) {
+			e.shared.avoidedRetry.Add(1)
+		}
 	}
 	a.record(e)
 	return res, err

@@ -497,6 +497,9 @@ type doneShared struct {
 	// call.
 	probes       atomic.Uint64 // probe picks of ejected endpoints
 	avoidedRetry atomic.Uint64 // attempts placed away from an endpoint an earlier attempt used
+	// retries counts the picks of a call's second, third, and fourth or
+	// later attempts (with the attempts interceptor); never reset.
+	retries [3]atomic.Uint64
 
 	// peers is the average answer of the endpoints compared with a
 	// ramping one, that a ramping endpoint's own answers are judged

@@ -36,8 +36,12 @@ type BalancerInfo struct {
 	// policy's picker is the engine's: choiceCount for a d-choice picker,
 	// the pool for pickwise_prequal, 1 for a weighted round robin (2 with
 	// its in-flight check).
-	Candidates int            `json:"candidates,omitempty"`
-	Endpoints  []EndpointInfo `json:"endpoints"`
+	Candidates int `json:"candidates,omitempty"`
+	// Retries are the picks of calls' second, third, and fourth or later
+	// attempts since the balancer was built (with the attempts
+	// interceptor).
+	Retries   [3]uint64      `json:"retries"`
+	Endpoints []EndpointInfo `json:"endpoints"`
 }
 
 // MembershipInfo is a balancer's view of its membership.
@@ -242,6 +246,9 @@ func (b *engineBalancer) inspect(wall time.Time) (BalancerInfo, bool) {
 			Endpoints: m.count, Changed: at(m.changed)},
 	}
 	info.Endpoints, info.ShareFrom = b.rowsLocked(now, at)
+	for i := range info.Retries {
+		info.Retries[i] = b.shared.retries[i].Load()
+	}
 	switch p := b.pub.picker.(type) {
 	case *LeastLoaded:
 		info.Candidates = p.choices

@@ -26,7 +26,11 @@ const (
 	membersLabel  = "pickwise.membership"
 	configLabel   = "pickwise.config"
 	endpointLabel = "pickwise.endpoint"
+	attemptLabel  = "pickwise.attempt"
 )
+
+// attemptNames are the values of attemptLabel, for doneShared.retries.
+var attemptNames = [3]string{"2", "3", "4+"}
 
 // MetricsSpec describes the metrics of one policy.
 type MetricsSpec struct {
@@ -67,6 +71,7 @@ type Metrics struct {
 	readmissions *estats.Int64CountHandle
 	probes       *estats.Int64CountHandle
 	elsewhere    *estats.Int64CountHandle
+	retries      *estats.Int64CountHandle
 
 	// membership carries the fingerprints of the balancer's membership
 	// and config as labels (membership.go).
@@ -176,6 +181,13 @@ func RegisterMetrics(s MetricsSpec) *Metrics {
 		Description:    "Retried or hedged attempts placed away from an endpoint an earlier attempt of the call used (needs the attempts interceptor).",
 		Unit:           "{attempt}",
 		Labels:         plain,
+		OptionalLabels: optional,
+	}))
+	m.retries = estats.RegisterInt64Count(RegisterMetricName(estats.MetricDescriptor{
+		Name:           p + "retry_picks",
+		Description:    "Picks for a call's retried or hedged attempts, by the attempt's number (pickwise.attempt): 2, 3, or 4+ (needs the attempts interceptor).",
+		Unit:           "{pick}",
+		Labels:         []string{targetLabel, attemptLabel},
 		OptionalLabels: optional,
 	}))
 	m.membership = estats.RegisterInt64AsyncGauge(RegisterMetricName(estats.MetricDescriptor{

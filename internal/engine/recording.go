@@ -30,7 +30,9 @@ type recorder struct {
 	order    *[]*Endpoint // the balancer's endpoints, in resolver order
 	// pickers reads the pick counts of the WeightedRR pickers published,
 	// which their endpoints do not count.
-	pickers    pickerCounts
+	pickers pickerCounts
+	// retries are doneShared.retries as last recorded.
+	retries    [3]uint64
 	unregister func() // stops grpc calling the async reporter
 }
 
@@ -164,6 +166,12 @@ func (r *recorder) flushOutcomes() {
 		m.picks.Record(r.sink, int64(n), r.target, "probe", r.locality)
 	}
 	record(m.elsewhere, r.shared.avoidedRetry.Swap(0))
+	for i := range r.shared.retries {
+		if n := r.shared.retries[i].Load(); n != r.retries[i] {
+			m.retries.Record(r.sink, int64(n-r.retries[i]), r.target, attemptNames[i], r.locality)
+			r.retries[i] = n
+		}
+	}
 	if l := m.load; l != nil {
 		for _, c := range []struct {
 			result string
