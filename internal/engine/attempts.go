@@ -92,7 +92,7 @@ func (a *Attempts) Record(e *Endpoint, res balancer.PickResult, err error) (bala
 	if a == nil || err != nil {
 		return res, err
 	}
-	if n := a.n.Load(); n > 0 {
+	if n := a.n.Load(); n > 0 && e.shared != nil { // nil: an endpoint a test built alone
 		// Retries are few: a shared counter costs them little.
 		e.shared.retries[min(n, 3)-1].Add(1)
 		if !a.Used(e) {
