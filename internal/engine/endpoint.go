@@ -154,9 +154,11 @@ type endpointCold struct {
 	// baseDone is weightedDone for a call timed for the baseline latency
 	// (expected.go). Built with the endpoint and never changed.
 	baseDone func(balancer.DoneInfo)
-	// baseFrom is when its baseline's warm-up began (expected.go),
-	// written by timed calls' Dones.
+	// baseFrom is when its baseline's warm-up began, and basePrev the
+	// latency of its last sample, which a rise in the warm-up waits for a
+	// second of (expected.go); written by timed calls' Dones.
 	baseFrom atomic.Int64
+	basePrev atomic.Int64
 
 	// Guarded by the balancer's mu.
 	pos    int // index in the balancer's resolver order

@@ -42,13 +42,15 @@ import (
 // answer moves it little. Two Dones at once may lose one sample.
 //
 // For baseWarm after its first sample, and after a gap as long between
-// two, a sample above it pulls it halfway up, uncapped: an endpoint's
-// first answers may come before its backend carries its load (a warm-up,
-// an idle process), and held to the slow rise, answers far faster than
-// the rest would keep its expected count near zero, and its calls on the
-// other endpoints, for minutes. A baseline too high only leaves the
-// endpoint's calls where the weights put them, and falls within a second
-// or two.
+// two, two samples above it in a row pull it halfway up to the lesser of
+// them, uncapped: an endpoint's first answers may come before its backend
+// carries its load (a warm-up, an idle process), and held to the slow
+// rise, answers far faster than the rest would keep its expected count
+// near zero, and its calls on the other endpoints, for minutes. One late
+// answer (a pause of either process) moves it not at all: a baseline too
+// high is no safer than one too low, as k scales every other endpoint's
+// expected count down with it, and their calls move to this one until it
+// falls, a second or two later.
 const (
 	baseFall = float64(time.Second)
 	baseRise = float64(30 * time.Second)
@@ -67,6 +69,7 @@ func (e *Endpoint) observeBase(latency, now int64) {
 	old := math.Float64frombits(r.bits.Load())
 	if old == 0 {
 		r.bits.Store(math.Float64bits(x))
+		e.basePrev.Store(latency)
 		e.baseFrom.Store(now)
 		return
 	}
@@ -76,10 +79,13 @@ func (e *Endpoint) observeBase(latency, now int64) {
 	// 1 - e^(-dt/tau), to first order: samples come far more often than
 	// either time constant, and a long gap takes the whole way.
 	dt := float64(max(now-last, 0))
+	prev := float64(e.basePrev.Swap(latency))
 	var g float64
 	switch {
 	case x > old && now-e.baseFrom.Load() < int64(baseWarm):
-		g = max(min(dt/baseRise, 1), 0.5)
+		if x = min(x, prev); x > old {
+			g = max(min(dt/baseRise, 1), 0.5)
+		}
 	case x > old:
 		x = min(x, 2*old)
 		g = min(dt/baseRise, 1)

@@ -85,6 +85,48 @@ func TestBaselineFirstAnswersDoNotHoldItLow(t *testing.T) {
 	}
 }
 
+// TestBaselineWarmUpPassesOverOneLateAnswer: in its warm-up a baseline
+// rises on two answers above it in a row, to the lesser of them. One late
+// answer among steady ones (a pause of the client or the server) leaves
+// it, and so the expected counts of it and its peers, where they were: a
+// baseline pulled up by it would scale the peers' counts down, and their
+// calls would move to it. A backend whose answers all turned slower is
+// followed from its second.
+func TestBaselineWarmUpPassesOverOneLateAnswer(t *testing.T) {
+	const (
+		gap    = 20 * time.Millisecond
+		steady = 2 * time.Millisecond
+	)
+	ws := []float64{1000, 600, 800}
+	es := readyEndpoints(ws, []time.Duration{steady, steady, steady}, []uint32{2, 1, 1})
+	var now int64
+	for _, e := range es {
+		now = feedBase(e, 1, steady, gap, 500*time.Millisecond)
+	}
+	es[0].observeBase(int64(3*steady), now+int64(gap))
+	for _, e := range es {
+		feedBase(e, now+int64(gap), steady, gap, 200*time.Millisecond)
+	}
+	if got := time.Duration(es[0].rtt.baseline()); got != steady {
+		t.Errorf("baseline %v after one 6 ms answer among 2 ms ones in the warm-up, want 2ms", got)
+	}
+	var x expectation
+	update(&x, es)
+	for i, w := range ws {
+		if got, want := expectedOf(es[i]), 4*w/2400; math.Abs(got-want) > 1e-9 {
+			t.Errorf("endpoint %d (weight %v): expected %.3f calls in flight, want %.3f, its share of 4", i, w, got, want)
+		}
+	}
+
+	e := newEndpoint("x", &doneShared{}, false)
+	now = feedBase(e, 0, steady, gap, time.Second)
+	e.observeBase(int64(6*time.Millisecond), now+int64(gap))
+	e.observeBase(int64(5*time.Millisecond), now+2*int64(gap))
+	if got := time.Duration(e.rtt.baseline()); got != 3500*time.Microsecond {
+		t.Errorf("baseline %v after 6 ms and 5 ms answers on 2 ms in the warm-up, want 3.5ms, halfway to the lesser", got)
+	}
+}
+
 // readyEndpoints are n READY endpoints with usable weights ws, baselines
 // ls (0: none) and calls in flight in.
 func readyEndpoints(ws []float64, ls []time.Duration, in []uint32) []*Endpoint {
